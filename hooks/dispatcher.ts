@@ -1,0 +1,334 @@
+// Hook fan-out: delivers one payload to every subscribed plugin in name order, fails open on any
+// plugin failure, and keeps the per-plugin bookkeeping the SPEC promises (stats, time-out cool-off,
+// quarantine after repeated failures). WASM plugins and in-process TS callbacks share this interface.
+import * as v from "valibot";
+import {
+  HOOKS_WITH_RESULT,
+  PreLlmResultSchema,
+  SCHEMA_VERSION,
+  type HookFields,
+  type HookName,
+  type HookPayload,
+} from "./catalogue.ts";
+import { log } from "../runtime/log.ts";
+
+export const FAILURE_KINDS = ["trap", "fuel", "timeout", "memory", "bad_output", "denied", "unavailable"] as const;
+export type FailureKind = (typeof FAILURE_KINDS)[number];
+
+/** A plugin call that failed; `kind` says which limit or fault stopped it. */
+export class PluginCallError extends Error {
+  constructor(
+    readonly kind: FailureKind,
+    message: string,
+  ) {
+    super(message);
+    this.name = "PluginCallError";
+  }
+}
+
+/** One hook delivery. The JSON text is built at most once per emit, however many plugins read it. */
+export interface Delivery<H extends HookName = HookName> {
+  readonly hook: H;
+  readonly payload: Readonly<HookPayload<H>>;
+  json(): string;
+  /** Epoch ms after which the call counts as timed out (the plugin's own wall-clock limit). */
+  readonly deadline: number;
+}
+
+export interface CallResult {
+  /** The plugin's raw output: empty/undefined for nothing, otherwise JSON text. */
+  output?: string | undefined;
+  /** Fuel the call used, when the runtime meters it. */
+  fuel?: number | undefined;
+}
+
+export interface HookSubscriber {
+  readonly name: string;
+  readonly hooks: ReadonlySet<HookName>;
+  /** Wall-clock limit for this plugin's calls; the dispatcher's default when absent. */
+  readonly timeoutMs?: number | undefined;
+  call(delivery: Delivery): Promise<CallResult> | CallResult;
+}
+
+export interface PluginStats {
+  calls: number;
+  ok: number;
+  failures: Record<FailureKind, number>;
+  skipped_cooloff: number;
+  fuel_used: number;
+  latency_ms: { p50: number; p99: number; samples: number };
+  consecutive_failures: number;
+  quarantined: string | null;
+  last_error: string | null;
+}
+
+export interface HookFailure {
+  plugin: string;
+  kind: FailureKind;
+  message: string;
+}
+
+export interface HookReport {
+  hook: HookName;
+  delivered: string[];
+  failed: HookFailure[];
+  skipped: Array<{ plugin: string; why: "cooloff" | "quarantined" }>;
+  /** pre_llm_call only: non-empty context strings in plugin (name) order. */
+  injected: Array<{ plugin: string; context: string }>;
+}
+
+export interface DispatcherOptions {
+  /** plugins.hook_callback_timeout in ms (SPEC default 30 s). */
+  timeoutMs?: number;
+  /** How long a timed-out plugin's hook is skipped (default 60 s). */
+  cooloffMs?: number;
+  /** Consecutive failed calls that quarantine a plugin (default 5). */
+  quarantineAfter?: number;
+  /** Largest accepted plugin output in bytes (default 64 KiB). */
+  maxOutputBytes?: number;
+  now?: () => number;
+  onQuarantine?: (plugin: string, reason: string) => void;
+}
+
+const LATENCY_WINDOW = 1024;
+
+class Bookkeeping {
+  readonly failures = Object.fromEntries(FAILURE_KINDS.map((k) => [k, 0])) as Record<FailureKind, number>;
+  calls = 0;
+  ok = 0;
+  skippedCooloff = 0;
+  fuelUsed = 0;
+  consecutiveFailures = 0;
+  quarantined: string | null = null;
+  lastError: string | null = null;
+  readonly cooloffUntil = new Map<HookName, number>();
+  private readonly latencies = new Float64Array(LATENCY_WINDOW);
+  private samples = 0;
+
+  recordLatency(ms: number): void {
+    this.latencies[this.samples % LATENCY_WINDOW] = ms;
+    this.samples++;
+  }
+
+  snapshot(): PluginStats {
+    const n = Math.min(this.samples, LATENCY_WINDOW);
+    const sorted = this.latencies.slice(0, n).sort();
+    const pick = (q: number) => (n === 0 ? 0 : round3(sorted[Math.min(n - 1, Math.floor(q * n))]!));
+    return {
+      calls: this.calls,
+      ok: this.ok,
+      failures: { ...this.failures },
+      skipped_cooloff: this.skippedCooloff,
+      fuel_used: this.fuelUsed,
+      latency_ms: { p50: pick(0.5), p99: pick(0.99), samples: this.samples },
+      consecutive_failures: this.consecutiveFailures,
+      quarantined: this.quarantined,
+      last_error: this.lastError,
+    };
+  }
+}
+
+const round3 = (x: number) => Math.round(x * 1000) / 1000;
+
+export class HookDispatcher {
+  private readonly subscribers = new Map<string, HookSubscriber>();
+  private readonly books = new Map<string, Bookkeeping>();
+  /** Per hook, its subscribers in name order; rebuilt on (un)subscribe so emit does no sorting. */
+  private byHook = new Map<HookName, HookSubscriber[]>();
+  private readonly timeoutMs: number;
+  private readonly cooloffMs: number;
+  private readonly quarantineAfter: number;
+  private readonly maxOutputBytes: number;
+  private readonly now: () => number;
+  private readonly onQuarantine: ((plugin: string, reason: string) => void) | undefined;
+
+  constructor(opts: DispatcherOptions = {}) {
+    this.timeoutMs = opts.timeoutMs ?? 30_000;
+    this.cooloffMs = opts.cooloffMs ?? 60_000;
+    this.quarantineAfter = opts.quarantineAfter ?? 5;
+    this.maxOutputBytes = opts.maxOutputBytes ?? 64 * 1024;
+    this.now = opts.now ?? Date.now;
+    this.onQuarantine = opts.onQuarantine;
+  }
+
+  subscribe(sub: HookSubscriber): void {
+    if (this.subscribers.has(sub.name)) throw new Error(`plugin "${sub.name}" is already subscribed`);
+    this.subscribers.set(sub.name, sub);
+    if (!this.books.has(sub.name)) this.books.set(sub.name, new Bookkeeping());
+    this.reindex();
+  }
+
+  unsubscribe(name: string): void {
+    if (this.subscribers.delete(name)) this.reindex();
+  }
+
+  isSubscribed(name: string): boolean {
+    return this.subscribers.has(name);
+  }
+
+  /** Marks a plugin quarantined (e.g. restored from storage at start-up). */
+  quarantine(name: string, reason: string): void {
+    this.book(name).quarantined = reason;
+  }
+
+  /** Lifts a quarantine and clears failure streaks and cool-offs (operator re-enable). */
+  release(name: string): void {
+    const b = this.book(name);
+    b.quarantined = null;
+    b.consecutiveFailures = 0;
+    b.cooloffUntil.clear();
+  }
+
+  stats(name: string): PluginStats | undefined {
+    return this.books.get(name)?.snapshot();
+  }
+
+  /** Adds fuel consumed outside a hook call (e.g. a slash command run by the same plugin). */
+  recordExternalCall(name: string, ms: number, error?: PluginCallError, fuel?: number): void {
+    const b = this.book(name);
+    b.calls++;
+    b.recordLatency(ms);
+    if (fuel) b.fuelUsed += fuel;
+    if (error) this.fail(name, b, error);
+    else {
+      b.ok++;
+      b.consecutiveFailures = 0;
+    }
+  }
+
+  subscribersOf(hook: HookName): readonly string[] {
+    return (this.byHook.get(hook) ?? []).map((s) => s.name);
+  }
+
+  /**
+   * Delivers `hook` to every subscriber. Never throws for a plugin's sake: failures are counted,
+   * logged and reported; the caller's operation goes on.
+   */
+  async emit<H extends HookName>(hook: H, fields: HookFields<H>): Promise<HookReport> {
+    const report: HookReport = { hook, delivered: [], failed: [], skipped: [], injected: [] };
+    const subs = this.byHook.get(hook);
+    if (!subs || subs.length === 0) return report;
+    const payload = Object.freeze({ hook, schema_version: SCHEMA_VERSION, ...fields }) as unknown as HookPayload<H>;
+    let json: string | undefined;
+    const jsonOnce = () => (json ??= JSON.stringify(payload));
+    for (const sub of subs) {
+      const b = this.book(sub.name);
+      if (b.quarantined !== null) {
+        report.skipped.push({ plugin: sub.name, why: "quarantined" });
+        continue;
+      }
+      const until = b.cooloffUntil.get(hook);
+      const start = this.now();
+      if (until !== undefined) {
+        if (start < until) {
+          b.skippedCooloff++;
+          report.skipped.push({ plugin: sub.name, why: "cooloff" });
+          continue;
+        }
+        b.cooloffUntil.delete(hook);
+      }
+      const timeoutMs = sub.timeoutMs ?? this.timeoutMs;
+      const delivery: Delivery<H> = { hook, payload, json: jsonOnce, deadline: start + timeoutMs };
+      const t0 = performance.now();
+      b.calls++;
+      try {
+        const result = await this.withDeadline(sub.call(delivery as Delivery), timeoutMs, sub.name);
+        b.recordLatency(performance.now() - t0);
+        if (result.fuel) b.fuelUsed += result.fuel;
+        const context = this.readOutput(hook, result.output);
+        b.ok++;
+        b.consecutiveFailures = 0;
+        report.delivered.push(sub.name);
+        if (context) report.injected.push({ plugin: sub.name, context });
+      } catch (err) {
+        b.recordLatency(performance.now() - t0);
+        const e = toCallError(err);
+        if (e.kind === "timeout") b.cooloffUntil.set(hook, this.now() + this.cooloffMs);
+        this.fail(sub.name, b, e);
+        report.failed.push({ plugin: sub.name, kind: e.kind, message: e.message });
+      }
+    }
+    return report;
+  }
+
+  private fail(name: string, b: Bookkeeping, e: PluginCallError): void {
+    b.failures[e.kind]++;
+    b.consecutiveFailures++;
+    b.lastError = `${e.kind}: ${e.message}`;
+    log("warn", "plugin call failed", { plugin: name, kind: e.kind, error: e.message });
+    if (b.quarantined === null && b.consecutiveFailures >= this.quarantineAfter) {
+      b.quarantined = `quarantined after ${b.consecutiveFailures} consecutive failures; last: ${b.lastError}`;
+      log("error", "plugin quarantined", { plugin: name, reason: b.quarantined });
+      this.onQuarantine?.(name, b.quarantined);
+    }
+  }
+
+  /** Validates a plugin's output; returns the context to inject (pre_llm_call) or undefined. */
+  private readOutput(hook: HookName, output: string | undefined): string | undefined {
+    if (output === undefined || output.length === 0) return undefined;
+    // UTF-8 length is at most 3 bytes per UTF-16 unit; count exactly only near the limit.
+    if (output.length * 3 > this.maxOutputBytes && Buffer.byteLength(output) > this.maxOutputBytes) {
+      throw new PluginCallError("bad_output", `output of ${Buffer.byteLength(output)} bytes exceeds ${this.maxOutputBytes}`);
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(output);
+    } catch {
+      throw new PluginCallError("bad_output", `output is not JSON: ${JSON.stringify(output.slice(0, 80))}`);
+    }
+    if (!HOOKS_WITH_RESULT.has(hook)) return undefined; // observers: return values are ignored
+    const res = v.safeParse(PreLlmResultSchema, parsed);
+    if (!res.success) throw new PluginCallError("bad_output", `pre_llm_call output must be a string or {"context": string}`);
+    const ctx = typeof res.output === "string" ? res.output : res.output?.context;
+    return ctx && ctx.trim().length > 0 ? ctx : undefined;
+  }
+
+  private withDeadline(result: Promise<CallResult> | CallResult, ms: number, name: string): Promise<CallResult> | CallResult {
+    if (!(result instanceof Promise)) return result;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const expired = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new PluginCallError("timeout", `${name} ran past ${ms} ms`)), ms);
+    });
+    return Promise.race([result, expired]).finally(() => clearTimeout(timer));
+  }
+
+  private book(name: string): Bookkeeping {
+    let b = this.books.get(name);
+    if (!b) this.books.set(name, (b = new Bookkeeping()));
+    return b;
+  }
+
+  private reindex(): void {
+    const sorted = [...this.subscribers.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    const next = new Map<HookName, HookSubscriber[]>();
+    for (const s of sorted) for (const h of s.hooks) (next.get(h) ?? next.set(h, []).get(h)!).push(s);
+    this.byHook = next;
+  }
+}
+
+function toCallError(err: unknown): PluginCallError {
+  if (err instanceof PluginCallError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return new PluginCallError("trap", message);
+}
+
+/** An in-process TS subscriber: the unsandboxed floor, and how tests observe hooks. */
+export function callbackSubscriber(
+  name: string,
+  hooks: Iterable<HookName>,
+  fn: (payload: Readonly<HookPayload<HookName>>) => unknown,
+): HookSubscriber {
+  return {
+    name,
+    hooks: new Set(hooks),
+    call(d) {
+      const out = fn(d.payload);
+      if (out instanceof Promise) return out.then(wrapOutput);
+      return wrapOutput(out);
+    },
+  };
+}
+
+function wrapOutput(out: unknown): CallResult {
+  return { output: out === undefined ? undefined : JSON.stringify(out) };
+}

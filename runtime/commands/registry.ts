@@ -1,0 +1,115 @@
+// Slash-command registry. Built-ins and plugin commands live side by side; a handler sees the
+// caller's identity (session, platform, source) only when it asks for it. `source` is identity,
+// not authorization: a sensitive command refuses callers without one and may be limited to user_ids.
+import type { Source } from "../../hooks/catalogue.ts";
+
+export const COMMAND_KWARGS = ["session_id", "session_key", "platform", "source"] as const;
+export type CommandKwarg = (typeof COMMAND_KWARGS)[number];
+
+export interface CommandCall {
+  raw_args: string;
+  session_id?: string | null;
+  session_key?: string | null;
+  platform?: string | null;
+  source?: Source | null;
+}
+
+export interface CommandSpec {
+  name: string;
+  description: string;
+  /** Owning plugin; absent for built-ins. */
+  plugin?: string;
+  sensitive?: boolean;
+  /** Which caller fields the handler receives besides raw_args (plugins get all of them). */
+  wants?: readonly CommandKwarg[];
+  run(call: CommandCall): Promise<string> | string;
+}
+
+export interface CommandCaller {
+  session_id: string | null;
+  platform: string | null;
+  source: Source | null;
+}
+
+export class CommandError extends Error {
+  constructor(
+    readonly code: "unknown_command" | "forbidden" | "failed",
+    message: string,
+  ) {
+    super(message);
+    this.name = "CommandError";
+  }
+}
+
+/** Stable key for "the same conversation" across session rotations: platform + chat + thread. */
+export function sessionKey(platform: string | null, source: Source | null): string | null {
+  if (!platform || !source?.chat_id) return null;
+  return [platform, source.chat_id, source.thread_id ?? ""].join(":");
+}
+
+/** Parses "/name rest of line" into its parts; undefined when the text is not a command. */
+export function parseSlash(text: string): { name: string; raw_args: string } | undefined {
+  const m = /^\/([a-z0-9][a-z0-9_-]*)(?:\s+([\s\S]*))?$/i.exec(text.trim());
+  return m ? { name: m[1]!.toLowerCase(), raw_args: (m[2] ?? "").trim() } : undefined;
+}
+
+export class CommandRegistry {
+  private readonly commands = new Map<string, CommandSpec>();
+
+  constructor(private readonly allowedUsers: Readonly<Record<string, readonly string[]>> = {}) {}
+
+  register(spec: CommandSpec): void {
+    const existing = this.commands.get(spec.name);
+    if (existing) {
+      throw new Error(`command /${spec.name} already registered by ${existing.plugin ?? "hookbox"}`);
+    }
+    this.commands.set(spec.name, spec);
+  }
+
+  unregister(name: string): void {
+    this.commands.delete(name);
+  }
+
+  /** Removes every command a plugin registered (on disable or quarantine). */
+  unregisterPlugin(plugin: string): void {
+    for (const [name, spec] of this.commands) if (spec.plugin === plugin) this.commands.delete(name);
+  }
+
+  get(name: string): CommandSpec | undefined {
+    return this.commands.get(name);
+  }
+
+  list(): Array<{ name: string; description: string; plugin: string | null; sensitive: boolean }> {
+    return [...this.commands.values()]
+      .sort((a, b) => a.name.localeCompare(b.name))
+      .map((c) => ({ name: c.name, description: c.description, plugin: c.plugin ?? null, sensitive: !!c.sensitive }));
+  }
+
+  async run(name: string, raw_args: string, caller: CommandCaller): Promise<string> {
+    const spec = this.commands.get(name);
+    if (!spec) throw new CommandError("unknown_command", `unknown command /${name}; /commands lists them`);
+    if (spec.sensitive) {
+      if (!caller.source?.user_id) {
+        throw new CommandError("forbidden", `/${name} is sensitive and needs a caller identity (source.user_id)`);
+      }
+      const allowed = this.allowedUsers[name];
+      if (allowed && !allowed.includes(caller.source.user_id)) {
+        throw new CommandError("forbidden", `/${name} is not allowed for user ${caller.source.user_id}`);
+      }
+    }
+    const all: CommandCall = {
+      raw_args,
+      session_id: caller.session_id,
+      session_key: sessionKey(caller.platform, caller.source),
+      platform: caller.platform,
+      source: caller.source,
+    };
+    const wanted = new Set<CommandKwarg>(spec.plugin ? COMMAND_KWARGS : (spec.wants ?? []));
+    const call: CommandCall = { raw_args };
+    if (wanted.has("session_id")) call.session_id = all.session_id;
+    if (wanted.has("session_key")) call.session_key = all.session_key;
+    if (wanted.has("platform")) call.platform = all.platform;
+    if (wanted.has("source")) call.source = all.source;
+    return spec.run(call);
+  }
+}

@@ -1,0 +1,43 @@
+// Opens the libSQL database through Kysely: an embedded file by default, a remote sqld/Turso server
+// when HOOKBOX_DB_URL is set. The same code path serves both.
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import { Kysely } from "kysely";
+import { LibsqlDialect } from "@libsql/kysely-libsql";
+import { createClient, type Client } from "@libsql/client";
+import type { Database } from "./schema.ts";
+import { migrate } from "./migrations.ts";
+
+export const DEFAULT_DB_URL = "file:./data/hookbox.db";
+
+export interface Storage {
+  db: Kysely<Database>;
+  client: Client;
+  url: string;
+  close(): Promise<void>;
+}
+
+export async function openStorage(url = DEFAULT_DB_URL, authToken?: string): Promise<Storage> {
+  if (url.startsWith("file:")) {
+    const path = url.slice("file:".length);
+    if (path && path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
+  }
+  const client = createClient(authToken ? { url, authToken } : { url });
+  if (url.startsWith("file:")) {
+    // WAL lets readers proceed during a write; busy_timeout makes concurrent writers wait, not fail.
+    await client.execute("PRAGMA journal_mode = WAL");
+    await client.execute("PRAGMA busy_timeout = 5000");
+  }
+  await client.execute("PRAGMA foreign_keys = ON");
+  const db = new Kysely<Database>({ dialect: new LibsqlDialect({ client }) });
+  await migrate(db);
+  return {
+    db,
+    client,
+    url,
+    async close() {
+      await db.destroy();
+      client.close();
+    },
+  };
+}

@@ -1,0 +1,82 @@
+// Schema migrations, kept in code so that Node, Deno and a remote libSQL server all run the same set.
+import { Migrator, sql, type Kysely, type Migration, type MigrationProvider } from "kysely";
+
+const migrations: Record<string, Migration> = {
+  "0001_initial": {
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable("sessions")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("profile", "text", (c) => c.notNull().defaultTo("default"))
+        .addColumn("platform", "text", (c) => c.notNull().defaultTo("api"))
+        .addColumn("user_id", "text")
+        .addColumn("chat_id", "text")
+        .addColumn("thread_id", "text")
+        .addColumn("parent_session_id", "text")
+        .addColumn("compacted_from", "text")
+        .addColumn("archived", "integer", (c) => c.notNull().defaultTo(0))
+        .addColumn("ended_at", "integer")
+        .addColumn("end_reason", "text")
+        .addColumn("token_estimate", "integer", (c) => c.notNull().defaultTo(0))
+        .addColumn("last_compaction_at", "integer")
+        .addColumn("created_at", "integer", (c) => c.notNull())
+        .addColumn("updated_at", "integer", (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex("sessions_parent").on("sessions").column("parent_session_id").execute();
+      await db.schema.createIndex("sessions_compacted_from").on("sessions").column("compacted_from").execute();
+      await db.schema.createIndex("sessions_profile_updated").on("sessions").columns(["profile", "updated_at"]).execute();
+
+      await db.schema
+        .createTable("messages")
+        .addColumn("id", "integer", (c) => c.primaryKey().autoIncrement())
+        .addColumn("session_id", "text", (c) => c.notNull())
+        .addColumn("seq", "integer", (c) => c.notNull())
+        .addColumn("role", "text", (c) => c.notNull())
+        .addColumn("content", "text", (c) => c.notNull())
+        .addColumn("tool_name", "text")
+        .addColumn("tokens", "integer", (c) => c.notNull().defaultTo(0))
+        .addColumn("created_at", "integer", (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex("messages_session_seq").on("messages").columns(["session_id", "seq"]).unique().execute();
+
+      await db.schema
+        .createTable("plugin_kv")
+        .addColumn("plugin", "text", (c) => c.notNull())
+        .addColumn("session_id", "text", (c) => c.notNull().defaultTo(""))
+        .addColumn("key", "text", (c) => c.notNull())
+        .addColumn("value", "text", (c) => c.notNull())
+        .addColumn("updated_at", "integer", (c) => c.notNull())
+        .addPrimaryKeyConstraint("plugin_kv_pk", ["plugin", "session_id", "key"])
+        .execute();
+
+      await db.schema
+        .createTable("idempotency")
+        .addColumn("key", "text", (c) => c.primaryKey())
+        .addColumn("request_hash", "text", (c) => c.notNull())
+        .addColumn("status", "integer", (c) => c.notNull())
+        .addColumn("response", "text", (c) => c.notNull())
+        .addColumn("created_at", "integer", (c) => c.notNull())
+        .execute();
+
+      await db.schema
+        .createTable("plugin_state")
+        .addColumn("name", "text", (c) => c.primaryKey())
+        .addColumn("enabled", "integer")
+        .addColumn("quarantined", "text")
+        .addColumn("updated_at", "integer", (c) => c.notNull())
+        .execute();
+    },
+  },
+};
+
+const provider: MigrationProvider = { getMigrations: async () => migrations };
+
+export async function migrate(db: Kysely<any>): Promise<void> {
+  const { error, results } = await new Migrator({ db, provider }).migrateToLatest();
+  const failed = results?.find((r) => r.status === "Error");
+  if (error || failed) throw new Error(`migration ${failed?.migrationName ?? ""} failed: ${String(error)}`);
+}
+
+/** Used by tests to check the schema exists without caring about its details. */
+export const tableCount = (db: Kysely<any>) =>
+  sql<{ n: number }>`select count(*) as n from sqlite_master where type = 'table'`.execute(db);
