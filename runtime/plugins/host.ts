@@ -1,0 +1,45 @@
+// What the core and its HTTP/CLI surfaces need from the plugin runtime. The WASM runtime
+// (runtime/plugins/manager.ts) implements it; the core works with no plugins at all.
+import type { HookName } from "../../hooks/catalogue.ts";
+import type { PluginStats } from "../../hooks/dispatcher.ts";
+
+export type PluginStatus = "active" | "disabled" | "quarantined" | "failed";
+
+export interface PluginInfo {
+  name: string;
+  version: string | null;
+  description: string | null;
+  hooks: HookName[];
+  commands: Array<{ name: string; description: string; sensitive: boolean }>;
+  capabilities: { requested: string[]; granted: string[] };
+  status: PluginStatus;
+  /** Why the plugin is not active (load error, quarantine reason, "disabled by config", ...). */
+  reason: string | null;
+  stats: PluginStats | null;
+}
+
+export class PluginNotFoundError extends Error {
+  override name = "PluginNotFoundError";
+}
+
+export interface PluginHost {
+  list(): PluginInfo[];
+  get(name: string): PluginInfo | undefined;
+  /** Operator enable: also lifts a quarantine. Throws PluginNotFoundError for an unknown name. */
+  enable(name: string): Promise<PluginInfo>;
+  disable(name: string): Promise<PluginInfo>;
+  close(): Promise<void>;
+}
+
+/** The host used when no plugin runtime is wired in: nothing loaded, nothing to toggle. */
+export const noPlugins: PluginHost = {
+  list: () => [],
+  get: () => undefined,
+  enable: async (name) => {
+    throw new PluginNotFoundError(`no plugin named ${name}`);
+  },
+  disable: async (name) => {
+    throw new PluginNotFoundError(`no plugin named ${name}`);
+  },
+  close: async () => {},
+};
