@@ -1,0 +1,69 @@
+// Moving bytes between the plugin's linear memory and Extism memory blocks. The kernel only offers
+// 1- and 8-byte loads/stores (each a host call), so copy 8 bytes at a time: as-pdk's
+// Memory.allocateBytes stores byte by byte, eight times the host calls.
+import {
+  alloc,
+  free,
+  length,
+  load_u8,
+  load_u64,
+  store_u8,
+  store_u64,
+  input_length,
+  input_load_u8,
+  input_load_u64,
+  output_set,
+} from "./env";
+
+/** Copies `len` bytes at `ptr` (linear memory) into a fresh Extism block; returns its offset. */
+export function storeRaw(ptr: usize, len: i32): u64 {
+  const off = alloc(<u64>len);
+  let i = 0;
+  for (; i + 8 <= len; i += 8) store_u64(off + <u64>i, load<u64>(ptr + <usize>i));
+  for (; i < len; i++) store_u8(off + <u64>i, load<u8>(ptr + <usize>i));
+  return off;
+}
+
+/** A UTF-8 copy of `s` in Extism memory (what host functions take as a string argument). */
+export function storeString(s: string): u64 {
+  const buf = String.UTF8.encode(s);
+  return storeRaw(changetype<usize>(buf), buf.byteLength);
+}
+
+/** Reads a whole Extism block (then frees it: host return values are ours to release). */
+export function loadBlock(off: u64): Uint8Array {
+  const n = <i32>length(off);
+  const out = new Uint8Array(n);
+  const p = out.dataStart;
+  let i = 0;
+  for (; i + 8 <= n; i += 8) store<u64>(p + <usize>i, load_u64(off + <u64>i));
+  for (; i < n; i++) store<u8>(p + <usize>i, load_u8(off + <u64>i));
+  free(off);
+  return out;
+}
+
+/** The call's input bytes (the hook payload as UTF-8 JSON). */
+export function readInput(): Uint8Array {
+  const n = <i32>input_length();
+  const out = new Uint8Array(n);
+  const p = out.dataStart;
+  let i = 0;
+  for (; i + 8 <= n; i += 8) store<u64>(p + <usize>i, input_load_u64(<u64>i));
+  for (; i < n; i++) store<u8>(p + <usize>i, input_load_u8(<u64>i));
+  return out;
+}
+
+/** Sets the call's output to `len` bytes at `ptr`. */
+export function outputRaw(ptr: usize, len: i32): void {
+  output_set(storeRaw(ptr, len), <u64>len);
+}
+
+/** Sets the call's output to `s` as UTF-8 (as-pdk's outputString gets the length wrong for non-ASCII). */
+export function outputString(s: string): void {
+  const buf = String.UTF8.encode(s);
+  outputRaw(changetype<usize>(buf), buf.byteLength);
+}
+
+export function outputBytes(b: Uint8Array): void {
+  outputRaw(b.dataStart, b.length);
+}
