@@ -20,7 +20,13 @@ export const PluginLimitsSchema = v.strictObject({
 export type PluginLimits = v.InferOutput<typeof PluginLimitsSchema>;
 
 const ProviderSchema = v.variant("type", [
-  v.strictObject({ type: v.literal("local") }),
+  v.strictObject({
+    type: v.literal("local"),
+    /** Simulated context window: larger prompts fail as a provider overflow (compact and retry). */
+    context_window_tokens: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1))),
+    /** Simulated provider-native compaction above this many prompt tokens. */
+    native_compaction_over_tokens: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1))),
+  }),
   v.strictObject({
     type: v.literal("openai"),
     base_url: v.pipe(v.string(), v.url()),

@@ -1,0 +1,16 @@
+// What every service shares: configuration, storage, the hook dispatcher, the clock and the
+// per-session locks that keep turns, compactions and session changes of one session in order.
+import type { Config } from "./config.ts";
+import type { Storage } from "./storage/db.ts";
+import type { HookDispatcher } from "../hooks/dispatcher.ts";
+import type { KeyedMutex } from "./util/mutex.ts";
+
+export interface CoreContext {
+  readonly config: Config;
+  readonly storage: Storage;
+  readonly dispatcher: HookDispatcher;
+  readonly now: () => number;
+  readonly sessionLocks: KeyedMutex;
+}
+
+export const newId = (prefix: string): string => `${prefix}_${crypto.randomUUID().replaceAll("-", "")}`;

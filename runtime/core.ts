@@ -1,0 +1,89 @@
+// Builds the agent core: storage, dispatcher, command registry, provider and the services, wired
+// once. HTTP, CLI and tests all start from createCore.
+import type { Config } from "./config.ts";
+import { openStorage, type Storage } from "./storage/db.ts";
+import { HookDispatcher } from "../hooks/dispatcher.ts";
+import { CommandRegistry } from "./commands/registry.ts";
+import { registerBuiltins } from "./commands/builtins.ts";
+import { noPlugins, type PluginHost } from "./plugins/host.ts";
+import { KeyedMutex } from "./util/mutex.ts";
+import type { CoreContext } from "./context.ts";
+import { createProvider } from "./providers/index.ts";
+import type { Provider } from "./providers/types.ts";
+import { SessionService } from "./sessions/service.ts";
+import { DeletionService } from "./deletion/service.ts";
+import { CompactionEngine } from "./compaction/engine.ts";
+import { TurnService } from "./turns/service.ts";
+import { MaintenanceService } from "./maintenance/service.ts";
+import { builtinTools } from "./tools/builtin.ts";
+
+export interface Core extends CoreContext {
+  readonly storage: Storage;
+  readonly commands: CommandRegistry;
+  readonly provider: Provider;
+  readonly sessions: SessionService;
+  readonly deletion: DeletionService;
+  readonly compaction: CompactionEngine;
+  readonly turns: TurnService;
+  readonly maintenance: MaintenanceService;
+  /** The plugin runtime; `noPlugins` until (or unless) one is started. */
+  plugins: PluginHost;
+  close(): Promise<void>;
+}
+
+export type PluginHostFactory = (core: Core) => Promise<PluginHost>;
+
+export interface CoreOptions {
+  pluginHost?: PluginHostFactory | undefined;
+  now?: (() => number) | undefined;
+  /** Overrides the configured provider (tests, embedding). */
+  provider?: Provider | undefined;
+}
+
+export async function createCore(config: Config, opts: CoreOptions = {}): Promise<Core> {
+  const storage = await openStorage(config.db_url, config.db_auth_token);
+  const now = opts.now ?? Date.now;
+  const dispatcher = new HookDispatcher({
+    timeoutMs: config.plugins.hook_callback_timeout * 1000,
+    cooloffMs: config.plugins.cooloff_seconds * 1000,
+    quarantineAfter: config.plugins.quarantine_after,
+    now,
+  });
+  const ctx: CoreContext = { config, storage, dispatcher, now, sessionLocks: new KeyedMutex() };
+  const commands = new CommandRegistry(config.plugins.command_users);
+  const provider = opts.provider ?? createProvider(config.provider);
+  const sessions = new SessionService(ctx);
+  const deletion = new DeletionService(ctx);
+  const compaction = new CompactionEngine(ctx, provider);
+  const turns = new TurnService(ctx, sessions, compaction, provider, builtinTools(now), commands);
+  const maintenance = new MaintenanceService(ctx, sessions, deletion, compaction);
+  registerBuiltins(commands, { sessions, compaction, deletion });
+  let closed = false;
+  const core: Core = {
+    ...ctx,
+    storage,
+    commands,
+    provider,
+    sessions,
+    deletion,
+    compaction,
+    turns,
+    maintenance,
+    plugins: noPlugins,
+    async close() {
+      if (closed) return;
+      closed = true;
+      await core.plugins.close();
+      await storage.close();
+    },
+  };
+  if (opts.pluginHost) {
+    try {
+      core.plugins = await opts.pluginHost(core);
+    } catch (err) {
+      await storage.close();
+      throw err;
+    }
+  }
+  return core;
+}

@@ -1,0 +1,101 @@
+// The one code path that removes (or archives) sessions. Every entry point — HTTP delete and bulk
+// delete, CLI, `/exit --delete`, the sweeps and archive — calls `remove`, which:
+//   1. picks the seed ids (given, or selected inside the transaction so the choice is consistent),
+//   2. expands them to the cascade closure (child sessions and the compaction chain both ways)
+//      with one recursive CTE,
+//   3. deletes messages, session-scoped plugin KV rows and sessions set-based, in ONE transaction,
+//   4. after commit, emits on_session_delete once with every id actually removed.
+// Ids that are already gone are simply not in the result, so a retry or an overlapping bulk delete
+// fires nothing for them. Archive uses the same path but flips the flag instead of deleting.
+import { resolve } from "node:path";
+import { sql, type Transaction } from "kysely";
+import type { Database } from "../storage/schema.ts";
+import type { DeleteReason } from "../../hooks/catalogue.ts";
+import type { CoreContext } from "../context.ts";
+
+export type Trx = Transaction<Database>;
+
+export interface RemoveRequest {
+  reason: DeleteReason;
+  /** Seed ids; use `select` instead to choose them inside the transaction (sweeps). */
+  ids?: readonly string[];
+  select?: (trx: Trx, now: number) => Promise<string[]>;
+}
+
+export interface RemoveResult {
+  reason: DeleteReason;
+  /** The seed this operation was about (first seed that was removed), "" when nothing was. */
+  session_id: string;
+  /** Every row removed (or, for archive, flipped), cascade included, sorted. */
+  deleted_ids: string[];
+  /** The profile the removed sessions share, "*" when they span several. */
+  profile: string;
+  fired: boolean;
+}
+
+interface IdProfile {
+  id: string;
+  profile: string;
+}
+
+export class DeletionService {
+  constructor(private readonly ctx: CoreContext) {}
+
+  async remove(req: RemoveRequest): Promise<RemoveResult> {
+    const now = this.ctx.now();
+    const { seeds, rows } = await this.ctx.storage.write(async (trx) => {
+      const seeds = req.select ? await req.select(trx, now) : [...new Set(req.ids ?? [])];
+      if (seeds.length === 0) return { seeds, rows: [] as IdProfile[] };
+      const seedJson = JSON.stringify(seeds);
+      const rows = req.reason === "archive" ? await archiveIn(trx, seedJson, now) : await deleteClosureIn(trx, seedJson);
+      return { seeds, rows };
+    });
+    const deleted = new Set(rows.map((r) => r.id));
+    const profiles = new Set(rows.map((r) => r.profile));
+    const result: RemoveResult = {
+      reason: req.reason,
+      session_id: seeds.find((id) => deleted.has(id)) ?? rows[0]?.id ?? "",
+      deleted_ids: [...deleted].sort(),
+      profile: profiles.size === 1 ? [...profiles][0]! : profiles.size === 0 ? "" : "*",
+      fired: rows.length > 0,
+    };
+    if (result.fired) {
+      await this.ctx.dispatcher.emit("on_session_delete", {
+        session_id: result.session_id,
+        reason: req.reason,
+        profile: result.profile,
+        deleted_ids: result.deleted_ids,
+        sessions_dir: resolve(this.ctx.config.sessions_dir),
+      });
+    }
+    return result;
+  }
+}
+
+/** Deletes the seeds and everything that cascades from them; returns what was removed. */
+async function deleteClosureIn(trx: Trx, seedJson: string): Promise<IdProfile[]> {
+  const closure = await sql<IdProfile>`
+    with recursive closure(id) as (
+      select s.id from sessions s where s.id in (select value from json_each(${seedJson}))
+      union select c.id from sessions c join closure p on c.parent_session_id = p.id
+      union select c.id from sessions c join closure p on c.compacted_from = p.id
+      union select prev.id from closure p join sessions s on s.id = p.id join sessions prev on prev.id = s.compacted_from
+    )
+    select s.id, s.profile from sessions s where s.id in (select id from closure)`.execute(trx);
+  const rows = closure.rows;
+  if (rows.length === 0) return rows;
+  const idsJson = JSON.stringify(rows.map((r) => r.id));
+  await sql`delete from messages where session_id in (select value from json_each(${idsJson}))`.execute(trx);
+  await sql`delete from plugin_kv where session_id in (select value from json_each(${idsJson}))`.execute(trx);
+  await sql`delete from sessions where id in (select value from json_each(${idsJson}))`.execute(trx);
+  return rows;
+}
+
+/** Archives the seeds that are not archived yet; only real flips are returned. */
+async function archiveIn(trx: Trx, seedJson: string, now: number): Promise<IdProfile[]> {
+  const res = await sql<IdProfile>`
+    update sessions set archived = 1, updated_at = ${now}
+    where archived = 0 and id in (select value from json_each(${seedJson}))
+    returning id, profile`.execute(trx);
+  return res.rows;
+}

@@ -1,0 +1,83 @@
+// /v1/maintenance, /v1/plugins, /v1/hooks and /v1/commands.
+import { Hono } from "hono";
+import * as v from "valibot";
+import { describeHooks } from "../../hooks/catalogue.ts";
+import type { Core } from "../core.ts";
+import { AppError } from "../errors.ts";
+import { SWEEP_NAMES } from "../maintenance/sweeps.ts";
+import { Id, Platform, SourceInput, check, readBody } from "./validate.ts";
+
+const Days = v.pipe(v.number(), v.minValue(0), v.maxValue(36_500));
+const MAINTENANCE = {
+  empty_sweep: v.strictObject({ grace_seconds: v.optional(v.pipe(v.number(), v.minValue(0), v.maxValue(31_536_000))) }),
+  prune: v.strictObject({ older_than_days: v.optional(Days) }),
+  ghost_prune: v.strictObject({}),
+  profile_repair: v.strictObject({}),
+  idle_archive: v.strictObject({ older_than_days: v.optional(v.pipe(Days, v.minValue(0.000001))) }),
+  hygiene: v.strictObject({}),
+} as const;
+const Task = v.picklist(Object.keys(MAINTENANCE) as Array<keyof typeof MAINTENANCE>);
+const PluginName = v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "plugin names are lowercase [a-z0-9_-]"));
+const CommandName = v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/i, "command names are [a-z0-9_-]"));
+const CommandBody = v.strictObject({
+  raw_args: v.optional(v.pipe(v.string(), v.maxLength(10_000)), ""),
+  session_id: v.optional(Id),
+  platform: v.optional(Platform),
+  source: v.optional(SourceInput),
+});
+
+export function adminRoutes(core: Core): Hono {
+  const app = new Hono();
+
+  app.post("/maintenance/:task", async (c) => {
+    const task = check(Task, c.req.param("task"), "maintenance task", "invalid_task");
+    if ((SWEEP_NAMES as readonly string[]).includes(task)) {
+      const params = await readBody(c, MAINTENANCE[task]);
+      const res = await core.maintenance.sweep(task as (typeof SWEEP_NAMES)[number], params);
+      return c.json({ task, deleted_ids: res.deleted_ids, fired: res.fired });
+    }
+    if (task === "idle_archive") {
+      const body = await readBody(c, MAINTENANCE.idle_archive);
+      return c.json({ task, archived_ids: await core.maintenance.idleArchive(body.older_than_days) });
+    }
+    await readBody(c, MAINTENANCE.hygiene);
+    return c.json({ task, compactions: await core.maintenance.hygiene() });
+  });
+
+  app.get("/hooks", (c) => c.json({ hooks: describeHooks() }));
+
+  app.get("/plugins", (c) => c.json({ plugins: core.plugins.list() }));
+  app.get("/plugins/:name", (c) => {
+    const name = check(PluginName, c.req.param("name"), "plugin name", "invalid_id");
+    const info = core.plugins.get(name);
+    if (!info) throw new AppError(404, "not_found", `plugin ${name} not found`);
+    return c.json({ plugin: info });
+  });
+  app.post("/plugins/:name/:action", async (c) => {
+    const name = check(PluginName, c.req.param("name"), "plugin name", "invalid_id");
+    const action = check(v.picklist(["enable", "disable"]), c.req.param("action"), "plugin action", "invalid_action");
+    await readBody(c, v.strictObject({}));
+    const info = action === "enable" ? await core.plugins.enable(name) : await core.plugins.disable(name);
+    return c.json({ plugin: info });
+  });
+
+  app.get("/commands", (c) => c.json({ commands: core.commands.list() }));
+  app.post("/commands/:name", async (c) => {
+    const name = check(CommandName, c.req.param("name"), "command name", "invalid_id").toLowerCase();
+    const body = await readBody(c, CommandBody);
+    const session = body.session_id !== undefined ? await core.sessions.get(body.session_id) : undefined;
+    const source = body.source
+      ? { user_id: body.source.user_id ?? null, chat_id: body.source.chat_id ?? null, thread_id: body.source.thread_id ?? null }
+      : session
+        ? { user_id: session.user_id, chat_id: session.chat_id, thread_id: session.thread_id }
+        : null;
+    const output = await core.commands.run(name, body.raw_args, {
+      session_id: session?.id ?? null,
+      platform: body.platform ?? session?.platform ?? null,
+      source,
+    });
+    return c.json({ command: name, output });
+  });
+
+  return app;
+}

@@ -1,0 +1,121 @@
+// /v1/sessions: create, list, get, messages, turns, compress, archive, unarchive, end, reset,
+// delete, bulk delete and profile adoption.
+import { Hono } from "hono";
+import * as v from "valibot";
+import { COMPACTION_KINDS } from "../../hooks/catalogue.ts";
+import type { Core } from "../core.ts";
+import { notFound } from "../errors.ts";
+import { messageView, sessionView } from "../sessions/view.ts";
+import { Id, Platform, Profile, QueryBool, QueryInt, SourceInput, readBody, readId, readQuery } from "./validate.ts";
+
+const CreateBody = v.strictObject({
+  profile: v.optional(Profile),
+  platform: v.optional(Platform),
+  source: v.optional(SourceInput),
+  parent_session_id: v.optional(Id),
+});
+const ListQuery = v.strictObject({
+  profile: v.optional(Profile),
+  archived: v.optional(QueryBool),
+  limit: v.optional(QueryInt(1, 1000), "100"),
+  after: v.optional(Id),
+});
+const MessagesQuery = v.strictObject({ limit: v.optional(QueryInt(1, 10_000)) });
+const TurnBody = v.strictObject({ message: v.pipe(v.string(), v.minLength(1), v.maxLength(100_000)) });
+const CompressBody = v.strictObject({ kind: v.optional(v.picklist(COMPACTION_KINDS), "summarize"), rotate: v.optional(v.boolean(), false) });
+const EndBody = v.strictObject({ reason: v.optional(v.pipe(v.string(), v.regex(/^[a-z0-9_-]{1,64}$/, "reasons are 1-64 chars of [a-z0-9_-]")), "user") });
+const Empty = v.strictObject({});
+const BulkDeleteBody = v.pipe(
+  v.strictObject({ ids: v.optional(v.pipe(v.array(Id), v.maxLength(100_000))), profile: v.optional(Profile) }),
+  v.check((b) => (b.ids === undefined) !== (b.profile === undefined), "give exactly one of ids or profile"),
+);
+const AdoptBody = v.strictObject({ ids: v.pipe(v.array(Id), v.minLength(1), v.maxLength(100_000)), profile: Profile });
+
+export function sessionRoutes(core: Core): Hono {
+  const app = new Hono();
+
+  app.post("/", async (c) => {
+    const body = await readBody(c, CreateBody);
+    return c.json({ session: sessionView(await core.sessions.create(body)) }, 201);
+  });
+
+  app.get("/", async (c) => {
+    const q = readQuery(c, ListQuery);
+    const rows = await core.sessions.list({ profile: q.profile, archived: q.archived, limit: q.limit, after: q.after });
+    return c.json({ sessions: rows.map(sessionView), next: rows.length === q.limit ? rows.at(-1)!.id : null });
+  });
+
+  app.post("/bulk-delete", async (c) => {
+    const body = await readBody(c, BulkDeleteBody);
+    const profile = body.profile;
+    const res =
+      profile !== undefined
+        ? await core.deletion.remove({ reason: "delete", select: async (trx) => (await trx.selectFrom("sessions").select("id").where("profile", "=", profile).execute()).map((r) => r.id) })
+        : await core.deletion.remove({ reason: "delete", ids: body.ids! });
+    return c.json({ deleted_ids: res.deleted_ids, fired: res.fired });
+  });
+
+  app.post("/adopt", async (c) => {
+    const body = await readBody(c, AdoptBody);
+    return c.json({ moved_ids: await core.sessions.adopt(body.ids, body.profile), profile: body.profile });
+  });
+
+  app.get("/:id", async (c) => c.json({ session: sessionView(await core.sessions.get(readId(c))) }));
+
+  app.get("/:id/messages", async (c) => {
+    const id = readId(c);
+    const q = readQuery(c, MessagesQuery);
+    return c.json({ messages: (await core.sessions.messages(id, q.limit)).map(messageView) });
+  });
+
+  app.post("/:id/turns", async (c) => {
+    const id = readId(c);
+    const body = await readBody(c, TurnBody);
+    return c.json(await core.turns.run(id, body.message));
+  });
+
+  app.post("/:id/compress", async (c) => {
+    const id = readId(c);
+    const body = await readBody(c, CompressBody);
+    return c.json(await core.compaction.compact({ session_id: id, kind: body.kind, reason: "manual", rotate: body.rotate }));
+  });
+
+  app.post("/:id/archive", async (c) => {
+    const id = readId(c);
+    await readBody(c, Empty);
+    await core.sessions.get(id);
+    const res = await core.deletion.remove({ reason: "archive", ids: [id] });
+    const session = await core.sessions.find(id);
+    if (!session) throw notFound("session", id);
+    return c.json({ session: sessionView(session), archived: res.fired });
+  });
+
+  app.post("/:id/unarchive", async (c) => {
+    const id = readId(c);
+    await readBody(c, Empty);
+    return c.json({ session: sessionView(await core.sessions.unarchive(id)) });
+  });
+
+  app.post("/:id/end", async (c) => {
+    const id = readId(c);
+    const body = await readBody(c, EndBody);
+    const { session, changed } = await core.sessions.end(id, body.reason);
+    return c.json({ session: sessionView(session), ended: changed });
+  });
+
+  app.post("/:id/reset", async (c) => {
+    const id = readId(c);
+    await readBody(c, Empty);
+    const fresh = await core.sessions.reset(id);
+    return c.json({ session: sessionView(fresh), old_session_id: id }, 201);
+  });
+
+  app.delete("/:id", async (c) => {
+    const id = readId(c);
+    const res = await core.deletion.remove({ reason: "delete", ids: [id] });
+    if (!res.fired) throw notFound("session", id);
+    return c.json({ deleted_ids: res.deleted_ids });
+  });
+
+  return app;
+}

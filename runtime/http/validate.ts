@@ -1,0 +1,54 @@
+// Every body, query and path parameter goes through valibot here; failures become 400 with the
+// issues listed, before any service runs (so nothing is half-written).
+import * as v from "valibot";
+import type { Context } from "hono";
+import { AppError } from "../errors.ts";
+
+export const Id = v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]{1,128}$/, "ids are 1-128 chars of [A-Za-z0-9_-]"));
+export const Profile = v.pipe(v.string(), v.regex(/^[A-Za-z0-9._-]{1,64}$/, "profiles are 1-64 chars of [A-Za-z0-9._-]"));
+const Text = (max: number) => v.pipe(v.string(), v.maxLength(max));
+export const SourceInput = v.strictObject({
+  user_id: v.optional(v.nullable(Text(256))),
+  chat_id: v.optional(v.nullable(Text(256))),
+  thread_id: v.optional(v.nullable(Text(256))),
+});
+export const Platform = v.pipe(v.string(), v.regex(/^[A-Za-z0-9._-]{1,64}$/, "platforms are 1-64 chars of [A-Za-z0-9._-]"));
+
+function fail(code: string, what: string, issues: v.BaseIssue<unknown>[]): never {
+  const list = issues.map((i) => ({ path: v.getDotPath(i) ?? "", message: i.message }));
+  const first = list[0]!;
+  throw new AppError(400, code, `invalid ${what}: ${first.path ? `${first.path}: ` : ""}${first.message}`, list);
+}
+
+export function check<S extends v.GenericSchema>(schema: S, input: unknown, what: string, code = "invalid_body"): v.InferOutput<S> {
+  const res = v.safeParse(schema, input);
+  if (!res.success) fail(code, what, res.issues);
+  return res.output;
+}
+
+/** Parses and validates the JSON body; an empty body counts as {}. */
+export async function readBody<S extends v.GenericSchema>(c: Context, schema: S): Promise<v.InferOutput<S>> {
+  const text = await c.req.text();
+  let json: unknown = {};
+  if (text.trim() !== "") {
+    try {
+      json = JSON.parse(text);
+    } catch {
+      throw new AppError(400, "invalid_json", "request body is not valid JSON");
+    }
+  }
+  return check(schema, json, "body");
+}
+
+export function readQuery<S extends v.GenericSchema>(c: Context, schema: S): v.InferOutput<S> {
+  return check(schema, c.req.query(), "query", "invalid_query");
+}
+
+export function readId(c: Context, name = "id"): string {
+  return check(Id, c.req.param(name), `path parameter ${name}`, "invalid_id");
+}
+
+/** Query strings are text: these turn them into typed values with clear errors. */
+export const QueryInt = (min: number, max: number) =>
+  v.pipe(v.string(), v.regex(/^\d{1,9}$/, "must be a whole number"), v.transform(Number), v.minValue(min), v.maxValue(max));
+export const QueryBool = v.pipe(v.picklist(["true", "false"]), v.transform((s) => s === "true"));

@@ -1,0 +1,52 @@
+// Maintenance sweeps. Each one only CHOOSES sessions (inside the delete transaction); the removal
+// itself is the deletion service's single code path, so cascade and on_session_delete behave the
+// same as for a user's delete.
+import { sql } from "kysely";
+import type { Config } from "../config.ts";
+import type { DeletionService, RemoveResult, Trx } from "../deletion/service.ts";
+
+export const SWEEP_NAMES = ["empty_sweep", "prune", "ghost_prune", "profile_repair"] as const;
+export type SweepName = (typeof SWEEP_NAMES)[number];
+
+export interface SweepParams {
+  /** empty_sweep: only sessions older than this are empty "for real" (default 3600 s). */
+  grace_seconds?: number | undefined;
+  /** prune: overrides retention.prune_after_days. */
+  older_than_days?: number | undefined;
+}
+
+const ids = async (q: Promise<{ rows: Array<{ id: string }> }>) => (await q).rows.map((r) => r.id);
+
+const selectors: Record<SweepName, (trx: Trx, now: number, p: SweepParams, c: Config) => Promise<string[]>> = {
+  // No messages, older than the grace period, and no child sessions (which would cascade).
+  empty_sweep: (trx, now, p) =>
+    ids(sql<{ id: string }>`select s.id from sessions s
+      where s.created_at < ${now - (p.grace_seconds ?? 3600) * 1000}
+        and not exists (select 1 from messages m where m.session_id = s.id)
+        and not exists (select 1 from sessions c where c.parent_session_id = s.id)
+      order by s.created_at, s.id`.execute(trx)),
+  // Not updated for the retention period (children go with their parent).
+  prune: (trx, now, p, c) =>
+    ids(sql<{ id: string }>`select id from sessions
+      where updated_at < ${now - (p.older_than_days ?? c.retention.prune_after_days) * 86_400_000}
+      order by created_at, id`.execute(trx)),
+  // Rows pointing at a parent or chain predecessor that no longer exists; orphaned messages and
+  // session KV rows (no session at all) are dropped in the same transaction.
+  ghost_prune: async (trx) => {
+    await sql`delete from messages where session_id not in (select id from sessions)`.execute(trx);
+    await sql`delete from plugin_kv where session_id <> '' and session_id not in (select id from sessions)`.execute(trx);
+    return ids(sql<{ id: string }>`select s.id from sessions s
+      where (s.parent_session_id is not null and not exists (select 1 from sessions p where p.id = s.parent_session_id))
+         or (s.compacted_from is not null and not exists (select 1 from sessions p where p.id = s.compacted_from))
+      order by s.created_at, s.id`.execute(trx));
+  },
+  // Profile invariant: every session has a non-blank profile, and a child is in its parent's.
+  profile_repair: (trx) =>
+    ids(sql<{ id: string }>`select s.id from sessions s left join sessions p on p.id = s.parent_session_id
+      where trim(s.profile) = '' or (p.id is not null and p.profile <> s.profile)
+      order by s.created_at, s.id`.execute(trx)),
+};
+
+export function runSweep(deletion: DeletionService, config: Config, name: SweepName, params: SweepParams = {}): Promise<RemoveResult> {
+  return deletion.remove({ reason: name, select: (trx, now) => selectors[name](trx, now, params, config) });
+}

@@ -1,0 +1,132 @@
+// OpenAI-compatible chat/completions provider (OpenAI, vLLM, llama.cpp server, LiteLLM, ...).
+// Replies are outside input: validated with valibot before the core trusts them.
+import * as v from "valibot";
+import { ContextOverflowError, ProviderError, SummaryAborted, type ChatMessage, type Provider, type ProviderReply, type ToolSpec } from "./types.ts";
+
+export interface OpenAIOptions {
+  base_url: string;
+  api_key?: string | undefined;
+  model: string;
+  timeout_seconds: number;
+}
+
+const ReplySchema = v.object({
+  choices: v.pipe(
+    v.array(
+      v.object({
+        message: v.object({
+          content: v.optional(v.nullable(v.string())),
+          tool_calls: v.optional(
+            v.nullable(
+              v.array(v.object({ id: v.string(), function: v.object({ name: v.string(), arguments: v.string() }) })),
+            ),
+          ),
+        }),
+      }),
+    ),
+    v.minLength(1),
+  ),
+  usage: v.optional(
+    v.object({ prompt_tokens: v.number(), completion_tokens: v.number(), total_tokens: v.optional(v.number()) }),
+  ),
+  /** hookbox extension: a gateway that compacted the context itself says so here. */
+  compaction: v.optional(
+    v.object({ summary: v.string(), replaced: v.pipe(v.number(), v.integer(), v.minValue(1)), trigger: v.optional(v.string()) }),
+  ),
+});
+
+const ErrorSchema = v.object({ error: v.object({ code: v.optional(v.nullable(v.string())), message: v.optional(v.string()) }) });
+
+const SUMMARY_PROMPT =
+  "Summarize the conversation below for your own future reference: keep decisions, facts, names and open tasks. Reply with the summary only.";
+
+export class OpenAIProvider implements Provider {
+  readonly name = "openai";
+  constructor(private readonly opts: OpenAIOptions) {}
+
+  async complete(req: { messages: ChatMessage[]; tools: ToolSpec[] }): Promise<ProviderReply> {
+    const body: Record<string, unknown> = { model: this.opts.model, messages: req.messages.map(toWire) };
+    if (req.tools.length > 0) {
+      body.tools = req.tools.map((t) => ({ type: "function", function: { name: t.name, description: t.description, parameters: t.parameters } }));
+    }
+    const json = await this.post(body);
+    const parsed = v.safeParse(ReplySchema, json);
+    if (!parsed.success) throw new ProviderError(`malformed chat/completions reply: ${parsed.issues[0].message}`);
+    const r = parsed.output;
+    const msg = r.choices[0]!.message;
+    const usage = r.usage
+      ? { prompt_tokens: r.usage.prompt_tokens, completion_tokens: r.usage.completion_tokens, total_tokens: r.usage.total_tokens ?? r.usage.prompt_tokens + r.usage.completion_tokens }
+      : { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+    return {
+      content: msg.content ?? "",
+      tool_calls: (msg.tool_calls ?? []).map((c) => ({ id: c.id, name: c.function.name, args: parseArgs(c.function.arguments) })),
+      usage,
+      native_compaction: r.compaction,
+    };
+  }
+
+  async summarize(messages: ChatMessage[]): Promise<string> {
+    const transcript = messages.map((m) => `${m.role}: ${m.content}`).join("\n");
+    let reply: ProviderReply;
+    try {
+      reply = await this.complete({ messages: [{ role: "system", content: SUMMARY_PROMPT }, { role: "user", content: transcript }], tools: [] });
+    } catch (err) {
+      throw new SummaryAborted(`summarizer failed: ${(err as Error).message}`);
+    }
+    if (reply.content.trim() === "") throw new SummaryAborted("summarizer returned an empty summary");
+    return reply.content.trim();
+  }
+
+  private async post(body: unknown): Promise<unknown> {
+    const headers: Record<string, string> = { "content-type": "application/json" };
+    if (this.opts.api_key) headers.authorization = `Bearer ${this.opts.api_key}`;
+    let res: Response;
+    try {
+      res = await fetch(`${this.opts.base_url.replace(/\/+$/, "")}/chat/completions`, {
+        method: "POST",
+        headers,
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(this.opts.timeout_seconds * 1000),
+      });
+    } catch (err) {
+      throw new ProviderError(`provider unreachable: ${(err as Error).message}`);
+    }
+    const text = await res.text();
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      throw new ProviderError(`provider answered ${res.status} with non-JSON body`);
+    }
+    if (!res.ok) {
+      const e = v.safeParse(ErrorSchema, json);
+      const code = e.success ? e.output.error.code : undefined;
+      const message = e.success ? (e.output.error.message ?? "") : text.slice(0, 200);
+      if (code === "context_length_exceeded") throw new ContextOverflowError(message || "context length exceeded");
+      throw new ProviderError(`provider answered ${res.status}: ${message}`);
+    }
+    return json;
+  }
+}
+
+function toWire(m: ChatMessage): Record<string, unknown> {
+  if (m.role === "tool") return { role: "tool", tool_call_id: m.tool_call_id ?? "", content: m.content };
+  if (m.tool_calls?.length) {
+    return {
+      role: "assistant",
+      content: m.content || null,
+      tool_calls: m.tool_calls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: JSON.stringify(c.args) } })),
+    };
+  }
+  return { role: m.role, content: m.content };
+}
+
+function parseArgs(text: string): Record<string, unknown> {
+  try {
+    const x: unknown = JSON.parse(text || "{}");
+    if (x && typeof x === "object" && !Array.isArray(x)) return x as Record<string, unknown>;
+  } catch {
+    /* fall through */
+  }
+  throw new ProviderError(`tool call arguments are not a JSON object: ${text.slice(0, 80)}`);
+}

@@ -1,0 +1,227 @@
+// Session lifecycle: create, read, append, end/finalize, reset, unarchive, profile adoption and
+// idle auto-archive. Anything that removes rows or archives by request goes through the deletion
+// service instead, so that on_session_delete has exactly one source.
+import { sql, type Transaction } from "kysely";
+import type { Database } from "../storage/schema.ts";
+import type { Source } from "../../hooks/catalogue.ts";
+import { newId, type CoreContext } from "../context.ts";
+import { AppError, conflict, notFound } from "../errors.ts";
+import { estimateTokens } from "../tokens.ts";
+import { sourceOf, type MessageRow, type SessionRow } from "./view.ts";
+
+export interface NewSession {
+  profile?: string | undefined;
+  platform?: string | undefined;
+  source?: Partial<Source> | undefined;
+  parent_session_id?: string | undefined;
+}
+
+export interface NewMessage {
+  role: string;
+  content: string;
+  tool_name?: string | null;
+}
+
+export interface ListFilter {
+  profile?: string | undefined;
+  archived?: boolean | undefined;
+  limit: number;
+  /** Sessions created strictly before this id's position (created_at, id) — keyset pagination. */
+  after?: string | undefined;
+}
+
+export class SessionService {
+  constructor(private readonly ctx: CoreContext) {}
+
+  async create(input: NewSession): Promise<SessionRow> {
+    const now = this.ctx.now();
+    const row = await this.ctx.storage.write(async (trx) => {
+      let profile = input.profile ?? "default";
+      if (input.parent_session_id !== undefined) {
+        const parent = await trx.selectFrom("sessions").selectAll().where("id", "=", input.parent_session_id).executeTakeFirst();
+        if (!parent) throw new AppError(422, "parent_not_found", `parent session ${input.parent_session_id} not found`);
+        // Profile invariant: a child lives in its parent's profile.
+        if (input.profile !== undefined && input.profile !== parent.profile) {
+          throw new AppError(422, "profile_mismatch", `a child session must be in its parent's profile (${parent.profile})`);
+        }
+        profile = parent.profile;
+      }
+      const values = {
+        id: newId("s"),
+        profile,
+        platform: input.platform ?? "api",
+        user_id: input.source?.user_id ?? null,
+        chat_id: input.source?.chat_id ?? null,
+        thread_id: input.source?.thread_id ?? null,
+        parent_session_id: input.parent_session_id ?? null,
+        compacted_from: null,
+        created_at: now,
+        updated_at: now,
+      };
+      return trx.insertInto("sessions").values(values).returningAll().executeTakeFirstOrThrow();
+    });
+    await this.ctx.dispatcher.emit("on_session_start", {
+      session_id: row.id,
+      profile: row.profile,
+      platform: row.platform,
+      source: sourceOf(row),
+    });
+    return row;
+  }
+
+  find(id: string): Promise<SessionRow | undefined> {
+    return this.ctx.storage.db.selectFrom("sessions").selectAll().where("id", "=", id).executeTakeFirst();
+  }
+
+  async get(id: string): Promise<SessionRow> {
+    const row = await this.find(id);
+    if (!row) throw notFound("session", id);
+    return row;
+  }
+
+  async list(f: ListFilter): Promise<SessionRow[]> {
+    let q = this.ctx.storage.db.selectFrom("sessions").selectAll();
+    if (f.profile !== undefined) q = q.where("profile", "=", f.profile);
+    if (f.archived !== undefined) q = q.where("archived", "=", f.archived ? 1 : 0);
+    if (f.after !== undefined) {
+      const a = await this.get(f.after);
+      q = q.where((eb) =>
+        eb.or([eb("created_at", ">", a.created_at), eb.and([eb("created_at", "=", a.created_at), eb("id", ">", a.id)])]),
+      );
+    }
+    return q.orderBy("created_at").orderBy("id").limit(f.limit).execute();
+  }
+
+  async messages(id: string, limit?: number): Promise<MessageRow[]> {
+    await this.get(id);
+    return this.history(id, limit);
+  }
+
+  /** The stored conversation in order; with `limit`, only the most recent messages. */
+  async history(id: string, limit?: number): Promise<MessageRow[]> {
+    const db = this.ctx.storage.db;
+    if (limit === undefined) return db.selectFrom("messages").selectAll().where("session_id", "=", id).orderBy("seq").execute();
+    const rows = await db.selectFrom("messages").selectAll().where("session_id", "=", id).orderBy("seq", "desc").limit(limit).execute();
+    return rows.reverse();
+  }
+
+  /** Appends messages in one write transaction; fails with 404 if the session is gone meanwhile. */
+  append(id: string, msgs: NewMessage[]): Promise<MessageRow[]> {
+    return this.ctx.storage.write((trx) => appendIn(trx, id, msgs, this.ctx.now()));
+  }
+
+  /** Ends a session: on_session_end, then on_session_finalize. Ending an ended session does nothing. */
+  async end(id: string, reason: string): Promise<{ session: SessionRow; changed: boolean }> {
+    return this.ctx.sessionLocks.run(id, async () => {
+      const changed = await this.markEnded(id, reason);
+      const session = await this.get(id);
+      if (changed) await this.emitEnd(id, reason);
+      return { session, changed };
+    });
+  }
+
+  /**
+   * Starts a fresh conversation in place of `id`: the old session ends ("reset") and a new one with
+   * the same profile, platform and source begins; on_session_reset links the two.
+   */
+  async reset(id: string): Promise<SessionRow> {
+    return this.ctx.sessionLocks.run(id, async () => {
+      const old = await this.get(id);
+      if (old.ended_at !== null) throw conflict("session_ended", `session ${id} has ended; reset starts from an open session`);
+      await this.markEnded(id, "reset");
+      await this.emitEnd(id, "reset");
+      const fresh = await this.create({
+        profile: old.profile,
+        platform: old.platform,
+        source: sourceOf(old),
+        ...(old.parent_session_id ? { parent_session_id: old.parent_session_id } : {}),
+      });
+      await this.ctx.dispatcher.emit("on_session_reset", { session_id: fresh.id, old_session_id: id });
+      return fresh;
+    });
+  }
+
+  /** Clears the archived flag. No hook: un-archiving removes nothing. */
+  async unarchive(id: string): Promise<SessionRow> {
+    const now = this.ctx.now();
+    const row = await this.ctx.storage.write((trx) =>
+      trx.updateTable("sessions").set({ archived: 0, updated_at: now }).where("id", "=", id).returningAll().executeTakeFirst(),
+    );
+    if (!row) throw notFound("session", id);
+    return row;
+  }
+
+  /**
+   * Profile adoption: moves sessions (with their child sessions, to keep the profile invariant)
+   * into `profile`. Nothing is deleted, so on_session_delete does not fire.
+   */
+  async adopt(ids: readonly string[], profile: string): Promise<string[]> {
+    const now = this.ctx.now();
+    return this.ctx.storage.write(async (trx) => {
+      const rows = await sql<{ id: string }>`
+        with recursive tree(id) as (
+          select id from sessions where id in (select value from json_each(${JSON.stringify(ids)}))
+          union select c.id from sessions c join tree t on c.parent_session_id = t.id)
+        update sessions set profile = ${profile}, updated_at = ${now}
+        where id in (select id from tree) returning id`.execute(trx);
+      return rows.rows.map((r) => r.id).sort();
+    });
+  }
+
+  /** Idle auto-archive: silently archives sessions idle for `days`. Never fires on_session_delete. */
+  async idleArchive(days = this.ctx.config.retention.idle_archive_after_days): Promise<string[]> {
+    if (days <= 0) return [];
+    const cutoff = this.ctx.now() - days * 86_400_000;
+    const rows = await this.ctx.storage.write((trx) =>
+      trx.updateTable("sessions").set({ archived: 1 }).where("archived", "=", 0).where("updated_at", "<", cutoff).returning("id").execute(),
+    );
+    return rows.map((r) => r.id).sort();
+  }
+
+  private async markEnded(id: string, reason: string): Promise<boolean> {
+    const now = this.ctx.now();
+    const res = await this.ctx.storage.write(async (trx) => {
+      const exists = await trx.selectFrom("sessions").select("ended_at").where("id", "=", id).executeTakeFirst();
+      if (!exists) throw notFound("session", id);
+      return trx
+        .updateTable("sessions")
+        .set({ ended_at: now, end_reason: reason, updated_at: now })
+        .where("id", "=", id)
+        .where("ended_at", "is", null)
+        .executeTakeFirst();
+    });
+    return res.numUpdatedRows > 0n;
+  }
+
+  private async emitEnd(id: string, reason: string): Promise<void> {
+    await this.ctx.dispatcher.emit("on_session_end", { session_id: id, reason });
+    await this.ctx.dispatcher.emit("on_session_finalize", { session_id: id });
+  }
+}
+
+/** Appends inside an open write transaction; seq numbers continue the session's sequence. */
+export async function appendIn(trx: Transaction<Database>, id: string, msgs: NewMessage[], now: number): Promise<MessageRow[]> {
+  const s = await trx.selectFrom("sessions").select("id").where("id", "=", id).executeTakeFirst();
+  if (!s) throw notFound("session", id);
+  if (msgs.length === 0) return [];
+  const top = await trx.selectFrom("messages").select((eb) => eb.fn.max("seq").as("seq")).where("session_id", "=", id).executeTakeFirst();
+  let seq = Number(top?.seq ?? 0);
+  const rows = msgs.map((m) => ({
+    session_id: id,
+    seq: ++seq,
+    role: m.role,
+    content: m.content,
+    tool_name: m.tool_name ?? null,
+    tokens: estimateTokens(m.content),
+    created_at: now,
+  }));
+  const inserted = await trx.insertInto("messages").values(rows).returningAll().execute();
+  await refreshTokens(trx, id, now);
+  return inserted;
+}
+
+/** Recomputes a session's token estimate from its messages and touches updated_at. */
+export async function refreshTokens(trx: Transaction<Database>, id: string, now: number): Promise<void> {
+  await sql`update sessions set token_estimate = coalesce((select sum(tokens) from messages where session_id = ${id}), 0),
+    updated_at = ${now} where id = ${id}`.execute(trx);
+}
