@@ -1,6 +1,6 @@
 // Well-behaved test plugin: counts every event per hook in its plugin-wide KV ("count:<hook>") and
 // returns nothing, so tests can check it saw every event while hostile plugins misbehaved.
-import { beginCall, kvGet, kvList, kvSet, outputString, quote, GLOBAL } from "../lib";
+import { beginCall, kvGet, kvList, kvSet, outputString, quote, GLOBAL } from "../../lib";
 
 const PREFIX = "count:";
 

@@ -1,6 +1,6 @@
 // Benchmark plugin: FNV-1a style hashing over N rounds, a deterministic amount of work per call
 // for fuel metering. N: payload field "iterations", else the command args, else 10000.
-import { beginCall, getNumber, getString, outputString } from "../lib";
+import { beginCall, getNumber, getString, outputString } from "../../lib";
 
 const DEFAULT_ROUNDS: f64 = 10000;
 

@@ -1,0 +1,107 @@
+// sidecar-index: one plugin-wide KV entry per live session, "entry:<session_id>" =
+// {"session_id","platform","profile","llm_calls","compactions","compacted_from"}. A rotating
+// compaction moves the entry to the new id; on_session_delete drops the entry of every id in
+// deleted_ids (cascaded children and chain rows included), so no entry outlives its session.
+import {
+  beginCall, getNumber, getString, getStringArray, kvDelete, kvGetBytes, kvList, kvSet, outputString,
+  quote, quoteArray, GLOBAL,
+} from "../lib";
+
+const PREFIX = "entry:";
+
+class Entry {
+  platform: string = "";
+  profile: string = "";
+  llmCalls: i64 = 0;
+  compactions: i64 = 0;
+  compactedFrom: string = "";
+}
+
+function load(sid: string): Entry | null {
+  const b = kvGetBytes(GLOBAL, PREFIX + sid);
+  if (b === null) return null;
+  const e = new Entry();
+  const platform = getString(b, "platform");
+  if (platform !== null) e.platform = platform;
+  const profile = getString(b, "profile");
+  if (profile !== null) e.profile = profile;
+  e.llmCalls = <i64>getNumber(b, "llm_calls", 0);
+  e.compactions = <i64>getNumber(b, "compactions", 0);
+  const from = getString(b, "compacted_from");
+  if (from !== null) e.compactedFrom = from;
+  return e;
+}
+
+function save(sid: string, e: Entry): void {
+  kvSet(
+    GLOBAL,
+    PREFIX + sid,
+    '{"session_id":' + quote(sid) + ',"platform":' + quote(e.platform) + ',"profile":' + quote(e.profile) +
+      ',"llm_calls":' + e.llmCalls.toString() + ',"compactions":' + e.compactions.toString() +
+      ',"compacted_from":' + quote(e.compactedFrom) + "}",
+  );
+}
+
+function loadOrNew(sid: string): Entry {
+  const e = load(sid);
+  return e === null ? new Entry() : e;
+}
+
+export function on_session_start(): i32 {
+  const input = beginCall();
+  const sid = getString(input, "session_id");
+  if (sid === null) return 0;
+  const e = loadOrNew(sid);
+  const platform = getString(input, "platform");
+  if (platform !== null) e.platform = platform;
+  const profile = getString(input, "profile");
+  if (profile !== null) e.profile = profile;
+  save(sid, e);
+  return 0;
+}
+
+export function post_llm_call(): i32 {
+  const input = beginCall();
+  const sid = getString(input, "session_id");
+  if (sid === null) return 0;
+  const e = loadOrNew(sid);
+  e.llmCalls++;
+  save(sid, e);
+  return 0;
+}
+
+export function post_compaction(): i32 {
+  const input = beginCall();
+  const sid = getString(input, "session_id");
+  if (sid === null) return 0;
+  const old = getString(input, "old_session_id");
+  let e: Entry;
+  if (old !== null && old.length > 0 && old != sid) {
+    // Rotation: the conversation continues under the new id; the old row is history.
+    const moved = load(old);
+    e = moved !== null ? moved : loadOrNew(sid);
+    e.compactedFrom = old;
+    kvDelete(GLOBAL, PREFIX + old);
+  } else e = loadOrNew(sid);
+  e.compactions++;
+  save(sid, e);
+  return 0;
+}
+
+export function on_session_delete(): i32 {
+  const input = beginCall();
+  const ids = getStringArray(input, "deleted_ids");
+  if (ids === null) return 0;
+  for (let i = 0; i < ids.length; i++) kvDelete(GLOBAL, PREFIX + ids[i]);
+  return 0;
+}
+
+/** `/index`: {"count": n, "sessions": [ids...]} */
+export function command_index(): i32 {
+  beginCall();
+  const keys = kvList(GLOBAL, PREFIX);
+  const ids = new Array<string>(keys.length);
+  for (let i = 0; i < keys.length; i++) ids[i] = keys[i].substring(PREFIX.length);
+  outputString('{"count":' + ids.length.toString() + ',"sessions":' + quoteArray(ids) + "}");
+  return 0;
+}
