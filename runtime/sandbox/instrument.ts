@@ -1,0 +1,337 @@
+// Load-time instrumentation of a plugin module: fuel metering and a hard memory cap, written at the
+// byte level (binaryen.js would do it too, but under tsx importing its 15 MB bundle takes ~30 s).
+// The JS Extism SDK has neither limit (its memory.maxPages only bounds host-side buffers). The
+// output is a pure function of (bytes, options): deterministic.
+//
+// Fuel: one added i32 global. Every function entry and every loop header subtracts the static
+// instruction count of the code it guards (a loop body is charged per iteration, nested loops
+// separately); when the counter drops below zero the module calls the host's `refill(counter)`,
+// which grants the next slice or throws (budget spent / deadline passed). Every exported function
+// is wrapped so that `begin()` resets the counter at each call and `end(left)` reports the rest:
+// no SDK access to module globals is needed, and it works in an Extism worker too.
+//
+// Memory: the memory section gets a maximum; and every memory.grow first calls an added
+// `grow_check(delta)` that tells the host (`oom(delta)`) when the grow will be refused, so the trap
+// the language runtime then raises (AssemblyScript: `unreachable`) is reported as a memory failure.
+import { Op, Reader, WasmFormatError, Writer, readInstr, readSections, sectionRank, writeModule, type Section } from "./wasm-binary.ts";
+
+/** Import module of the fuel host functions the instrumented module calls. */
+export const FUEL_MODULE = "hookbox:fuel";
+
+export interface InstrumentOptions {
+  /** Largest linear memory in 64 KiB pages, written as the memory's maximum. */
+  memoryPages: number;
+  /** Fuel for code that runs outside an exported call (the start function at instantiation). */
+  startFuel: number;
+}
+
+export class InstrumentError extends Error {
+  override name = "InstrumentError";
+}
+
+const I32 = 0x7f;
+const FUEL_IMPORTS = [
+  { name: "refill", params: [I32], results: [I32] },
+  { name: "begin", params: [], results: [I32] },
+  { name: "end", params: [I32], results: [] },
+  { name: "oom", params: [I32], results: [] },
+] as const;
+const [REFILL, BEGIN, END, OOM] = [0, 1, 2, 3];
+
+interface Layout {
+  importedFuncs: number;
+  importedGlobals: number;
+  /** Type index of every function (imports first). */
+  funcTypes: number[];
+  typeCount: number;
+  definedGlobals: number;
+}
+
+export function instrument(wasm: Uint8Array<ArrayBuffer>, opts: InstrumentOptions): Uint8Array<ArrayBuffer> {
+  if (!WebAssembly.validate(wasm)) throw new InstrumentError("not a valid WebAssembly module");
+  for (const imp of WebAssembly.Module.imports(new WebAssembly.Module(wasm))) {
+    if (imp.module === FUEL_MODULE) throw new InstrumentError(`module may not import "${FUEL_MODULE}"`);
+    if (imp.kind === "memory") throw new InstrumentError("modules that import their memory are not supported");
+  }
+  try {
+    return rewrite(readSections(wasm), opts);
+  } catch (err) {
+    if (err instanceof WasmFormatError) throw new InstrumentError(err.message);
+    throw err;
+  }
+}
+
+function rewrite(sections: Section[], opts: InstrumentOptions): Uint8Array<ArrayBuffer> {
+  const layout = readLayout(sections);
+  const k = FUEL_IMPORTS.length;
+  const I = layout.importedFuncs;
+  const fuelFn = (i: number) => I + i;
+  const remap = (idx: number) => (idx < I ? idx : idx + k);
+  const definedCount = layout.funcTypes.length - I;
+  const fuelGlobal = layout.importedGlobals + layout.definedGlobals;
+  const exports = readExports(find(sections, 7));
+  const funcExports = exports.filter((e) => e.kind === 0);
+  // New function indices: [old imports][fuel imports][old defined][wrappers][grow_check]
+  const firstWrapper = I + k + definedCount;
+  const growCheck = firstWrapper + funcExports.length;
+  const newTypes = FUEL_IMPORTS.map((f, i) => ({ ...f, index: layout.typeCount + i }));
+  const growType = newTypes[REFILL]!.index; // (i32) -> i32
+
+  const out = new Map<number, Uint8Array>();
+  out.set(1, appendVec(find(sections, 1), newTypes.map((t) => encodeFuncType(t.params, t.results))));
+  out.set(
+    2,
+    appendVec(
+      find(sections, 2),
+      newTypes.map((t) => new Writer().name(FUEL_MODULE).name(t.name).byte(0x00).u32(t.index)),
+    ),
+  );
+  const wrapperTypes = funcExports.map((e) => layout.funcTypes[e.index]!);
+  out.set(3, appendVec(find(sections, 3), [...wrapperTypes, growType].map((t) => new Writer().u32(t))));
+  out.set(
+    6,
+    appendVec(find(sections, 6), [
+      new Writer().byte(I32).byte(0x01).byte(Op.I32Const).i32(clampI32(opts.startFuel)).byte(Op.End),
+    ]),
+  );
+  let wrapperIdx = firstWrapper;
+  out.set(
+    7,
+    encodeVec(
+      exports.map((e) => {
+        const w = new Writer().name(e.name).byte(e.kind);
+        return e.kind === 0 ? w.u32(wrapperIdx++) : w.u32(e.index);
+      }),
+    ),
+  );
+  const start = find(sections, 8);
+  if (start) out.set(8, new Writer().u32(remap(new Reader(start).u32())).toBytes());
+  const elements = find(sections, 9);
+  if (elements) out.set(9, rewriteElements(elements, remap));
+
+  const meter: MeterCtx = { fuelGlobal, refill: fuelFn(REFILL), growCheck, remap };
+  const bodies = readVec(find(sections, 10) ?? new Uint8Array([0]), (r) => r.bytes(r.u32()));
+  const code = bodies.map((b) => instrumentBody(b, meter));
+  for (const e of funcExports) {
+    const params = layout.funcTypes[e.index]!;
+    code.push(wrapperBody(paramCount(sections, params), remap(e.index), fuelGlobal, fuelFn(BEGIN), fuelFn(END)));
+  }
+  code.push(growCheckBody(opts.memoryPages, fuelFn(OOM)));
+  out.set(10, encodeVec(code.map((c) => new Writer().sized(c))));
+
+  // Reassemble in canonical order; the "name" section would now lie about indices, so drop it.
+  const result: Section[] = [];
+  for (const s of sections) {
+    if (s.id === 0 && new Reader(s.body).name() === "name") continue;
+    result.push(out.has(s.id) ? { id: s.id, body: out.get(s.id)! } : s);
+    out.delete(s.id);
+  }
+  for (const [id, body] of out) {
+    const at = result.findIndex((s) => s.id !== 0 && sectionRank(s.id) > sectionRank(id));
+    result.splice(at === -1 ? result.length : at, 0, { id, body });
+  }
+  return capMemory(result, opts.memoryPages);
+}
+
+const clampI32 = (n: number) => Math.max(0, Math.min(0x7fff_ffff, Math.floor(n)));
+
+function find(sections: Section[], id: number): Uint8Array | undefined {
+  return sections.find((s) => s.id === id)?.body;
+}
+
+function readVec<T>(body: Uint8Array, item: (r: Reader) => T): T[] {
+  const r = new Reader(body);
+  const out: T[] = [];
+  for (let n = r.u32(); n > 0; n--) out.push(item(r));
+  return out;
+}
+
+function encodeVec(items: Array<Writer | Uint8Array>): Uint8Array {
+  const w = new Writer().u32(items.length);
+  for (const it of items) w.raw(it instanceof Writer ? it.toBytes() : it);
+  return w.toBytes();
+}
+
+/** Appends items to a section that is a vector (or creates it). */
+function appendVec(body: Uint8Array | undefined, items: Writer[]): Uint8Array {
+  if (!body) return encodeVec(items);
+  const r = new Reader(body);
+  const n = r.u32();
+  const w = new Writer().u32(n + items.length).raw(body.subarray(r.pos));
+  for (const it of items) w.raw(it.toBytes());
+  return w.toBytes();
+}
+
+function encodeFuncType(params: readonly number[], results: readonly number[]): Writer {
+  return new Writer().byte(0x60).u32(params.length).raw(params).u32(results.length).raw(results);
+}
+
+function readLayout(sections: Section[]): Layout {
+  const typeCount = new Reader(find(sections, 1) ?? new Uint8Array([0])).u32();
+  const funcTypes: number[] = [];
+  let importedGlobals = 0;
+  const imports = find(sections, 2);
+  if (imports) {
+    readVec(imports, (r) => {
+      r.name();
+      r.name();
+      const kind = r.byte();
+      if (kind === 0x00) funcTypes.push(r.u32());
+      else if (kind === 0x01) {
+        r.byte();
+        const flags = r.byte();
+        r.u32();
+        if (flags & 1) r.u32();
+      } else if (kind === 0x03) {
+        importedGlobals++;
+        r.byte();
+        r.byte();
+      } else throw new WasmFormatError(`unsupported import kind ${kind}`);
+    });
+  }
+  const importedFuncs = funcTypes.length;
+  const funcs = find(sections, 3);
+  if (funcs) funcTypes.push(...readVec(funcs, (r) => r.u32()));
+  const globals = find(sections, 6);
+  const definedGlobals = globals ? new Reader(globals).u32() : 0;
+  return { importedFuncs, importedGlobals, funcTypes, typeCount, definedGlobals };
+}
+
+function paramCount(sections: Section[], typeIndex: number): number {
+  const types = readVec(find(sections, 1)!, (r) => {
+    if (r.byte() !== 0x60) throw new WasmFormatError("unsupported type form");
+    const params = r.bytes(r.u32()).length;
+    r.bytes(r.u32());
+    return params;
+  });
+  return types[typeIndex]!;
+}
+
+function readExports(body: Uint8Array | undefined): Array<{ name: string; kind: number; index: number }> {
+  return body ? readVec(body, (r) => ({ name: r.name(), kind: r.byte(), index: r.u32() })) : [];
+}
+
+interface MeterCtx {
+  fuelGlobal: number;
+  refill: number;
+  growCheck: number;
+  remap: (idx: number) => number;
+}
+
+/** fuel -= cost; if (fuel < 0) fuel = refill(fuel) */
+function meterCode(w: Writer, cost: number, m: MeterCtx): void {
+  const g = m.fuelGlobal;
+  w.byte(Op.GlobalGet).u32(g).byte(Op.I32Const).i32(Math.max(1, cost)).byte(Op.I32Sub).byte(Op.GlobalSet).u32(g);
+  w.byte(Op.GlobalGet).u32(g).byte(Op.I32Const).i32(0).byte(Op.I32LtS).byte(Op.If).byte(0x40);
+  w.byte(Op.GlobalGet).u32(g).byte(Op.Call).u32(m.refill).byte(Op.GlobalSet).u32(g).byte(Op.End);
+}
+
+/**
+ * Two passes over one function body: first the cost of every metering region (function entry,
+ * each loop), then the rewrite with meters inserted and function indices shifted.
+ */
+function instrumentBody(body: Uint8Array, m: MeterCtx): Uint8Array {
+  const r = new Reader(body);
+  const localsStart = r.pos;
+  for (let n = r.u32(); n > 0; n--) {
+    r.u32();
+    r.byte();
+  }
+  const codeStart = r.pos;
+  const instrs = [];
+  const costs: number[] = [0]; // region 0 = function entry; one more per loop, in order
+  const stack: number[] = [0]; // region of each open block
+  while (!r.done) {
+    const ins = readInstr(r);
+    instrs.push(ins);
+    const region = stack[stack.length - 1]!;
+    if (ins.op === Op.End) {
+      stack.pop();
+      continue;
+    }
+    costs[region]!++;
+    if (ins.op === Op.Loop) {
+      costs.push(0);
+      stack.push(costs.length - 1);
+    } else if (ins.op === Op.Block || ins.op === Op.If) stack.push(region);
+  }
+  const w = new Writer().raw(body.subarray(localsStart, codeStart));
+  meterCode(w, costs[0]!, m);
+  let loop = 0;
+  for (const ins of instrs) {
+    if (ins.op === Op.Call || ins.op === Op.ReturnCall || ins.op === Op.RefFunc) {
+      w.byte(ins.op).u32(m.remap(new Reader(body, ins.immStart).u32()));
+      continue;
+    }
+    if (ins.op === Op.MemoryGrow) w.byte(Op.Call).u32(m.growCheck);
+    w.raw(body.subarray(ins.start, ins.end));
+    if (ins.op === Op.Loop) meterCode(w, costs[++loop]!, m);
+  }
+  return w.toBytes();
+}
+
+/** begin() -> fuel; call the original with the same arguments; end(fuel). Results stay on the stack. */
+function wrapperBody(params: number, target: number, fuel: number, begin: number, end: number): Uint8Array {
+  const w = new Writer().u32(0); // no locals
+  w.byte(Op.Call).u32(begin).byte(Op.GlobalSet).u32(fuel);
+  for (let i = 0; i < params; i++) w.byte(Op.LocalGet).u32(i);
+  w.byte(Op.Call).u32(target);
+  w.byte(Op.GlobalGet).u32(fuel).byte(Op.Call).u32(end).byte(Op.End);
+  return w.toBytes();
+}
+
+/** grow_check(delta) = (if memory.size + delta > max: oom(delta)); delta */
+function growCheckBody(maxPages: number, oom: number): Uint8Array {
+  const w = new Writer().u32(0);
+  w.byte(Op.MemorySize).byte(0).byte(Op.LocalGet).u32(0).byte(Op.I32Add).byte(Op.I32Const).i32(maxPages).byte(Op.I32GtU);
+  w.byte(Op.If).byte(0x40).byte(Op.LocalGet).u32(0).byte(Op.Call).u32(oom).byte(Op.End);
+  w.byte(Op.LocalGet).u32(0).byte(Op.End);
+  return w.toBytes();
+}
+
+/** Element segments name functions by index: shift them past the added imports. */
+function rewriteElements(body: Uint8Array, remap: (i: number) => number): Uint8Array {
+  const r = new Reader(body);
+  const w = new Writer();
+  const n = r.u32();
+  w.u32(n);
+  const copyExpr = () => {
+    for (;;) {
+      const ins = readInstr(r);
+      if (ins.op === Op.RefFunc) w.byte(ins.op).u32(remap(new Reader(body, ins.immStart).u32()));
+      else w.raw(body.subarray(ins.start, ins.end));
+      if (ins.op === Op.End) return;
+    }
+  };
+  for (let i = 0; i < n; i++) {
+    const flags = r.u32();
+    w.u32(flags);
+    if (flags & 0b010 && !(flags & 0b001)) w.u32(r.u32()); // explicit table index
+    if (!(flags & 0b001)) copyExpr(); // active: offset expression
+    if (flags & 0b011) w.byte(r.byte()); // elemkind / reftype
+    const count = r.u32();
+    w.u32(count);
+    for (let j = 0; j < count; j++) {
+      if (flags & 0b100) copyExpr();
+      else w.u32(remap(r.u32()));
+    }
+  }
+  return w.toBytes();
+}
+
+/** Writes the memory's maximum: min(existing max, pages). */
+function capMemory(sections: Section[], pages: number): Uint8Array<ArrayBuffer> {
+  const mem = sections.find((s) => s.id === 5);
+  if (mem) {
+    const r = new Reader(mem.body);
+    const count = r.u32();
+    if (count !== 1) throw new InstrumentError(`expected one memory, found ${count}`);
+    const flags = r.byte();
+    if (flags & ~0x01) throw new InstrumentError("shared or 64-bit memory is not supported");
+    const initial = r.u32();
+    const max = flags & 0x01 ? Math.min(r.u32(), pages) : pages;
+    if (initial > max) throw new InstrumentError(`module needs ${initial} memory pages at start, limit is ${max}`);
+    mem.body = new Writer().u32(1).byte(0x01).u32(initial).u32(max).toBytes();
+  }
+  return writeModule(sections);
+}

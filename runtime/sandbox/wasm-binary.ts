@@ -1,0 +1,202 @@
+// Minimal WebAssembly binary reading/writing: LEB128, sections, and an instruction scanner that
+// knows every immediate AssemblyScript (and MVP + bulk-memory + sign-ext + sat-trunc + reference
+// types) can emit. Enough to instrument a module without loading a compiler toolchain at run time.
+export class WasmFormatError extends Error {
+  override name = "WasmFormatError";
+}
+
+export class Reader {
+  pos: number;
+  constructor(
+    readonly buf: Uint8Array,
+    start = 0,
+    readonly end = buf.length,
+  ) {
+    this.pos = start;
+  }
+  get done(): boolean {
+    return this.pos >= this.end;
+  }
+  byte(): number {
+    if (this.pos >= this.end) throw new WasmFormatError("unexpected end of module");
+    return this.buf[this.pos++]!;
+  }
+  u32(): number {
+    let result = 0;
+    let mul = 1;
+    for (;;) {
+      const b = this.byte();
+      result += (b & 0x7f) * mul;
+      if ((b & 0x80) === 0) return result;
+      mul *= 128;
+    }
+  }
+  /** Skips a signed LEB (i32/i64/s33 immediates we never need to interpret). */
+  skipLeb(): void {
+    while (this.byte() & 0x80);
+  }
+  bytes(n: number): Uint8Array {
+    if (this.pos + n > this.end) throw new WasmFormatError("unexpected end of module");
+    const out = this.buf.subarray(this.pos, this.pos + n);
+    this.pos += n;
+    return out;
+  }
+  name(): string {
+    return new TextDecoder().decode(this.bytes(this.u32()));
+  }
+}
+
+export class Writer {
+  private chunks: number[] = [];
+  byte(b: number): this {
+    this.chunks.push(b);
+    return this;
+  }
+  u32(n: number): this {
+    do {
+      let b = n & 0x7f;
+      n = Math.floor(n / 128);
+      if (n !== 0) b |= 0x80;
+      this.chunks.push(b);
+    } while (n !== 0);
+    return this;
+  }
+  i32(n: number): this {
+    for (;;) {
+      const b = n & 0x7f;
+      n >>= 7;
+      const done = (n === 0 && (b & 0x40) === 0) || (n === -1 && (b & 0x40) !== 0);
+      this.chunks.push(done ? b : b | 0x80);
+      if (done) return this;
+    }
+  }
+  raw(bytes: ArrayLike<number>): this {
+    for (let i = 0; i < bytes.length; i++) this.chunks.push(bytes[i]!);
+    return this;
+  }
+  name(s: string): this {
+    const b = new TextEncoder().encode(s);
+    return this.u32(b.length).raw(b);
+  }
+  /** Appends `inner` prefixed by its byte length. */
+  sized(inner: Writer | Uint8Array): this {
+    const bytes = inner instanceof Writer ? inner.chunks : inner;
+    return this.u32(bytes.length).raw(bytes);
+  }
+  get length(): number {
+    return this.chunks.length;
+  }
+  toBytes(): Uint8Array<ArrayBuffer> {
+    return Uint8Array.from(this.chunks);
+  }
+}
+
+export interface Section {
+  id: number;
+  /** Payload bytes (without id and size). */
+  body: Uint8Array;
+}
+
+export function readSections(wasm: Uint8Array): Section[] {
+  if (wasm.length < 8 || wasm[0] !== 0 || wasm[1] !== 0x61 || wasm[2] !== 0x73 || wasm[3] !== 0x6d) {
+    throw new WasmFormatError("not a WebAssembly module");
+  }
+  const r = new Reader(wasm, 8);
+  const out: Section[] = [];
+  while (!r.done) {
+    const id = r.byte();
+    const size = r.u32();
+    out.push({ id, body: r.bytes(size) });
+  }
+  return out;
+}
+
+export function writeModule(sections: Section[]): Uint8Array<ArrayBuffer> {
+  const w = new Writer().raw([0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00]);
+  for (const s of sections) w.byte(s.id).u32(s.body.length).raw(s.body);
+  return w.toBytes();
+}
+
+/** Canonical order of known sections (custom sections, id 0, may sit anywhere). */
+const ORDER = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 10, 11];
+export function sectionRank(id: number): number {
+  return ORDER.indexOf(id);
+}
+
+export const Op = {
+  Block: 0x02,
+  Loop: 0x03,
+  If: 0x04,
+  End: 0x0b,
+  Call: 0x10,
+  ReturnCall: 0x12,
+  GlobalGet: 0x23,
+  GlobalSet: 0x24,
+  LocalGet: 0x20,
+  I32Const: 0x41,
+  I32LtS: 0x48,
+  I32GtU: 0x4b,
+  I32Add: 0x6a,
+  I32Sub: 0x6b,
+  MemorySize: 0x3f,
+  MemoryGrow: 0x40,
+  RefFunc: 0xd2,
+} as const;
+
+/** One decoded instruction: opcode, where its immediates start, where it ends. */
+export interface Instr {
+  op: number;
+  start: number;
+  immStart: number;
+  end: number;
+}
+
+/** Reads one instruction at r.pos, validating that we know its immediates. */
+export function readInstr(r: Reader): Instr {
+  const start = r.pos;
+  const op = r.byte();
+  const immStart = r.pos;
+  skipImmediates(r, op);
+  return { op, start, immStart, end: r.pos };
+}
+
+function skipBlockType(r: Reader): void {
+  const b = r.buf[r.pos]!;
+  if (b === 0x40 || (b >= 0x6f && b <= 0x7f)) r.pos++;
+  else r.skipLeb(); // type index (s33)
+}
+
+function skipImmediates(r: Reader, op: number): void {
+  if (op === 0x02 || op === 0x03 || op === 0x04) return skipBlockType(r);
+  if (op <= 0x01 || op === 0x05 || op === 0x0b || op === 0x0f || op === 0x1a || op === 0x1b || op === 0xd1) return;
+  if (op === 0x0c || op === 0x0d || op === 0x10 || op === 0x12 || op === 0xd2) return void r.u32();
+  if (op === 0x0e) {
+    for (let n = r.u32(); n >= 0; n--) r.u32(); // targets + default
+    return;
+  }
+  if (op === 0x11 || op === 0x13) return void (r.u32(), r.u32());
+  if (op === 0x1c) {
+    for (let n = r.u32(); n > 0; n--) r.byte();
+    return;
+  }
+  if (op >= 0x20 && op <= 0x26) return void r.u32();
+  if (op >= 0x28 && op <= 0x3e) return void (r.u32(), r.u32()); // memarg (single memory)
+  if (op === 0x3f || op === 0x40) return void r.byte();
+  if (op === 0x41 || op === 0x42) return r.skipLeb();
+  if (op === 0x43) return void r.bytes(4);
+  if (op === 0x44) return void r.bytes(8);
+  if (op >= 0x45 && op <= 0xc4) return;
+  if (op === 0xd0) return void r.byte();
+  if (op === 0xfc) return skipPrefixed(r, r.u32());
+  throw new WasmFormatError(`unsupported instruction 0x${op.toString(16)} (SIMD, threads and exceptions are not supported)`);
+}
+
+function skipPrefixed(r: Reader, sub: number): void {
+  if (sub <= 7) return; // saturating truncations
+  if (sub === 8) return void (r.u32(), r.byte()); // memory.init data, mem
+  if (sub === 9 || sub === 13 || sub === 15 || sub === 16 || sub === 17) return void r.u32();
+  if (sub === 10) return void (r.byte(), r.byte()); // memory.copy
+  if (sub === 11) return void r.byte(); // memory.fill
+  if (sub === 12 || sub === 14) return void (r.u32(), r.u32()); // table.init / table.copy
+  throw new WasmFormatError(`unsupported instruction 0xfc ${sub}`);
+}

@@ -1,0 +1,170 @@
+// One sandboxed plugin instance on top of Extism: runs an export with the call's input under fuel,
+// deadline and memory limits, maps every failure to a typed PluginCallError, and rebuilds the
+// instance from the cached compiled module after any failure (a trapped instance keeps its globals).
+//
+// In-thread by default (~µs per call). A plugin whose granted host functions are asynchronous
+// (sessions:read reads libSQL, http fetches) runs in an Extism worker, where the host functions are
+// awaited and the SDK's timeoutMs can cancel a call stuck in one.
+import createPlugin, { type CallContext, type Plugin } from "@extism/extism";
+import { PluginCallError } from "../../hooks/dispatcher.ts";
+import { FuelMeter } from "./fuel.ts";
+import { FUEL_MODULE } from "./instrument.ts";
+
+export const HOST_MODULE = "extism:host/user";
+
+export type HostFunction = (ctx: CallContext, ...args: any[]) => unknown;
+
+/** What a call needs from the host API: its functions and per-call transaction hooks (KV writes). */
+export interface HostBinding {
+  readonly functions: Record<string, HostFunction>;
+  /** A call begins: open its write buffer. */
+  begin(): void;
+  /** The call ended; commit its buffered writes only when `ok`. */
+  end(ok: boolean): void;
+}
+
+export interface SandboxLimits {
+  fuel: number;
+  memoryPages: number;
+  timeoutMs: number;
+  maxOutputBytes: number;
+}
+
+export interface SandboxOptions {
+  name: string;
+  /** The instrumented, compiled module (see instrument.ts / module-cache.ts). */
+  module: WebAssembly.Module;
+  limits: SandboxLimits;
+  host: HostBinding;
+  /** Run in an Extism worker (required when host functions are async). */
+  inWorker: boolean;
+}
+
+export interface SandboxResult {
+  /** Output text, undefined when the plugin wrote none. */
+  output: string | undefined;
+  fuel: number;
+}
+
+const decoder = new TextDecoder();
+
+export class WasmPlugin {
+  private instance: Plugin | undefined;
+  private building: Promise<Plugin> | undefined;
+  private readonly meter: FuelMeter;
+  /** Calls into one instance never overlap (Extism instances are not reentrant): FIFO hand-off. */
+  private busy = false;
+  private readonly waiting: Array<() => void> = [];
+  private closed = false;
+
+  constructor(private readonly opts: SandboxOptions) {
+    this.meter = new FuelMeter(opts.limits.fuel, opts.limits.memoryPages);
+  }
+
+  get name(): string {
+    return this.opts.name;
+  }
+
+  /** Builds the first instance now so that load errors (unresolved imports...) surface at load. */
+  async warm(): Promise<void> {
+    await this.ensureInstance();
+  }
+
+  exports(): string[] {
+    return WebAssembly.Module.exports(this.opts.module)
+      .filter((e) => e.kind === "function")
+      .map((e) => e.name);
+  }
+
+  /** Calls `fn` with `input`; the call must finish by `deadline` (epoch ms). */
+  async call(fn: string, input: string, deadline: number): Promise<SandboxResult> {
+    if (this.busy) await new Promise<void>((wake) => this.waiting.push(wake));
+    else this.busy = true;
+    try {
+      return await this.run(fn, input, deadline);
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next(); // stays busy: the lock passes straight to the next caller
+      else this.busy = false;
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.discardInstance();
+  }
+
+  private async run(fn: string, input: string, deadline: number): Promise<SandboxResult> {
+    if (this.closed) throw new PluginCallError("unavailable", `${this.name} is closed`);
+    const plugin = this.instance ?? (await this.ensureInstance());
+    const { host, limits } = this.opts;
+    this.meter.start(deadline);
+    host.begin();
+    let ok = false;
+    try {
+      const out = await plugin.call(fn, input);
+      const bytes = out?.bytes();
+      if (bytes && bytes.byteLength > limits.maxOutputBytes) {
+        throw new PluginCallError("bad_output", `output of ${bytes.byteLength} bytes exceeds max_output_bytes ${limits.maxOutputBytes}`);
+      }
+      ok = true;
+      return { output: bytes && bytes.byteLength > 0 ? decoder.decode(bytes) : undefined, fuel: this.meter.used };
+    } catch (err) {
+      const e = this.classify(err);
+      // Any fault may leave the module's globals or heap inconsistent: start the next call fresh.
+      if (e.kind !== "bad_output") await this.discardInstance();
+      throw e;
+    } finally {
+      this.meter.stop();
+      host.end(ok);
+    }
+  }
+
+  private classify(err: unknown): PluginCallError {
+    if (err instanceof PluginCallError) return err;
+    if (this.meter.memoryRefused) return this.meter.memoryError();
+    const message = err instanceof Error ? err.message : String(err);
+    if (message.includes("canceled due to timeout")) {
+      return new PluginCallError("timeout", `ran past ${this.opts.limits.timeoutMs} ms`);
+    }
+    if (err instanceof RangeError && /call stack/i.test(message)) return new PluginCallError("trap", "stack overflow");
+    return new PluginCallError("trap", message.replace(/^Plugin-originated error: /, "plugin error: "));
+  }
+
+  private ensureInstance(): Promise<Plugin> {
+    if (this.instance) return Promise.resolve(this.instance);
+    this.building ??= this.build().then(
+      (p) => {
+        this.instance = p;
+        this.building = undefined;
+        return p;
+      },
+      (err) => {
+        this.building = undefined;
+        throw err;
+      },
+    );
+    return this.building;
+  }
+
+  private build(): Promise<Plugin> {
+    const { module, host, inWorker, limits } = this.opts;
+    return createPlugin(
+      { wasm: [{ module }] },
+      {
+        functions: { [HOST_MODULE]: host.functions, [FUEL_MODULE]: this.meter.functions },
+        runInWorker: inWorker,
+        ...(inWorker ? { timeoutMs: limits.timeoutMs, nodeWorkerArgs: { execArgv: [] } } : {}),
+        // Host-side buffers (input, output, vars) stay within the plugin's memory allowance too.
+        memory: { maxPages: limits.memoryPages, maxVarBytes: 64 * 1024 },
+        logLevel: "silent",
+      },
+    );
+  }
+
+  private async discardInstance(): Promise<void> {
+    const p = this.instance;
+    this.instance = undefined;
+    if (p) await p.close().catch(() => undefined);
+  }
+}

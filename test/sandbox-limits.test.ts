@@ -1,0 +1,114 @@
+// The sandbox alone (no server): instrumentation is deterministic, and each limit stops a call with
+// its typed failure while the instance keeps serving.
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { PluginCallError } from "../hooks/dispatcher.ts";
+import { instrument } from "../runtime/sandbox/instrument.ts";
+import { compileInstrumented } from "../runtime/sandbox/module-cache.ts";
+import { WasmPlugin, type HostBinding, type SandboxLimits } from "../runtime/sandbox/wasm-plugin.ts";
+import { limitsModule } from "./helpers/wat-modules.ts";
+
+const LIMITS: SandboxLimits = { fuel: 200_000, memoryPages: 4, timeoutMs: 5_000, maxOutputBytes: 64 };
+
+function sandbox(limits: Partial<SandboxLimits> = {}) {
+  const ends: boolean[] = [];
+  const logs: number[] = [];
+  const host: HostBinding = {
+    functions: { hookbox_log: (_ctx, level: number) => void logs.push(level) },
+    begin() {},
+    end: (ok) => void ends.push(ok),
+  };
+  const all = { ...LIMITS, ...limits };
+  const module = compileInstrumented(limitsModule(), { memoryPages: all.memoryPages, startFuel: all.fuel });
+  const plugin = new WasmPlugin({ name: "wat", module, limits: all, host, inWorker: false });
+  return { plugin, ends, logs };
+}
+
+const soon = () => Date.now() + 5_000;
+
+async function failure(p: Promise<unknown>): Promise<PluginCallError> {
+  const err = await p.then(
+    () => assert.fail("call should have failed"),
+    (e: unknown) => e,
+  );
+  assert.ok(err instanceof PluginCallError, `expected PluginCallError, got ${String(err)}`);
+  return err;
+}
+
+describe("instrumentation", () => {
+  it("is deterministic and caps memory", () => {
+    const a = instrument(limitsModule(), { memoryPages: 4, startFuel: 1000 });
+    const b = instrument(limitsModule(), { memoryPages: 4, startFuel: 1000 });
+    assert.deepEqual(a, b);
+    const imports = WebAssembly.Module.imports(new WebAssembly.Module(a)).map((i) => `${i.module}.${i.name}`);
+    assert.ok(imports.includes("hookbox:fuel.refill"));
+    const c = instrument(limitsModule(), { memoryPages: 9, startFuel: 1000 });
+    assert.notDeepEqual(a, c);
+  });
+
+  it("refuses a module that imports the fuel functions itself or is not WASM", () => {
+    assert.throws(() => instrument(new TextEncoder().encode("not wasm") as Uint8Array<ArrayBuffer>, { memoryPages: 1, startFuel: 1 }), /not a valid WebAssembly/);
+  });
+});
+
+describe("sandboxed calls", () => {
+  it("meters fuel deterministically: the same call costs the same twice", async () => {
+    const { plugin } = sandbox();
+    const a = await plugin.call("count", "", soon());
+    const b = await plugin.call("count", "", soon());
+    assert.ok(a.fuel > 1000, `fuel ${a.fuel}`);
+    assert.equal(a.fuel, b.fuel);
+    assert.equal(a.output, undefined);
+    await plugin.close();
+  });
+
+  it("stops an endless loop at its fuel budget, the same way every time, and keeps serving", async () => {
+    const { plugin, ends } = sandbox();
+    for (let i = 0; i < 2; i++) {
+      const e = await failure(plugin.call("spin", "", soon()));
+      assert.equal(e.kind, "fuel");
+      assert.match(e.message, /budget 200000/);
+    }
+    assert.ok((await plugin.call("count", "", soon())).fuel > 0);
+    assert.deepEqual(ends, [false, false, true]);
+    await plugin.close();
+  });
+
+  it("stops a loop that outlives its deadline even with fuel to spare", async () => {
+    const { plugin } = sandbox({ fuel: 2 ** 40 });
+    const e = await failure(plugin.call("spin", "", Date.now() - 1));
+    assert.equal(e.kind, "timeout");
+  });
+
+  it("reports a memory bomb as a memory failure", async () => {
+    const { plugin } = sandbox();
+    const e = await failure(plugin.call("bomb", "", soon()));
+    assert.equal(e.kind, "memory");
+    assert.match(e.message, /4 pages/);
+  });
+
+  it("reports a trap, then rebuilds the instance", async () => {
+    const { plugin } = sandbox();
+    assert.equal((await failure(plugin.call("trap", "", soon()))).kind, "trap");
+    await plugin.call("once", "", soon());
+    assert.equal((await failure(plugin.call("once", "", soon()))).kind, "trap"); // same instance: global kept
+    await plugin.call("once", "", soon()); // rebuilt after the trap: fresh globals
+    await plugin.close();
+  });
+
+  it("refuses output beyond max_output_bytes", async () => {
+    const { plugin } = sandbox();
+    const ok = await plugin.call("big", "x".repeat(10), soon());
+    assert.equal(ok.output?.length, 10);
+    const e = await failure(plugin.call("big", "x".repeat(100), soon()));
+    assert.equal(e.kind, "bad_output");
+    await plugin.close();
+  });
+
+  it("serializes concurrent calls and reaches host functions", async () => {
+    const { plugin, logs } = sandbox();
+    await Promise.all([plugin.call("log", "", soon()), plugin.call("log", "", soon()), plugin.call("count", "", soon())]);
+    assert.deepEqual(logs, [1, 1]);
+    await plugin.close();
+  });
+});
