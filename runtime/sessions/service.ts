@@ -110,6 +110,15 @@ export class SessionService {
     return this.ctx.storage.write((trx) => appendIn(trx, id, msgs, this.ctx.now()));
   }
 
+  /** Drops messages from `seq` on (a failed turn's own messages). */
+  async truncateFrom(id: string, seq: number): Promise<void> {
+    const now = this.ctx.now();
+    await this.ctx.storage.write(async (trx) => {
+      await trx.deleteFrom("messages").where("session_id", "=", id).where("seq", ">=", seq).execute();
+      await refreshTokens(trx, id, now);
+    });
+  }
+
   /** Ends a session: on_session_end, then on_session_finalize. Ending an ended session does nothing. */
   async end(id: string, reason: string): Promise<{ session: SessionRow; changed: boolean }> {
     return this.ctx.sessionLocks.run(id, async () => {

@@ -81,10 +81,28 @@ export class TurnService {
       conversation_history: recent.map((m) => ({ role: m.role, content: m.content })),
       user_message: text,
     });
-    const injected = pre.injected;
     // Injected context rides on the current user message for this turn's model calls only.
-    const prompt = injected.length === 0 ? text : `${text}\n\n${injected.map((i) => i.context).join("\n\n")}`;
+    const injected = pre.injected;
 
+    try {
+      return await this.converse(sessionId, userSeq, text, injected, compactions, auto);
+    } catch (err) {
+      // A failed turn leaves no half-written exchange behind: its messages go, so a retry is clean.
+      await this.sessions.truncateFrom(sessionId, userSeq);
+      throw err;
+    }
+  }
+
+  private async converse(
+    sessionId: string,
+    userSeq: number,
+    text: string,
+    injected: Array<{ plugin: string; context: string }>,
+    compactions: CompactOutcome[],
+    auto: (kind: CompactOutcome["kind"], reason: CompactOutcome["reason"]) => Promise<CompactOutcome>,
+  ): Promise<TurnResult> {
+    const budget = this.ctx.config.compaction.context_budget_tokens;
+    const prompt = injected.length === 0 ? text : `${text}\n\n${injected.map((i) => i.context).join("\n\n")}`;
     const transcript: ChatMessage[] = [];
     const toolRuns: ToolRun[] = [];
     let usage = ZERO_USAGE;
