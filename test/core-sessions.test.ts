@@ -2,6 +2,8 @@ import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { recordHooks, type HookRecorder } from "./helpers/hooks.ts";
+import { HOOK_NAMES } from "../hooks/catalogue.ts";
+import { PluginNotFoundError, type PluginHost, type PluginInfo } from "../runtime/plugins/host.ts";
 
 describe("sessions over HTTP", () => {
   let t: TestServer;
@@ -37,5 +39,130 @@ describe("sessions over HTTP", () => {
       [1, "user", "hello there"],
       [2, "assistant", "You said: hello there"],
     ]);
+  });
+
+  it("lists sessions with filters and keyset pagination", async () => {
+    for (let i = 0; i < 3; i++) await t.api("POST", "/v1/sessions", { profile: "paged" });
+    const first = await t.api("GET", "/v1/sessions?profile=paged&limit=2");
+    assert.equal(first.body.sessions.length, 2);
+    const rest = await t.api("GET", `/v1/sessions?profile=paged&limit=2&after=${first.body.next}`);
+    assert.equal(rest.body.sessions.length, 1);
+    assert.equal(rest.body.next, null);
+    assert.equal((await t.api("GET", "/v1/sessions?archived=true&profile=paged")).body.sessions.length, 0);
+  });
+
+  it("rejects bad input with 4xx JSON errors and writes nothing", async () => {
+    const count = async () => (await t.core.storage.db.selectFrom("sessions").select((eb) => eb.fn.countAll<number>().as("n")).executeTakeFirstOrThrow()).n;
+    const before = await count();
+    const cases: Array<[string, string, unknown, number, string]> = [
+      ["POST", "/v1/sessions", { profile: "x", extra: 1 }, 400, "invalid_body"],
+      ["POST", "/v1/sessions", { profile: 42 }, 400, "invalid_body"],
+      ["POST", "/v1/sessions", { profile: "has space" }, 400, "invalid_body"],
+      ["POST", "/v1/sessions", { source: { user_id: "u", admin: true } }, 400, "invalid_body"],
+      ["POST", "/v1/sessions", { source: { user_id: "x".repeat(300) } }, 400, "invalid_body"],
+      ["POST", "/v1/sessions", "{not json", 400, "invalid_json"],
+      ["POST", "/v1/sessions", [], 400, "invalid_body"],
+      ["POST", "/v1/sessions", { parent_session_id: "s_missing" }, 422, "parent_not_found"],
+      ["GET", "/v1/sessions/bad%20id!", undefined, 400, "invalid_id"],
+      ["GET", "/v1/sessions/s_missing", undefined, 404, "not_found"],
+      ["GET", "/v1/sessions?limit=abc", undefined, 400, "invalid_query"],
+      ["GET", "/v1/sessions?limit=0", undefined, 400, "invalid_query"],
+      ["GET", "/v1/sessions?unknown=1", undefined, 400, "invalid_query"],
+      ["POST", "/v1/sessions/s_missing/turns", { message: "hi" }, 404, "not_found"],
+      ["POST", "/v1/sessions/s_missing/turns", { message: "" }, 400, "invalid_body"],
+      ["POST", "/v1/sessions/s_missing/archive", { force: true }, 400, "invalid_body"],
+      ["POST", "/v1/sessions/bulk-delete", { ids: "s_1" }, 400, "invalid_body"],
+      ["POST", "/v1/sessions/bulk-delete", {}, 400, "invalid_body"],
+      ["POST", "/v1/maintenance/everything", {}, 400, "invalid_task"],
+      ["POST", "/v1/maintenance/prune", { older_than_days: "1" }, 400, "invalid_body"],
+      ["POST", "/v1/commands/Bad!", {}, 400, "invalid_id"],
+      ["DELETE", "/v1/sessions", undefined, 404, "not_found"],
+      ["GET", "/v1/nope", undefined, 404, "not_found"],
+    ];
+    for (const [method, path, body, status, code] of cases) {
+      const res = await t.api(method, path, body);
+      assert.equal(res.status, status, `${method} ${path} ${JSON.stringify(body)} -> ${JSON.stringify(res.body)}`);
+      assert.equal(res.body.error.code, code, `${method} ${path}`);
+      assert.equal(typeof res.body.error.message, "string");
+    }
+    const withIssues = await t.api("POST", "/v1/sessions", { profile: 1 });
+    assert.equal(withIssues.body.error.issues[0].path, "profile");
+    assert.equal(await count(), before);
+  });
+
+  it("describes the hook catalogue and the (empty) plugin set", async () => {
+    const hooks = await t.api("GET", "/v1/hooks");
+    assert.deepEqual(hooks.body.hooks.map((h: any) => h.hook), HOOK_NAMES);
+    const del = hooks.body.hooks.find((h: any) => h.hook === "on_session_delete");
+    assert.deepEqual(del.fields, ["session_id", "reason", "profile", "deleted_ids", "sessions_dir"]);
+    assert.equal(hooks.body.hooks.find((h: any) => h.hook === "pre_llm_call").returns_used, true);
+    assert.deepEqual((await t.api("GET", "/v1/plugins")).body, { plugins: [] });
+    assert.equal((await t.api("GET", "/v1/plugins/nothing")).status, 404);
+    assert.equal((await t.api("POST", "/v1/plugins/nothing/enable")).status, 404);
+    assert.equal((await t.api("POST", "/v1/plugins/nothing/explode")).status, 400);
+  });
+});
+
+describe("plugin endpoints over a plugin host", () => {
+  let t: TestServer;
+  const info = (name: string, status: PluginInfo["status"]): PluginInfo => ({
+    name, version: "1.0.0", description: null, hooks: ["post_compaction"], commands: [],
+    capabilities: { requested: [], granted: [] }, status, reason: status === "active" ? null : "disabled by operator", stats: null,
+  });
+  before(async () => {
+    const state = new Map([["memo", info("memo", "active")]]);
+    const host: PluginHost = {
+      list: () => [...state.values()],
+      get: (n) => state.get(n),
+      enable: async (n) => {
+        if (!state.has(n)) throw new PluginNotFoundError(n);
+        state.set(n, info(n, "active"));
+        return state.get(n)!;
+      },
+      disable: async (n) => {
+        if (!state.has(n)) throw new PluginNotFoundError(n);
+        state.set(n, info(n, "disabled"));
+        return state.get(n)!;
+      },
+      close: async () => {},
+    };
+    t = await startTestServer({ pluginHost: async () => host });
+  });
+  after(() => t.close());
+
+  it("lists, shows, disables and enables through core.plugins", async () => {
+    assert.deepEqual((await t.api("GET", "/v1/plugins")).body.plugins.map((p: any) => [p.name, p.status]), [["memo", "active"]]);
+    assert.equal((await t.api("POST", "/v1/plugins/memo/disable")).body.plugin.status, "disabled");
+    assert.equal((await t.api("GET", "/v1/plugins/memo")).body.plugin.reason, "disabled by operator");
+    assert.equal((await t.api("POST", "/v1/plugins/memo/enable")).body.plugin.status, "active");
+    assert.equal((await t.api("POST", "/v1/plugins/other/enable")).status, 404);
+  });
+});
+
+describe("bearer token", () => {
+  let t: TestServer;
+  before(async () => {
+    t = await startTestServer({ env: { HOOKBOX_API_TOKEN: "s3cret" } });
+  });
+  after(() => t.close());
+
+  it("guards every endpoint", async () => {
+    const endpoints: Array<[string, string]> = [
+      ["GET", "/v1/health"],
+      ["GET", "/v1/sessions"],
+      ["POST", "/v1/sessions"],
+      ["GET", "/v1/hooks"],
+      ["GET", "/v1/plugins"],
+      ["POST", "/v1/maintenance/prune"],
+      ["POST", "/v1/commands/commands"],
+      ["DELETE", "/v1/sessions/s_1"],
+      ["GET", "/v1/does-not-exist"],
+    ];
+    for (const [method, path] of endpoints) {
+      assert.equal((await t.api(method, path, undefined, { authorization: "" })).status, 401, `${method} ${path} without token`);
+      assert.equal((await t.api(method, path, undefined, { authorization: "Bearer wrong" })).status, 401, `${method} ${path} wrong token`);
+    }
+    assert.equal((await t.api("GET", "/v1/health")).status, 200);
+    assert.equal((await t.api("POST", "/v1/sessions", {})).status, 201);
   });
 });

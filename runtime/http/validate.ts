@@ -37,6 +37,10 @@ export async function readBody<S extends v.GenericSchema>(c: Context, schema: S)
       throw new AppError(400, "invalid_json", "request body is not valid JSON");
     }
   }
+  // valibot's object schemas accept arrays (they are objects with no extra keys): refuse them here.
+  if (json === null || typeof json !== "object" || Array.isArray(json)) {
+    throw new AppError(400, "invalid_body", "request body must be a JSON object");
+  }
   return check(schema, json, "body");
 }
 
