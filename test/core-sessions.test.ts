@@ -62,6 +62,7 @@ describe("sessions over HTTP", () => {
       ["POST", "/v1/sessions", { source: { user_id: "x".repeat(300) } }, 400, "invalid_body"],
       ["POST", "/v1/sessions", "{not json", 400, "invalid_json"],
       ["POST", "/v1/sessions", [], 400, "invalid_body"],
+      ["POST", "/v1/sessions", { source: [] }, 400, "invalid_body"],
       ["POST", "/v1/sessions", { parent_session_id: "s_missing" }, 422, "parent_not_found"],
       ["GET", "/v1/sessions/bad%20id!", undefined, 400, "invalid_id"],
       ["GET", "/v1/sessions/s_missing", undefined, 404, "not_found"],

@@ -7,11 +7,16 @@ import { AppError } from "../errors.ts";
 export const Id = v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]{1,128}$/, "ids are 1-128 chars of [A-Za-z0-9_-]"));
 export const Profile = v.pipe(v.string(), v.regex(/^[A-Za-z0-9._-]{1,64}$/, "profiles are 1-64 chars of [A-Za-z0-9._-]"));
 const Text = (max: number) => v.pipe(v.string(), v.maxLength(max));
-export const SourceInput = v.strictObject({
-  user_id: v.optional(v.nullable(Text(256))),
-  chat_id: v.optional(v.nullable(Text(256))),
-  thread_id: v.optional(v.nullable(Text(256))),
-});
+const isObject = (x: unknown) => typeof x === "object" && x !== null && !Array.isArray(x);
+// valibot's object schemas accept arrays (objects without extra keys); nested objects say no first.
+export const SourceInput = v.pipe(
+  v.custom<Record<string, unknown>>(isObject, "must be a JSON object"),
+  v.strictObject({
+    user_id: v.optional(v.nullable(Text(256))),
+    chat_id: v.optional(v.nullable(Text(256))),
+    thread_id: v.optional(v.nullable(Text(256))),
+  }),
+);
 export const Platform = v.pipe(v.string(), v.regex(/^[A-Za-z0-9._-]{1,64}$/, "platforms are 1-64 chars of [A-Za-z0-9._-]"));
 
 function fail(code: string, what: string, issues: v.BaseIssue<unknown>[]): never {
@@ -37,8 +42,7 @@ export async function readBody<S extends v.GenericSchema>(c: Context, schema: S)
       throw new AppError(400, "invalid_json", "request body is not valid JSON");
     }
   }
-  // valibot's object schemas accept arrays (they are objects with no extra keys): refuse them here.
-  if (json === null || typeof json !== "object" || Array.isArray(json)) {
+  if (!isObject(json)) {
     throw new AppError(400, "invalid_body", "request body must be a JSON object");
   }
   return check(schema, json, "body");
