@@ -140,7 +140,7 @@ export class HookDispatcher {
   private readonly quarantineAfter: number;
   private readonly maxOutputBytes: number;
   private readonly now: () => number;
-  private readonly onQuarantine: ((plugin: string, reason: string) => void) | undefined;
+  private onQuarantine: ((plugin: string, reason: string) => void) | undefined;
 
   constructor(opts: DispatcherOptions = {}) {
     this.timeoutMs = opts.timeoutMs ?? 30_000;
@@ -164,6 +164,11 @@ export class HookDispatcher {
 
   isSubscribed(name: string): boolean {
     return this.subscribers.has(name);
+  }
+
+  /** Who hears of a new quarantine (the plugin runtime persists it); set after construction. */
+  setQuarantineListener(listener: ((plugin: string, reason: string) => void) | undefined): void {
+    this.onQuarantine = listener;
   }
 
   /** Marks a plugin quarantined (e.g. restored from storage at start-up). */

@@ -17,8 +17,8 @@ export type HostFunction = (ctx: CallContext, ...args: any[]) => unknown;
 /** What a call needs from the host API: its functions and per-call transaction hooks (KV writes). */
 export interface HostBinding {
   readonly functions: Record<string, HostFunction>;
-  /** A call begins: open its write buffer. */
-  begin(): void;
+  /** A call that must finish by `deadline` (epoch ms) begins. */
+  begin(deadline: number): void;
   /** The call ended; commit its buffered writes only when `ok`. */
   end(ok: boolean): void;
 }
@@ -99,7 +99,7 @@ export class WasmPlugin {
     const plugin = this.instance ?? (await this.ensureInstance());
     const { host, limits } = this.opts;
     this.meter.start(deadline);
-    host.begin();
+    host.begin(deadline);
     let ok = false;
     try {
       const out = await plugin.call(fn, input);

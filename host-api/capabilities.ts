@@ -1,0 +1,45 @@
+// Capabilities: what a plugin requests (manifest) and what the operator grants (config). A plugin
+// gets the intersection, never more; a host function called without its grant is refused with a
+// typed "denied" error that fails the whole call, is logged here and counted by the dispatcher.
+import { PluginCallError } from "../hooks/dispatcher.ts";
+import { log } from "../runtime/log.ts";
+
+export const CAPABILITY_PATTERN = /^(kv|sessions:read|http:[a-z0-9.-]+(:[0-9]{1,5})?)$/;
+
+export class Grants {
+  readonly kv: boolean;
+  readonly sessionsRead: boolean;
+  private readonly httpHosts: ReadonlySet<string>;
+
+  constructor(readonly list: readonly string[]) {
+    this.kv = list.includes("kv");
+    this.sessionsRead = list.includes("sessions:read");
+    this.httpHosts = new Set(list.filter((c) => c.startsWith("http:")).map((c) => c.slice("http:".length)));
+  }
+
+  /** A URL is allowed when its host (with or without port) is granted. */
+  allowsHttp(url: URL): boolean {
+    return this.httpHosts.has(url.host) || this.httpHosts.has(url.hostname);
+  }
+
+  get anyHttp(): boolean {
+    return this.httpHosts.size > 0;
+  }
+
+  /** Granted host functions that are asynchronous (need the plugin to run in a worker). */
+  get needsAsyncHost(): boolean {
+    return this.sessionsRead || this.anyHttp;
+  }
+}
+
+/** Requested capabilities that the operator also granted, in the manifest's order. */
+export function grantedOf(requested: readonly string[], operatorGrants: readonly string[] | undefined): Grants {
+  const granted = new Set(operatorGrants ?? []);
+  return new Grants(requested.filter((c) => granted.has(c)));
+}
+
+export function deny(plugin: string, fn: string, capability: string): never {
+  const message = `${fn} needs capability "${capability}", which the operator has not granted to ${plugin}`;
+  log("warn", "plugin host call denied", { plugin, function: fn, capability });
+  throw new PluginCallError("denied", message);
+}

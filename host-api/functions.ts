@@ -1,0 +1,135 @@
+// The host functions one plugin sees (import module "extism:host/user"), bound to its grants, its
+// KV namespace and the core's storage. Every function exists for every plugin so that imports
+// always resolve; calling one without its grant fails the call with "denied".
+import type { CallContext } from "@extism/extism";
+import * as v from "valibot";
+import type { Kysely } from "kysely";
+import { PluginCallError } from "../hooks/dispatcher.ts";
+import { log, type LogLevel } from "../runtime/log.ts";
+import type { Database } from "../runtime/storage/schema.ts";
+import type { HostBinding, HostFunction } from "../runtime/sandbox/wasm-plugin.ts";
+import { deny, type Grants } from "./capabilities.ts";
+import type { PluginKv } from "./kv.ts";
+import { readText, storeText } from "./memory.ts";
+
+export const HOST_FUNCTION_NAMES = [
+  "hookbox_log",
+  "hookbox_kv_get",
+  "hookbox_kv_set",
+  "hookbox_kv_delete",
+  "hookbox_kv_list",
+  "hookbox_session_messages",
+  "hookbox_http",
+] as const;
+
+const LEVELS: LogLevel[] = ["debug", "info", "warn", "error"];
+const MAX_LOG_CHARS = 2000;
+const MAX_MESSAGES = 1000;
+const MAX_HTTP_RESPONSE_BYTES = 1024 * 1024;
+
+const HttpRequest = v.object({
+  method: v.optional(v.picklist(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]), "GET"),
+  url: v.pipe(v.string(), v.url()),
+  headers: v.optional(v.record(v.string(), v.string())),
+  body: v.optional(v.string()),
+});
+
+export interface HostContext {
+  plugin: string;
+  grants: Grants;
+  kv: PluginKv;
+  db: Kysely<Database>;
+}
+
+export function bindHostApi(h: HostContext): HostBinding {
+  const { plugin, grants, kv } = h;
+  let deadline = Infinity; // the current call's: bounds HTTP requests
+  const needKv = (fn: string) => {
+    if (!grants.kv) deny(plugin, fn, "kv");
+  };
+  const functions: Record<(typeof HOST_FUNCTION_NAMES)[number], HostFunction> = {
+    hookbox_log(ctx: CallContext, level: number, msg: bigint) {
+      const text = readText(ctx, msg, "hookbox_log");
+      log(LEVELS[level] ?? "info", "plugin log", { plugin, message: text.slice(0, MAX_LOG_CHARS) });
+    },
+    hookbox_kv_get(ctx: CallContext, session: bigint, key: bigint) {
+      needKv("hookbox_kv_get");
+      return storeText(ctx, kv.get(readText(ctx, session, "kv session"), readText(ctx, key, "kv key")));
+    },
+    hookbox_kv_set(ctx: CallContext, session: bigint, key: bigint, value: bigint) {
+      needKv("hookbox_kv_set");
+      kv.set(readText(ctx, session, "kv session"), readText(ctx, key, "kv key"), readText(ctx, value, "kv value"));
+    },
+    hookbox_kv_delete(ctx: CallContext, session: bigint, key: bigint) {
+      needKv("hookbox_kv_delete");
+      kv.delete(readText(ctx, session, "kv session"), readText(ctx, key, "kv key"));
+    },
+    hookbox_kv_list(ctx: CallContext, session: bigint, prefix: bigint) {
+      needKv("hookbox_kv_list");
+      return ctx.store(JSON.stringify(kv.list(readText(ctx, session, "kv session"), readText(ctx, prefix, "kv prefix"))));
+    },
+    // Granted only to plugins running in a worker, where Extism awaits asynchronous host functions.
+    hookbox_session_messages(ctx: CallContext, session: bigint, limit: bigint) {
+      if (!grants.sessionsRead) deny(plugin, "hookbox_session_messages", "sessions:read");
+      const id = readText(ctx, session, "session id");
+      const n = limit <= 0n ? 100 : Math.min(Number(limit), MAX_MESSAGES);
+      return readMessages(h.db, id, n).then((rows) => ctx.store(JSON.stringify(rows)));
+    },
+    hookbox_http(ctx: CallContext, request: bigint) {
+      const raw = readText(ctx, request, "http request");
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(raw);
+      } catch {
+        throw new PluginCallError("trap", "hookbox_http: request is not JSON");
+      }
+      const req = v.safeParse(HttpRequest, parsed);
+      if (!req.success) throw new PluginCallError("trap", `hookbox_http: bad request: ${req.issues[0].message}`);
+      const url = new URL(req.output.url);
+      if ((url.protocol !== "http:" && url.protocol !== "https:") || !grants.allowsHttp(url)) {
+        deny(plugin, "hookbox_http", `http:${url.hostname}`);
+      }
+      return fetchLimited(req.output, deadline).then((res) => ctx.store(JSON.stringify(res)));
+    },
+  };
+  return {
+    functions,
+    begin: (d) => void (deadline = d),
+    end: (ok) => kv.end(ok),
+  };
+}
+
+async function readMessages(db: Kysely<Database>, sessionId: string, limit: number) {
+  const rows = await db
+    .selectFrom("messages")
+    .select(["role", "content"])
+    .where("session_id", "=", sessionId)
+    .orderBy("seq", "desc")
+    .limit(limit)
+    .execute();
+  return rows.reverse();
+}
+
+async function fetchLimited(req: v.InferOutput<typeof HttpRequest>, deadline: number): Promise<{ status: number; body: string }> {
+  const res = await fetch(req.url, {
+    method: req.method,
+    headers: req.headers,
+    body: req.body,
+    redirect: "manual", // a redirect could lead to a host that is not granted
+    signal: AbortSignal.timeout(Math.max(1, Math.min(deadline - Date.now(), 2 ** 31 - 1))),
+  });
+  const reader = res.body?.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  while (reader) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > MAX_HTTP_RESPONSE_BYTES) {
+      await reader.cancel();
+      throw new PluginCallError("trap", `hookbox_http: response larger than ${MAX_HTTP_RESPONSE_BYTES} bytes`);
+    }
+    chunks.push(value);
+  }
+  return { status: res.status, body: Buffer.concat(chunks).toString("utf8") };
+}

@@ -1,0 +1,132 @@
+// A plugin's KV namespace. Host functions are synchronous inside an in-thread WASM call, so the
+// namespace lives in memory (loaded from plugin_kv at plugin load); a call's writes are buffered and
+// applied only when the call succeeds (a failed call leaves nothing half-written), then persisted to
+// libSQL in the background, in order. `flush()` waits for the writes made so far.
+import type { Kysely } from "kysely";
+import { PluginCallError } from "../hooks/dispatcher.ts";
+import { log } from "../runtime/log.ts";
+import type { Database } from "../runtime/storage/schema.ts";
+
+export const KV_LIMITS = { keyBytes: 512, valueBytes: 256 * 1024 } as const;
+
+type Scope = Map<string, string>;
+/** Pending writes of the current call: scope -> key -> value (null = delete). */
+type Pending = Map<string, Map<string, string | null>>;
+
+export class PluginKv {
+  private readonly scopes = new Map<string, Scope>();
+  private pending: Pending | undefined;
+  private writing: Promise<void> = Promise.resolve();
+
+  private constructor(
+    readonly plugin: string,
+    private readonly db: Kysely<Database>,
+    private readonly now: () => number,
+  ) {}
+
+  static async load(plugin: string, db: Kysely<Database>, now: () => number): Promise<PluginKv> {
+    const kv = new PluginKv(plugin, db, now);
+    const rows = await db.selectFrom("plugin_kv").select(["session_id", "key", "value"]).where("plugin", "=", plugin).execute();
+    for (const r of rows) kv.scope(r.session_id, true)!.set(r.key, r.value);
+    return kv;
+  }
+
+  get(session: string, key: string): string | undefined {
+    const p = this.pending?.get(session);
+    if (p?.has(key)) return p.get(key) ?? undefined;
+    return this.scopes.get(session)?.get(key);
+  }
+
+  set(session: string, key: string, value: string): void {
+    checkKey(key);
+    if (value.length * 3 > KV_LIMITS.valueBytes && Buffer.byteLength(value) > KV_LIMITS.valueBytes) {
+      throw new PluginCallError("trap", `kv value for "${key.slice(0, 40)}" exceeds ${KV_LIMITS.valueBytes} bytes`);
+    }
+    this.stage(session).set(key, value);
+  }
+
+  delete(session: string, key: string): void {
+    checkKey(key);
+    this.stage(session).set(key, null);
+  }
+
+  /** Keys of `session` starting with `prefix`, sorted. */
+  list(session: string, prefix: string): string[] {
+    const keys = new Set<string>();
+    for (const k of this.scopes.get(session)?.keys() ?? []) if (k.startsWith(prefix)) keys.add(k);
+    for (const [k, v] of this.pending?.get(session) ?? []) {
+      if (!k.startsWith(prefix)) continue;
+      if (v === null) keys.delete(k);
+      else keys.add(k);
+    }
+    return [...keys].sort();
+  }
+
+  /** Ends a call: applies its writes when it succeeded, drops them otherwise. */
+  end(ok: boolean): void {
+    const pending = this.pending;
+    this.pending = undefined;
+    if (!ok || !pending) return;
+    for (const [session, writes] of pending) {
+      for (const [key, value] of writes) {
+        if (value === null) this.scope(session)?.delete(key);
+        else this.scope(session, true)!.set(key, value);
+      }
+    }
+    this.persist(pending);
+  }
+
+  /** The core deleted these sessions' rows (with their session-scoped KV): forget them too. */
+  dropSessions(ids: readonly string[]): void {
+    for (const id of ids) if (id !== "") this.scopes.delete(id);
+  }
+
+  flush(): Promise<void> {
+    return this.writing;
+  }
+
+  private stage(session: string): Map<string, string | null> {
+    const pending = (this.pending ??= new Map());
+    let s = pending.get(session);
+    if (!s) pending.set(session, (s = new Map()));
+    return s;
+  }
+
+  private scope(session: string, create = false): Scope | undefined {
+    let s = this.scopes.get(session);
+    if (!s && create) this.scopes.set(session, (s = new Map()));
+    return s;
+  }
+
+  private persist(pending: Pending): void {
+    const plugin = this.plugin;
+    const updated_at = this.now();
+    this.writing = this.writing.then(async () => {
+      try {
+        await this.db.transaction().execute(async (trx) => {
+          for (const [session_id, writes] of pending) {
+            for (const [key, value] of writes) {
+              if (value === null) {
+                await trx.deleteFrom("plugin_kv").where("plugin", "=", plugin).where("session_id", "=", session_id).where("key", "=", key).execute();
+              } else {
+                await trx
+                  .insertInto("plugin_kv")
+                  .values({ plugin, session_id, key, value, updated_at })
+                  .onConflict((oc) => oc.columns(["plugin", "session_id", "key"]).doUpdateSet({ value, updated_at }))
+                  .execute();
+              }
+            }
+          }
+        });
+      } catch (err) {
+        log("error", "plugin kv write failed", { plugin, error: (err as Error).message });
+      }
+    });
+  }
+}
+
+function checkKey(key: string): void {
+  if (key.length === 0 || Buffer.byteLength(key) > KV_LIMITS.keyBytes) {
+    throw new PluginCallError("trap", `kv keys must be 1..${KV_LIMITS.keyBytes} bytes`);
+  }
+}

@@ -1,0 +1,263 @@
+// The WASM plugin runtime behind PluginHost: loads plugins from config.plugins.dir, decides which
+// are enabled (config, operator overrides and quarantine persisted in plugin_state), subscribes them
+// to the dispatcher, registers their commands, and persists quarantines. A plugin that fails to load
+// is listed as "failed" with its reason; the others run.
+import type { Kysely } from "kysely";
+import { callbackSubscriber, PluginCallError, type HookSubscriber } from "../../hooks/dispatcher.ts";
+import { grantedOf, type Grants } from "../../host-api/capabilities.ts";
+import { bindHostApi } from "../../host-api/functions.ts";
+import { PluginKv } from "../../host-api/kv.ts";
+import { CommandError, type CommandCall } from "../commands/registry.ts";
+import type { Core } from "../core.ts";
+import { log } from "../log.ts";
+import type { Database } from "../storage/schema.ts";
+import { WasmPlugin, type SandboxLimits } from "../sandbox/wasm-plugin.ts";
+import { PluginNotFoundError, type PluginHost, type PluginInfo, type PluginStatus } from "./host.ts";
+import { effectiveLimits } from "./limits.ts";
+import { compilePlugin, readManifest, scanPluginDir } from "./loader.ts";
+import type { Manifest } from "./manifest.ts";
+import { commandOutput } from "./command-output.ts";
+
+interface Entry {
+  name: string;
+  path: string;
+  manifest: Manifest | undefined;
+  grants: Grants;
+  limits: SandboxLimits | undefined;
+  /** Load error: the plugin is "failed". */
+  error: string | null;
+  /** Operator override from plugin_state: true/false, or null for "as configured". */
+  override: boolean | null;
+  sandbox: WasmPlugin | undefined;
+  kv: PluginKv | undefined;
+}
+
+/** Internal subscriber that keeps the in-memory KV in step with the rows the core deletes. */
+const KV_SYNC = "#kv-sync";
+
+export async function startPluginHost(core: Core): Promise<PluginManager> {
+  const manager = new PluginManager(core);
+  await manager.start();
+  return manager;
+}
+
+export class PluginManager implements PluginHost {
+  private readonly entries = new Map<string, Entry>();
+  private readonly db: Kysely<Database>;
+
+  constructor(private readonly core: Core) {
+    this.db = core.storage.db;
+  }
+
+  async start(): Promise<void> {
+    const { config, dispatcher } = this.core;
+    const state = new Map((await this.db.selectFrom("plugin_state").selectAll().execute()).map((r) => [r.name, r]));
+    for (const { folder, path } of scanPluginDir(config.plugins.dir)) {
+      const entry: Entry = {
+        name: folder,
+        path,
+        manifest: undefined,
+        grants: grantedOf([], []),
+        limits: undefined,
+        error: null,
+        override: null,
+        sandbox: undefined,
+        kv: undefined,
+      };
+      this.entries.set(folder, entry);
+      const row = state.get(folder);
+      if (row?.enabled != null) entry.override = row.enabled === 1;
+      if (row?.quarantined) dispatcher.quarantine(folder, row.quarantined);
+      this.reload(entry);
+    }
+    dispatcher.setQuarantineListener((name, reason) => void this.persistQuarantine(name, reason));
+    dispatcher.subscribe(
+      callbackSubscriber(KV_SYNC, ["on_session_delete"], (p) => {
+        const ids = (p as { deleted_ids?: string[] }).deleted_ids ?? [];
+        for (const e of this.entries.values()) e.kv?.dropSessions(ids);
+      }),
+    );
+    for (const entry of this.entries.values()) if (this.wanted(entry)) await this.activate(entry);
+    const active = this.list().filter((p) => p.status === "active").map((p) => p.name);
+    log("info", "plugins loaded", { dir: config.plugins.dir, active, total: this.entries.size });
+  }
+
+  list(): PluginInfo[] {
+    return [...this.entries.values()].sort((a, b) => (a.name < b.name ? -1 : 1)).map((e) => this.info(e));
+  }
+
+  get(name: string): PluginInfo | undefined {
+    const e = this.entries.get(name);
+    return e && this.info(e);
+  }
+
+  async enable(name: string): Promise<PluginInfo> {
+    const e = this.entry(name);
+    await this.saveState(name, { enabled: 1, quarantined: null });
+    e.override = true;
+    this.core.dispatcher.release(name);
+    if (e.error !== null) this.reload(e); // the operator may have fixed the files
+    if (e.error === null && this.wanted(e) && !e.sandbox) await this.activate(e);
+    return this.info(e);
+  }
+
+  async disable(name: string): Promise<PluginInfo> {
+    const e = this.entry(name);
+    await this.saveState(name, { enabled: 0 });
+    e.override = false;
+    await this.deactivate(e);
+    return this.info(e);
+  }
+
+  /** Waits until every KV write made so far is in libSQL. */
+  async flush(): Promise<void> {
+    await Promise.all([...this.entries.values()].map((e) => e.kv?.flush()));
+  }
+
+  async close(): Promise<void> {
+    this.core.dispatcher.setQuarantineListener(undefined);
+    this.core.dispatcher.unsubscribe(KV_SYNC);
+    for (const e of this.entries.values()) await this.deactivate(e);
+  }
+
+  private reload(e: Entry): void {
+    const { config } = this.core;
+    e.error = null;
+    try {
+      e.manifest = readManifest(e.path, e.name);
+      e.grants = grantedOf(e.manifest.capabilities, config.plugins.grants[e.name]);
+      e.limits = effectiveLimits(e.name, e.manifest.limits, config);
+    } catch (err) {
+      this.failed(e, err);
+    }
+  }
+
+  private entry(name: string): Entry {
+    const e = this.entries.get(name);
+    if (!e) throw new PluginNotFoundError(`no plugin named ${name} in ${this.core.config.plugins.dir}`);
+    return e;
+  }
+
+  /** plugins.disabled always wins; then the operator's override; then plugins.enabled. */
+  private wanted(e: Entry): boolean {
+    const { enabled, disabled } = this.core.config.plugins;
+    if (disabled.includes(e.name)) return false;
+    return e.override ?? enabled.includes(e.name);
+  }
+
+  private async activate(e: Entry): Promise<void> {
+    const manifest = e.manifest!;
+    const limits = e.limits!;
+    try {
+      const module = compilePlugin(e.path, manifest, limits);
+      const kv = e.kv ?? (await PluginKv.load(e.name, this.db, this.core.now));
+      const host = bindHostApi({ plugin: e.name, grants: e.grants, kv, db: this.db });
+      const sandbox = new WasmPlugin({ name: e.name, module, limits, host, inWorker: e.grants.needsAsyncHost });
+      await sandbox.warm();
+      for (const c of manifest.commands) {
+        this.core.commands.register({
+          name: c.name,
+          description: c.description,
+          plugin: e.name,
+          sensitive: c.sensitive,
+          run: (call) => this.runCommand(e, c.name, call),
+        });
+      }
+      e.kv = kv;
+      e.sandbox = sandbox;
+      if (manifest.hooks.length > 0) this.core.dispatcher.subscribe(this.subscriber(e.name, manifest, limits, sandbox));
+    } catch (err) {
+      this.core.commands.unregisterPlugin(e.name);
+      this.failed(e, err);
+    }
+  }
+
+  private subscriber(name: string, manifest: Manifest, limits: SandboxLimits, sandbox: WasmPlugin): HookSubscriber {
+    return {
+      name,
+      hooks: new Set(manifest.hooks),
+      timeoutMs: limits.timeoutMs,
+      call: (d) => sandbox.call(d.hook, d.json(), d.deadline),
+    };
+  }
+
+  private async deactivate(e: Entry): Promise<void> {
+    this.core.dispatcher.unsubscribe(e.name);
+    this.core.commands.unregisterPlugin(e.name);
+    const sandbox = e.sandbox;
+    e.sandbox = undefined;
+    await sandbox?.close();
+    await e.kv?.flush();
+  }
+
+  private async runCommand(e: Entry, command: string, call: CommandCall): Promise<string> {
+    const { dispatcher } = this.core;
+    const quarantined = dispatcher.stats(e.name)?.quarantined;
+    if (quarantined) throw new CommandError("failed", `/${command}: plugin ${e.name} is quarantined (${quarantined})`);
+    const sandbox = e.sandbox;
+    if (!sandbox) throw new CommandError("failed", `/${command}: plugin ${e.name} is not active`);
+    const input = JSON.stringify({
+      raw_args: call.raw_args,
+      session_id: call.session_id ?? null,
+      session_key: call.session_key ?? null,
+      platform: call.platform ?? null,
+      source: call.source ?? null,
+    });
+    const t0 = performance.now();
+    try {
+      const res = await sandbox.call(`command_${command}`, input, Date.now() + e.limits!.timeoutMs);
+      dispatcher.recordExternalCall(e.name, performance.now() - t0, undefined, res.fuel);
+      return commandOutput(res.output);
+    } catch (err) {
+      const failure = err instanceof PluginCallError ? err : new PluginCallError("trap", String(err));
+      dispatcher.recordExternalCall(e.name, performance.now() - t0, failure);
+      throw new CommandError("failed", `/${command} failed (${failure.kind}): ${failure.message}`);
+    }
+  }
+
+  private info(e: Entry): PluginInfo {
+    const m = e.manifest;
+    const stats = this.core.dispatcher.stats(e.name) ?? null;
+    let status: PluginStatus = "active";
+    let reason: string | null = null;
+    const { disabled } = this.core.config.plugins;
+    if (e.error !== null) [status, reason] = ["failed", e.error];
+    else if (disabled.includes(e.name)) [status, reason] = ["disabled", "disabled by config (plugins.disabled)"];
+    else if (e.override === false) [status, reason] = ["disabled", "disabled by operator"];
+    else if (!this.wanted(e)) [status, reason] = ["disabled", "not listed in plugins.enabled"];
+    else if (stats?.quarantined) [status, reason] = ["quarantined", stats.quarantined];
+    return {
+      name: e.name,
+      version: m?.version ?? null,
+      description: m?.description ?? null,
+      hooks: m ? [...m.hooks] : [],
+      commands: m ? m.commands.map((c) => ({ name: c.name, description: c.description, sensitive: c.sensitive })) : [],
+      capabilities: { requested: m ? [...m.capabilities] : [], granted: [...e.grants.list] },
+      status,
+      reason,
+      stats,
+    };
+  }
+
+  private failed(e: Entry, err: unknown): void {
+    e.error = err instanceof Error ? err.message : String(err);
+    log("error", "plugin failed to load", { plugin: e.name, reason: e.error });
+  }
+
+  private async persistQuarantine(name: string, reason: string): Promise<void> {
+    try {
+      await this.saveState(name, { quarantined: reason });
+    } catch (err) {
+      log("error", "could not persist plugin quarantine", { plugin: name, error: (err as Error).message });
+    }
+  }
+
+  private async saveState(name: string, change: { enabled?: number; quarantined?: string | null }): Promise<void> {
+    const updated_at = this.core.now();
+    await this.db
+      .insertInto("plugin_state")
+      .values({ name, enabled: change.enabled ?? null, quarantined: change.quarantined ?? null, updated_at })
+      .onConflict((oc) => oc.column("name").doUpdateSet({ ...change, updated_at }))
+      .execute();
+  }
+}
