@@ -188,6 +188,7 @@ export class PluginManager implements PluginHost {
     e.sandbox = undefined;
     await sandbox?.close();
     await e.kv?.flush();
+    e.kv = undefined; // re-enabling reloads the namespace from libSQL
   }
 
   private async runCommand(e: Entry, command: string, call: CommandCall): Promise<string> {
