@@ -2,10 +2,9 @@
 // namespace lives in memory (loaded from plugin_kv at plugin load); a call's writes are buffered and
 // applied only when the call succeeds (a failed call leaves nothing half-written), then persisted to
 // libSQL in the background, in order. `flush()` waits for the writes made so far.
-import type { Kysely } from "kysely";
 import { PluginCallError } from "../hooks/dispatcher.ts";
 import { log } from "../runtime/log.ts";
-import type { Database } from "../runtime/storage/schema.ts";
+import type { Storage } from "../runtime/storage/db.ts";
 
 export const KV_LIMITS = { keyBytes: 512, valueBytes: 256 * 1024 } as const;
 
@@ -20,13 +19,13 @@ export class PluginKv {
 
   private constructor(
     readonly plugin: string,
-    private readonly db: Kysely<Database>,
+    private readonly storage: Storage,
     private readonly now: () => number,
   ) {}
 
-  static async load(plugin: string, db: Kysely<Database>, now: () => number): Promise<PluginKv> {
-    const kv = new PluginKv(plugin, db, now);
-    const rows = await db.selectFrom("plugin_kv").select(["session_id", "key", "value"]).where("plugin", "=", plugin).execute();
+  static async load(plugin: string, storage: Storage, now: () => number): Promise<PluginKv> {
+    const kv = new PluginKv(plugin, storage, now);
+    const rows = await storage.db.selectFrom("plugin_kv").select(["session_id", "key", "value"]).where("plugin", "=", plugin).execute();
     for (const r of rows) kv.scope(r.session_id, true)!.set(r.key, r.value);
     return kv;
   }
@@ -103,7 +102,9 @@ export class PluginKv {
     const updated_at = this.now();
     this.writing = this.writing.then(async () => {
       try {
-        await this.db.transaction().execute(async (trx) => {
+        // storage.write serializes with the core's write transactions (a second writer would block
+        // the event loop on SQLite's file lock).
+        await this.storage.write(async (trx) => {
           for (const [session_id, writes] of pending) {
             for (const [key, value] of writes) {
               if (value === null) {

@@ -150,7 +150,7 @@ export class PluginManager implements PluginHost {
     const limits = e.limits!;
     try {
       const module = compilePlugin(e.path, manifest, limits);
-      const kv = e.kv ?? (await PluginKv.load(e.name, this.db, this.core.now));
+      const kv = e.kv ?? (await PluginKv.load(e.name, this.core.storage, this.core.now));
       const host = bindHostApi({ plugin: e.name, grants: e.grants, kv, db: this.db });
       const sandbox = new WasmPlugin({ name: e.name, module, limits, host, inWorker: e.grants.needsAsyncHost });
       await sandbox.warm();
@@ -255,10 +255,12 @@ export class PluginManager implements PluginHost {
 
   private async saveState(name: string, change: { enabled?: number; quarantined?: string | null }): Promise<void> {
     const updated_at = this.core.now();
-    await this.db
+    await this.core.storage.write((trx) =>
+      trx
       .insertInto("plugin_state")
       .values({ name, enabled: change.enabled ?? null, quarantined: change.quarantined ?? null, updated_at })
       .onConflict((oc) => oc.column("name").doUpdateSet({ ...change, updated_at }))
-      .execute();
+      .execute(),
+    );
   }
 }
