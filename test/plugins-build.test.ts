@@ -1,30 +1,32 @@
-// The built AssemblyScript plugins, called directly with @extism/extism in-thread: manifests match
-// the modules' exports, the light JSON reader agrees with JSON.parse, output is correct UTF-8, and
-// each seed plugin's logic works. Host functions are a small in-memory stand-in (per-plugin KV
-// namespaces) because these tests are about the plugins; host-api is tested through the runtime.
+// The built AssemblyScript plugins, called export by export through the real sandbox (fuel, memory
+// and output limits) and the real host API (grants, KV in a temp libSQL file): manifests match the
+// modules, the light JSON reader agrees with JSON.parse, output is correct UTF-8, each seed
+// plugin's logic holds, and each hostile plugin is stopped by the limit it targets. The HTTP-level
+// scenarios are in plugins-seed.test.ts.
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import createPlugin, { type CallContext, type Plugin } from "@extism/extism";
+import { Grants } from "../host-api/capabilities.ts";
+import { bindHostApi, HOST_FUNCTION_NAMES } from "../host-api/functions.ts";
+import { PluginKv } from "../host-api/kv.ts";
+import { PluginCallError } from "../hooks/dispatcher.ts";
+import { parseConfig } from "../runtime/config.ts";
+import { setLogLevel } from "../runtime/log.ts";
+import { effectiveLimits } from "../runtime/plugins/limits.ts";
+import { compilePlugin, readManifest } from "../runtime/plugins/loader.ts";
+import { WasmPlugin } from "../runtime/sandbox/wasm-plugin.ts";
+import { openStorage, type Storage } from "../runtime/storage/db.ts";
 
 const PLUGINS_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "plugins-wasm");
-const HOST_FUNCTIONS = new Set([
-  "hookbox_log",
-  "hookbox_kv_get",
-  "hookbox_kv_set",
-  "hookbox_kv_delete",
-  "hookbox_kv_list",
-  "hookbox_session_messages",
-  "hookbox_http",
-]);
+const HOST_FUNCTIONS = new Set<string>(HOST_FUNCTION_NAMES);
 
 interface Manifest {
   name: string;
   hooks: string[];
   commands: Array<{ name: string }>;
-  capabilities: string[];
 }
 
 function pluginFolders(): string[] {
@@ -38,78 +40,21 @@ function pluginFolders(): string[] {
   return found.sort();
 }
 
-/** One plugin's host side: its KV namespace ("session\0key" -> value), logs, and what it was denied. */
-class StubHost {
-  readonly kv = new Map<string, string>();
-  readonly logs: string[] = [];
-  readonly denied: string[] = [];
-  constructor(private readonly granted: ReadonlySet<string>) {}
-
-  private require(cap: string, fn: string): void {
-    if (!this.granted.has(cap)) {
-      this.denied.push(fn);
-      throw new Error(`denied: ${fn} needs ${cap}`);
-    }
-  }
-
-  functions(): Record<string, (cx: CallContext, ...args: any[]) => any> {
-    const text = (cx: CallContext, off: bigint): string => cx.read(off)?.text() ?? "";
-    const key = (cx: CallContext, s: bigint, k: bigint): string => `${text(cx, s)}\0${text(cx, k)}`;
-    return {
-      hookbox_log: (cx, _level: number, msg: bigint) => void this.logs.push(text(cx, msg)),
-      hookbox_kv_get: (cx, s: bigint, k: bigint) => {
-        this.require("kv", "hookbox_kv_get");
-        const v = this.kv.get(key(cx, s, k));
-        return v === undefined ? 0n : cx.store(v);
-      },
-      hookbox_kv_set: (cx, s: bigint, k: bigint, v: bigint) => {
-        this.require("kv", "hookbox_kv_set");
-        this.kv.set(key(cx, s, k), text(cx, v));
-      },
-      hookbox_kv_delete: (cx, s: bigint, k: bigint) => {
-        this.require("kv", "hookbox_kv_delete");
-        this.kv.delete(key(cx, s, k));
-      },
-      hookbox_kv_list: (cx, s: bigint, p: bigint) => {
-        this.require("kv", "hookbox_kv_list");
-        const scope = `${text(cx, s)}\0`;
-        const prefix = text(cx, p);
-        const keys = [...this.kv.keys()]
-          .filter((k) => k.startsWith(scope) && k.slice(scope.length).startsWith(prefix))
-          .map((k) => k.slice(scope.length))
-          .sort();
-        return cx.store(JSON.stringify(keys));
-      },
-      hookbox_session_messages: () => {
-        this.require("sessions:read", "hookbox_session_messages");
-        return 0n;
-      },
-      hookbox_http: () => {
-        this.require("http", "hookbox_http");
-        return 0n;
-      },
-    };
-  }
-
-  /** Plugin-wide KV keys (session ""), for assertions. */
-  globalKeys(): string[] {
-    return [...this.kv.keys()].filter((k) => k.startsWith("\0")).map((k) => k.slice(1)).sort();
-  }
-}
-
+/** One plugin in the real sandbox with the real host API over the shared test database. */
 class Loaded {
   constructor(
-    readonly plugin: Plugin,
-    readonly host: StubHost,
+    readonly sandbox: WasmPlugin,
+    readonly kv: PluginKv,
   ) {}
 
-  /** Calls `fn` with a JSON payload (objects get `hook`/`schema_version` like real deliveries). */
+  /** Calls export `fn` with a payload (JSON-encoded unless already a string); "" for no output. */
   async call(fn: string, payload: unknown): Promise<string> {
     const input = typeof payload === "string" ? payload : JSON.stringify(payload);
-    const out = await this.plugin.call(fn, input);
-    return out?.text() ?? "";
+    const { output } = await this.sandbox.call(fn, input, Date.now() + 10_000);
+    return output ?? "";
   }
 
+  /** A hook delivery as the dispatcher builds it, plus a field from some future schema version. */
   async hook(hook: string, fields: Record<string, unknown>): Promise<string> {
     return this.call(hook, { hook, schema_version: 1, ...fields, future_field: { nested: ["}", "]"] } });
   }
@@ -120,19 +65,50 @@ class Loaded {
   }
 }
 
-const open: Plugin[] = [];
-async function load(rel: string, granted: string[] = ["kv"]): Promise<Loaded> {
-  const host = new StubHost(new Set(granted));
-  const plugin = await createPlugin(
-    { wasm: [{ data: readFileSync(join(PLUGINS_DIR, rel, "plugin.wasm")) }] },
-    { useWasi: false, runInWorker: false, functions: { "extism:host/user": host.functions() } },
-  );
-  open.push(plugin);
-  return new Loaded(plugin, host);
+let tempDir: string;
+const loaded: WasmPlugin[] = [];
+const databases: Storage[] = [];
+const config = parseConfig({});
+
+/** A fresh database: plugins loaded with the same name in different tests must not share KV. */
+async function freshStorage(): Promise<Storage> {
+  const storage = await openStorage(`file:${join(tempDir, `db-${databases.length}.db`)}`);
+  databases.push(storage);
+  return storage;
+}
+
+async function load(rel: string, granted: string[] = ["kv"], storage?: Storage): Promise<Loaded> {
+  storage ??= await freshStorage();
+  const name = rel.split("/").pop()!;
+  const path = join(PLUGINS_DIR, rel);
+  const manifest = readManifest(path, name);
+  const limits = effectiveLimits(name, manifest.limits, config);
+  const kv = await PluginKv.load(name, storage, Date.now);
+  const host = bindHostApi({ plugin: name, grants: new Grants(granted), kv, db: storage.db });
+  const sandbox = new WasmPlugin({ name, module: compilePlugin(path, manifest, limits), limits, host, inWorker: false });
+  loaded.push(sandbox);
+  return new Loaded(sandbox, kv);
+}
+
+async function failure(p: Promise<unknown>): Promise<PluginCallError> {
+  try {
+    await p;
+  } catch (err) {
+    assert.ok(err instanceof PluginCallError, String(err));
+    return err;
+  }
+  assert.fail("the call succeeded");
 }
 
 after(async () => {
-  await Promise.all(open.map((p) => p.close()));
+  await Promise.all(loaded.map((p) => p.close()));
+  for (const db of databases) await db.close();
+  if (tempDir) rmSync(tempDir, { recursive: true, force: true });
+});
+
+before(async () => {
+  setLogLevel("silent");
+  tempDir = mkdtempSync(join(tmpdir(), "hookbox-plugins-build-"));
 });
 
 before(() => {
@@ -284,7 +260,7 @@ describe("sidecar-index", () => {
     const index = await p.command("index", {});
     assert.equal(index.count, 41);
     assert.ok(index.sessions.includes("s0b") && !index.sessions.includes("s0"));
-    const entry = JSON.parse(p.host.kv.get("\0entry:s0b")!);
+    const entry = JSON.parse(p.kv.get("", "entry:s0b")!);
     assert.deepEqual(entry, {
       session_id: "s0b",
       platform: "cli",
@@ -296,7 +272,7 @@ describe("sidecar-index", () => {
 
     const ids = ["s0", "s0b", ...Array.from({ length: 39 }, (_, i) => `s${i + 1}`)];
     await p.hook("on_session_delete", deletion("delete", ids));
-    assert.deepEqual(p.host.globalKeys(), ["entry:late"]);
+    assert.deepEqual(p.kv.list("", ""), ["entry:late"]);
     assert.deepEqual(await p.command("index", {}), { count: 1, sessions: ["late"] });
   });
 });
@@ -359,24 +335,57 @@ describe("test fixtures", () => {
     assert.equal((await p.command("compute", { iterations: 7, raw_args: "1000" })).iterations, 7);
   });
 
-  it("kvsnoop sees only its own keys when namespaces hold", async () => {
-    const p = await load("hostile/kvsnoop");
-    assert.deepEqual(await p.command("kvsnoop", { raw_args: "other-1 other-2", session_id: "mine" }), { own_ok: true, foreign: [] });
+  it("kvsnoop sees nothing of other plugins' or sessions' KV in the same database", async () => {
+    const shared = await freshStorage();
+    const sidecar = await load("sidecar-index", ["kv"], shared);
+    await sidecar.hook("on_session_start", { session_id: "victim", ...START });
+    const reinject = await load("memory-reinject", ["kv"], shared);
+    await reinject.command("conventions", { raw_args: "secret conventions" });
+    await reinject.hook("post_compaction", compaction("victim", "", "summarize"));
+    await Promise.all([sidecar.kv.flush(), reinject.kv.flush()]);
+    const snoop = await load("hostile/kvsnoop", ["kv"], shared);
+    assert.deepEqual(await snoop.command("kvsnoop", { raw_args: "victim other", session_id: "mine" }), { own_ok: true, foreign: [] });
+    const injected = JSON.parse(await snoop.hook("pre_llm_call", preLlm("victim")));
+    assert.equal(injected.context, 'kvsnoop {"own_ok":true,"foreign":[]}');
   });
+});
 
-  it("hostile plugins misbehave as advertised (limits are the runtime's job)", async () => {
-    await assert.rejects((await load("hostile/trap", [])).hook("pre_llm_call", preLlm("s")), /unreachable/);
-    await assert.rejects((await load("hostile/trap", [])).hook("post_compaction", compaction("s", "", "summarize")));
-    const bad = await (await load("hostile/badjson", [])).hook("pre_llm_call", preLlm("s"));
-    assert.throws(() => JSON.parse(bad));
-    const big = await (await load("hostile/bigoutput", [])).hook("pre_llm_call", preLlm("s"));
-    assert.equal(big.length, 10 << 20);
-    const ungranted = await load("hostile/ungranted", []);
+describe("hostile plugins under the real limits", () => {
+  const pre = preLlm("s");
+  it("loop runs out of fuel", async () => {
+    assert.equal((await failure((await load("hostile/loop", [])).hook("pre_llm_call", pre))).kind, "fuel");
+  });
+  it("membomb hits the memory cap", async () => {
+    assert.equal((await failure((await load("hostile/membomb", [])).hook("post_compaction", compaction("s", "", "summarize")))).kind, "memory");
+  });
+  it("trap traps, by unreachable and by abort", async () => {
+    const p = await load("hostile/trap", []);
+    assert.equal((await failure(p.hook("pre_llm_call", pre))).kind, "trap");
+    assert.equal((await failure(p.hook("post_compaction", compaction("s", "", "summarize")))).kind, "trap");
+  });
+  it("bigoutput's 10 MiB is refused as bad output", async () => {
+    const e = await failure((await load("hostile/bigoutput", [])).hook("pre_llm_call", pre));
+    assert.equal(e.kind, "bad_output");
+    assert.match(e.message, /10485760 bytes/);
+  });
+  it("badjson returns text that is not JSON (the dispatcher judges it)", async () => {
+    const out = await (await load("hostile/badjson", [])).hook("pre_llm_call", pre);
+    assert.throws(() => JSON.parse(out));
+  });
+  it("ungranted is denied kv, sessions and http even though its manifest asks", async () => {
+    const p = await load("hostile/ungranted", []);
     for (const what of ["kv", "sessions", "http"]) {
-      await assert.rejects(ungranted.command("ungranted", { raw_args: what }), /denied/);
+      const e = await failure(p.command("ungranted", { raw_args: what }));
+      assert.equal(e.kind, "denied", what);
     }
-    assert.deepEqual(ungranted.host.denied, ["hookbox_kv_set", "hookbox_session_messages", "hookbox_http"]);
-    const snoop = await load("hostile/httpsnoop", []);
-    await assert.rejects(snoop.command("httpsnoop", { raw_args: "http://169.254.169.254/" }), /denied/);
+    assert.deepEqual(p.kv.list("", ""), []);
+  });
+  it("httpsnoop is denied every host but the granted one, however the URL mentions it", async () => {
+    const p = await load("hostile/httpsnoop", ["http:example.com"]);
+    for (const hook of ["pre_llm_call", "post_compaction", "on_session_delete"]) {
+      assert.equal((await failure(p.hook(hook, { ...compaction("s", "", "summarize"), ...deletion("delete", ["s"]) }))).kind, "denied", hook);
+    }
+    const e = await failure(p.command("httpsnoop", { raw_args: "http://169.254.169.254/latest/meta-data/" }));
+    assert.equal(e.kind, "denied");
   });
 });
