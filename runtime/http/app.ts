@@ -1,5 +1,5 @@
 // The HTTP API (Hono, JSON, /v1): auth, body limit and idempotency first, then the routes.
-import { Hono } from "hono";
+import { Hono, type MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { Core } from "../core.ts";
 import { adminRoutes } from "./admin.ts";
@@ -9,10 +9,22 @@ import { sessionRoutes } from "./sessions.ts";
 
 export const MAX_BODY_BYTES = 4 * 1024 * 1024;
 
+/**
+ * A response sent before the request body was read (401, 413, a refused Idempotency-Key) leaves
+ * the body's bytes on the socket; @hono/node-server drains them only briefly and then drops the
+ * connection, so a client that reuses it fails its NEXT request. Announcing `Connection: close`
+ * makes clients open a fresh connection instead.
+ */
+const closeIfBodyUnread: MiddlewareHandler = async (c, next) => {
+  await next();
+  if (c.req.raw.body !== null && !c.req.raw.bodyUsed) c.res.headers.set("connection", "close");
+};
+
 export function createApp(core: Core): Hono {
   const app = new Hono();
   app.onError(onError);
   app.notFound((c) => c.json(errorBody("not_found", `no route for ${c.req.method} ${c.req.path}`), 404));
+  app.use("*", closeIfBodyUnread);
   app.use("*", bearerAuth(core.config.api_token));
   app.use(
     "*",

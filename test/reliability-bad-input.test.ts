@@ -1,0 +1,155 @@
+// Bad input over real HTTP: a generated set of malformed requests for every mutating endpoint (and
+// bad queries for the reads). Each must get a 4xx with a machine-readable error, never a 5xx, fire
+// no hook, and leave every domain row exactly as it was.
+import { describe, it, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { createApp } from "../runtime/http/app.ts";
+import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { recordHooks, type HookRecorder } from "./helpers/hooks.ts";
+import { snapshot } from "./helpers/db-check.ts";
+import { BAD_IDEMPOTENCY_KEYS, badRequests, type BadRequest, type Fixtures } from "./helpers/bad-bodies.ts";
+
+/** Printed at the end: the closing report quotes how many bad inputs were tried. */
+const tried = { requests: 0 };
+
+describe("reliability: bad input", () => {
+  let t: TestServer;
+  let rec: HookRecorder;
+  let fx: Fixtures;
+
+  before(async () => {
+    t = await startTestServer({ before: (core) => void (rec = recordHooks(core.dispatcher)) });
+    const create = async (body: object) => (await t.api("POST", "/v1/sessions", body)).body.session.id as string;
+    const open = await create({ profile: "work", source: { user_id: "u1", chat_id: "c1" } });
+    await t.api("POST", `/v1/sessions/${open}/turns`, { message: "calc 2+3" });
+    await t.api("POST", `/v1/sessions/${open}/turns`, { message: "hello" });
+    await create({ parent_session_id: open });
+    const ended = await create({ profile: "work" });
+    await t.api("POST", `/v1/sessions/${ended}/turns`, { message: "bye" });
+    await t.api("POST", `/v1/sessions/${ended}/end`, {});
+    const otherProfile = await create({ profile: "other" });
+    fx = { open, ended, otherProfile };
+    rec.clear();
+  });
+  after(async () => {
+    console.log(`# reliability bad-input: ${tried.requests} bad requests tried`);
+    await t.close();
+  });
+
+  /** Sends one bad request; returns what is wrong with the answer ("" when it is right). */
+  async function check(req: BadRequest, headers: Record<string, string> = {}): Promise<string> {
+    const before = await snapshot(t.core.storage.db);
+    const events = rec.events.length;
+    tried.requests++;
+    let res;
+    try {
+      res = await t.api(req.method, req.path, req.body, { ...headers, ...req.headers });
+    } catch (err) {
+      return `${req.name}: request failed: ${String((err as Error).cause ?? err)}`;
+    }
+    const problems: string[] = [];
+    if (res.status < 400 || res.status >= 500) problems.push(`status ${res.status}`);
+    if (req.status !== undefined && res.status !== req.status) problems.push(`status ${res.status}, want ${req.status}`);
+    const err = res.body?.error;
+    if (typeof err?.code !== "string" || typeof err?.message !== "string") problems.push(`no {error:{code,message}}: ${JSON.stringify(res.body).slice(0, 120)}`);
+    if (rec.events.length !== events) problems.push(`fired ${rec.events.slice(events).map((e) => e.hook).join(",")}`);
+    if ((await snapshot(t.core.storage.db)) !== before) problems.push("rows changed");
+    return problems.length ? `${req.name}: ${problems.join("; ")} (${err?.code ?? "?"})` : "";
+  }
+
+  it("refuses every generated malformed request with a 4xx, no hook and no row changed", async () => {
+    const reqs = badRequests(fx);
+    assert.ok(reqs.length > 300, `only ${reqs.length} cases generated`);
+    const failures: string[] = [];
+    for (const req of reqs) {
+      const problem = await check(req);
+      if (problem) failures.push(problem);
+    }
+    assert.deepEqual(failures, [], `${failures.length} of ${reqs.length} bad requests were not refused cleanly`);
+  });
+
+  it("covers every mutating route the app serves", () => {
+    const mutating = createApp(t.core)
+      .routes.filter((r) => r.method !== "ALL" && r.method !== "GET")
+      .map((r) => `${r.method} ${r.path}`);
+    const covered = new Set(badRequests(fx).map((r) => r.route));
+    assert.ok(mutating.length >= 13);
+    assert.deepEqual(mutating.filter((r) => !covered.has(r)), []);
+  });
+
+  it("refuses malformed Idempotency-Keys and a key reused for a different request", async () => {
+    const reqs = badRequests(fx);
+    // One representative request per route; the key checks run before the route does.
+    const perRoute = [...new Map(reqs.filter((r) => r.status === 400 && r.body !== undefined).map((r) => [r.route, r])).values()];
+    const failures: string[] = [];
+    for (const [i, req] of perRoute.entries()) {
+      for (const key of BAD_IDEMPOTENCY_KEYS) {
+        const p = await check({ ...req, name: `${req.name} key=${JSON.stringify(key.slice(0, 20))}`, status: 400 }, { "idempotency-key": key });
+        if (p) failures.push(p);
+      }
+      // First use stores the (4xx) answer; the same key with another body or path is refused.
+      const key = `reuse-${i}`;
+      const first = await check(req, { "idempotency-key": key });
+      if (first) failures.push(first);
+      const other = { ...req, name: `${req.name} reused key, other body`, body: JSON.stringify({ different: i }), status: 422 };
+      const p1 = await check(other, { "idempotency-key": key });
+      if (p1) failures.push(p1);
+      const otherPath = { ...req, name: `${req.name} reused key, other path`, path: `${req.path}x`, status: undefined };
+      const p2 = await check(otherPath, { "idempotency-key": key });
+      if (p2) failures.push(p2);
+    }
+    // A key first used by a request that succeeded, then reused with another body: refused, and
+    // the original effect is not repeated.
+    const created = await t.api("POST", "/v1/sessions", { profile: "idem" }, { "idempotency-key": "made-one" });
+    assert.equal(created.status, 201);
+    const reused = await check(
+      { route: "POST /v1/sessions", name: "reuse after success", method: "POST", path: "/v1/sessions", body: JSON.stringify({ profile: "idem2" }), status: 422 },
+      { "idempotency-key": "made-one" },
+    );
+    if (reused) failures.push(reused);
+    const res = await t.api("POST", "/v1/sessions", { profile: "idem2" }, { "idempotency-key": "made-one" });
+    assert.equal(res.body.error.code, "idempotency_key_reused");
+    assert.deepEqual(failures, []);
+    assert.ok(perRoute.length >= 12, `only ${perRoute.length} routes`);
+  });
+
+  it("keeps the connection usable after refusing a body it did not read (413, bad key)", async () => {
+    for (const [headers, status] of [[{}, 413], [{ "idempotency-key": "x".repeat(300) }, 400]] as const) {
+      const big = JSON.stringify({ profile: "p", pad: "x".repeat(headers["idempotency-key"] ? 2_000_000 : 6_000_000) });
+      const refused = await t.api("POST", "/v1/sessions", big, headers);
+      assert.equal(refused.status, status);
+      assert.equal(refused.headers.get("connection"), "close");
+      // The next request (possibly on a pooled socket) must not hit a half-drained connection.
+      assert.equal((await t.api("GET", "/v1/health")).status, 200);
+    }
+  });
+
+  it("refuses bad queries and ids on the read endpoints without a 5xx", async () => {
+    const paths = [
+      "/v1/sessions?limit=abc",
+      "/v1/sessions?limit=-1",
+      "/v1/sessions?limit=1e3",
+      "/v1/sessions?limit=99999999999",
+      "/v1/sessions?archived=yes",
+      "/v1/sessions?profile=a%20b",
+      "/v1/sessions?after=s_missing",
+      "/v1/sessions?after=bad%20id",
+      `/v1/sessions?profile=${"x".repeat(65)}`,
+      "/v1/sessions?extra=1",
+      "/v1/sessions/bad%20id",
+      `/v1/sessions/${"x".repeat(129)}`,
+      "/v1/sessions/s_missing/messages",
+      `/v1/sessions/${fx.open}/messages?limit=0`,
+      `/v1/sessions/${fx.open}/messages?limit=x`,
+      `/v1/sessions/${fx.open}/messages?offset=1`,
+      "/v1/plugins/UPPER",
+      "/v1/plugins/nothing",
+    ];
+    const failures: string[] = [];
+    for (const path of paths) {
+      const p = await check({ route: "GET", name: `GET ${path.slice(0, 60)}`, method: "GET", path });
+      if (p) failures.push(p);
+    }
+    assert.deepEqual(failures, []);
+  });
+});
