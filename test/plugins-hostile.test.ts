@@ -1,0 +1,212 @@
+// Hostile plugins, built to WASM and loaded by the real runtime: each is stopped by its own limit
+// with the right typed failure while the request, the other plugins and the server go on; repeated
+// failures quarantine a plugin, visibly and persistently, until an operator re-enables it.
+import { describe, it, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { AddressInfo } from "node:net";
+import { seed, words } from "./helpers/seed.ts";
+import { command, newSession, pluginInfo, startPluginServer, turn, HOSTILE_DIR, type PluginServer } from "./helpers/plugins.ts";
+
+const EXPECTED: Record<string, string> = {
+  loop: "fuel",
+  membomb: "memory",
+  trap: "trap",
+  bigoutput: "bad_output",
+  badjson: "bad_output",
+  ungranted: "denied",
+};
+const HOSTILE = Object.keys(EXPECTED);
+
+function hostileConfig(extra: Record<string, unknown> = {}) {
+  return {
+    dir: HOSTILE_DIR,
+    enabled: [...HOSTILE, "counter", "compute"],
+    grants: { counter: ["kv"] }, // ungranted requests kv, sessions:read and http: none granted
+    limits: { loop: { fuel: 2_000_000 }, membomb: { memory_pages: 32 }, compute: { fuel: 5_000_000 } },
+    ...extra,
+  };
+}
+
+describe("hostile plugins: every limit holds and everyone else goes on", () => {
+  let s: PluginServer;
+  before(async () => {
+    s = await startPluginServer(hostileConfig({ quarantine_after: 100 }));
+  });
+  after(() => s.close());
+
+  it("a turn, a compaction and a delete all succeed while each hostile plugin fails with its kind", async () => {
+    const sid = await newSession(s);
+    await seed(s.core, sid, [
+      ["user", words(300, "a")],
+      ["assistant", words(300, "b")],
+      ["user", words(300, "c")],
+      ["assistant", words(300, "d")],
+    ]);
+    const t = await turn(s, sid, "hello");
+    assert.match(t.reply, /hello/);
+    assert.deepEqual(t.injected, []);
+    const c = await s.api("POST", `/v1/sessions/${sid}/compress`, { kind: "summarize" });
+    assert.equal(c.body.compacted, true);
+    const d = await s.api("DELETE", `/v1/sessions/${c.body.session_id}`);
+    assert.equal(d.status, 200);
+
+    for (const [name, kind] of Object.entries(EXPECTED)) {
+      const info = await pluginInfo(s, name);
+      assert.equal(info.status, "active", name);
+      assert.equal(info.stats.failures[kind], 3, `${name}: ${JSON.stringify(info.stats.failures)}`);
+      assert.equal(info.stats.ok, 0, name);
+    }
+    const counter = await pluginInfo(s, "counter");
+    assert.equal(counter.stats.failures.trap + counter.stats.failures.fuel, 0);
+    assert.ok(counter.stats.ok >= 4, `counter saw ${counter.stats.ok} events`); // start, pre/post llm, compaction, delete
+    const counts = JSON.parse((await command(s, "counts", {})).body.output);
+    assert.ok(counts.post_compaction >= 1 && counts.on_session_delete >= 1, JSON.stringify(counts));
+  });
+
+  it("says which grant was missing, per host function", async () => {
+    const info = await pluginInfo(s, "ungranted");
+    assert.match(info.stats.last_error, /^denied: hookbox_session_messages needs capability "sessions:read"/);
+    assert.deepEqual(info.capabilities, { requested: ["kv", "sessions:read", "http:example.com"], granted: [] });
+    const kv = await command(s, "ungranted", { raw_args: "kv" });
+    assert.equal(kv.status >= 400, true);
+    assert.match(JSON.stringify(kv.body), /denied.*hookbox_kv_set needs capability \\"kv\\"/);
+    const http = await command(s, "ungranted", { raw_args: "http" });
+    assert.match(JSON.stringify(http.body), /hookbox_http needs capability/);
+  });
+
+  it("meters fuel deterministically: the same command costs the same fuel every time", async () => {
+    const fuel = async () => (await pluginInfo(s, "compute")).stats.fuel_used as number;
+    const f0 = await fuel();
+    const a = await command(s, "compute", { raw_args: "1000" });
+    assert.equal(a.status, 200, JSON.stringify(a.body));
+    const f1 = await fuel();
+    const b = await command(s, "compute", { raw_args: "1000" });
+    const f2 = await fuel();
+    assert.equal(a.body.output, b.body.output);
+    assert.ok(f1 - f0 > 1000);
+    assert.equal(f2 - f1, f1 - f0);
+    // Past its budget it is cut off, with the same failure each time.
+    const over1 = await command(s, "compute", { raw_args: "100000000" });
+    const over2 = await command(s, "compute", { raw_args: "100000000" });
+    assert.match(JSON.stringify(over1.body), /fuel.*budget 5000000/);
+    assert.deepEqual(over1.body, over2.body);
+  });
+});
+
+describe("quarantine after repeated failures", () => {
+  let s: PluginServer;
+  before(async () => {
+    s = await startPluginServer(hostileConfig({ quarantine_after: 2 }));
+  });
+  after(() => s.close());
+
+  it("quarantines each hostile plugin, shows why in GET /v1/plugins, keeps serving the rest", async () => {
+    const sid = await newSession(s);
+    await turn(s, sid, "one");
+    await turn(s, sid, "two");
+    const { body } = await s.api("GET", "/v1/plugins");
+    const byName = Object.fromEntries(body.plugins.map((p: any) => [p.name, p]));
+    for (const [name, kind] of Object.entries(EXPECTED)) {
+      assert.equal(byName[name].status, "quarantined", name);
+      assert.match(byName[name].reason, new RegExp(`quarantined after 2 consecutive failures; last: ${kind}`));
+    }
+    assert.equal(byName.counter.status, "active");
+    const rows = await s.core.storage.db.selectFrom("plugin_state").selectAll().where("quarantined", "is not", null).execute();
+    assert.deepEqual(rows.map((r) => r.name).sort(), [...HOSTILE].sort());
+
+    const okBefore = byName.counter.stats.ok;
+    const third = await turn(s, sid, "three");
+    assert.match(third.reply, /three/);
+    assert.equal((await pluginInfo(s, "trap")).stats.calls, 2, "a quarantined plugin is not called");
+    assert.equal((await pluginInfo(s, "counter")).stats.ok, okBefore + 2);
+  });
+
+  it("an operator enable lifts the quarantine (HTTP), and it is persisted", async () => {
+    const res = await s.api("POST", "/v1/plugins/loop/enable", {});
+    assert.equal(res.status, 200);
+    assert.equal(res.body.plugin.status, "active");
+    assert.equal(res.body.plugin.stats.consecutive_failures, 0);
+    const row = await s.core.storage.db.selectFrom("plugin_state").selectAll().where("name", "=", "loop").executeTakeFirstOrThrow();
+    assert.equal(row.quarantined, null);
+    assert.equal(row.enabled, 1);
+    const off = await s.api("POST", "/v1/plugins/loop/disable", {});
+    assert.equal(off.body.plugin.status, "disabled");
+    assert.equal(off.body.plugin.reason, "disabled by operator");
+    assert.equal((await s.api("POST", "/v1/plugins/nope/enable", {})).status, 404);
+  });
+});
+
+describe("wall-clock limit", () => {
+  let s: PluginServer;
+  before(async () => {
+    s = await startPluginServer({ dir: HOSTILE_DIR, enabled: ["loop", "counter"], grants: { counter: ["kv"] }, limits: { loop: { fuel: 1e12, timeout_seconds: 0.2 } } });
+  });
+  after(() => s.close());
+
+  it("stops a loop with fuel to spare at its deadline, then skips it for the cool-off", async () => {
+    const sid = await newSession(s);
+    await turn(s, sid, "one");
+    const loop = await pluginInfo(s, "loop");
+    assert.equal(loop.stats.failures.timeout, 1);
+    assert.match(loop.stats.last_error, /^timeout: /);
+    await turn(s, sid, "two");
+    assert.equal((await pluginInfo(s, "loop")).stats.skipped_cooloff, 1);
+    assert.ok((await pluginInfo(s, "counter")).stats.ok >= 4);
+  });
+});
+
+describe("async host functions (plugin runs in a worker)", () => {
+  let s: PluginServer;
+  let web: Server;
+  let port = 0;
+  let dir = "";
+  before(async () => {
+    web = createServer((_req, res) => res.end("hello from the granted host"));
+    await new Promise<void>((r) => web.listen(0, "127.0.0.1", r));
+    port = (web.address() as AddressInfo).port;
+    // The built httpsnoop module, with a manifest that requests this test's local host.
+    dir = mkdtempSync(join(tmpdir(), "hookbox-plugins-"));
+    for (const name of ["httpsnoop", "ungranted"]) {
+      mkdirSync(join(dir, name));
+      copyFileSync(join(HOSTILE_DIR, name, "plugin.wasm"), join(dir, name, "plugin.wasm"));
+      const manifest = JSON.parse(readFileSync(join(HOSTILE_DIR, name, "manifest.json"), "utf8"));
+      if (name === "httpsnoop") manifest.capabilities.push(`http:127.0.0.1:${port}`);
+      writeFileSync(join(dir, name, "manifest.json"), JSON.stringify(manifest));
+    }
+    s = await startPluginServer({
+      dir,
+      enabled: ["httpsnoop", "ungranted"],
+      grants: { httpsnoop: [`http:127.0.0.1:${port}`], ungranted: ["sessions:read"] },
+    });
+  });
+  after(async () => {
+    await s.close();
+    web.closeAllConnections(); // the plugin's fetch keeps its connection alive
+    await new Promise((r) => web.close(r));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("reaches a granted host and is denied any other, before any traffic", async () => {
+    const ok = await command(s, "httpsnoop", { raw_args: `http://127.0.0.1:${port}/x` });
+    assert.equal(ok.status, 200, JSON.stringify(ok.body));
+    assert.match(ok.body.output, /hello from the granted host/);
+    for (const url of ["http://example.com@127.0.0.1:1/", "http://example.com.evil.test/", `http://127.0.0.1:${port + 1}/`]) {
+      const denied = await command(s, "httpsnoop", { raw_args: url });
+      assert.match(JSON.stringify(denied.body), /denied/, url);
+    }
+    assert.equal((await command(s, "httpsnoop", { raw_args: `http://127.0.0.1:${port}/again` })).status, 200, "rebuilt after a denial");
+  });
+
+  it("reads a session's messages with sessions:read", async () => {
+    const sid = await newSession(s);
+    await seed(s.core, sid, [["user", "remember the milk"]]);
+    const res = await command(s, "ungranted", { raw_args: "sessions", session_id: sid });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const kv = await command(s, "ungranted", { raw_args: "kv", session_id: sid });
+    assert.match(JSON.stringify(kv.body), /denied/);
+  });
+});
