@@ -120,8 +120,9 @@ export function parseConfig(input: unknown, env: Record<string, string | undefin
   return c;
 }
 
+/** Loopback literals only: a DNS name such as "127.0.0.1.nip.io" may resolve to a public interface. */
 export function isLoopback(host: string): boolean {
-  return host === "localhost" || host === "::1" || host.startsWith("127.");
+  return host === "localhost" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 }
 
 /** Loads the operator's config: HOOKBOX_CONFIG or ./hookbox.config.json if present, then env. */

@@ -89,7 +89,8 @@ export class CommandRegistry {
     const spec = this.commands.get(name);
     if (!spec) throw new CommandError("unknown_command", `unknown command /${name}; /commands lists them`);
     if (spec.sensitive) {
-      if (!caller.source?.user_id) {
+      // A blank user_id ("  ") is no identity either.
+      if (!caller.source?.user_id?.trim()) {
         throw new CommandError("forbidden", `/${name} is sensitive and needs a caller identity (source.user_id)`);
       }
       const allowed = this.allowedUsers[name];

@@ -1,0 +1,196 @@
+// Auth over real HTTP. With HOOKBOX_API_TOKEN set, every route the app serves (enumerated from the
+// app itself, so a new route cannot slip by), unknown routes and odd methods refuse a missing or
+// wrong token with 401 before anything runs. Sensitive plugin commands (real WASM plugin) refuse a
+// caller without an identity, however the empty identity is spelled.
+import { describe, it, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { createApp } from "../runtime/http/app.ts";
+import { ConfigError, parseConfig } from "../runtime/config.ts";
+import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { recordHooks, type HookRecorder } from "./helpers/hooks.ts";
+import { snapshot } from "./helpers/db-check.ts";
+import { command, newSession, pluginInfo, startPluginServer, SEED_DIR, type PluginServer } from "./helpers/plugins.ts";
+
+const TOKEN = "s3cret-token-value";
+
+/** Authorization headers that must all be refused (undefined: no header at all). */
+// (A trailing space is not listed: HTTP strips it from header values, so that IS the right token.)
+const WRONG: Array<string | undefined> = [
+  undefined,
+  "",
+  "Bearer",
+  "Bearer ",
+  "Bearer wrong",
+  `Bearer ${TOKEN.slice(0, -1)}`,
+  `Bearer ${TOKEN}x`,
+  `Bearer  ${TOKEN}`,
+  TOKEN,
+  `Basic ${Buffer.from(`user:${TOKEN}`).toString("base64")}`,
+  `Token ${TOKEN}`,
+  `Bearer ${TOKEN.toUpperCase()}`,
+  `Bearer ${TOKEN}, Bearer ${TOKEN}`,
+];
+
+/** A request with exactly the Authorization header given (none when undefined). */
+async function raw(url: string, method: string, path: string, body: unknown, auth: string | undefined) {
+  const headers: Record<string, string> = body === undefined ? {} : { "content-type": "application/json" };
+  if (auth !== undefined) headers.authorization = auth;
+  const res = await fetch(url + path, { method, headers, body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body) });
+  const text = await res.text();
+  let parsed: any = text;
+  try {
+    parsed = text ? JSON.parse(text) : null;
+  } catch {
+    /* not JSON */
+  }
+  return { status: res.status, body: parsed, headers: res.headers };
+}
+
+describe("reliability: bearer token on every route", () => {
+  let t: TestServer;
+  let rec: HookRecorder;
+  let sid: string;
+  before(async () => {
+    t = await startTestServer({ env: { HOOKBOX_API_TOKEN: TOKEN }, before: (core) => void (rec = recordHooks(core.dispatcher)) });
+    sid = (await t.api("POST", "/v1/sessions", { source: { user_id: "u1" } })).body.session.id;
+    await t.api("POST", `/v1/sessions/${sid}/turns`, { message: "hello" });
+    rec.clear();
+  });
+  after(() => t.close());
+
+  /** Every route of the app with its parameters filled in, and a body that would do something. */
+  function routes(): Array<{ method: string; path: string; body?: unknown }> {
+    const fill = (path: string) =>
+      path.replace(":id", sid).replace(":task", "prune").replace(":name", path.startsWith("/v1/commands") ? "exit" : "counter").replace(":action", "disable");
+    const bodies: Record<string, unknown> = {
+      "POST /v1/sessions": { profile: "intruder" },
+      "POST /v1/sessions/bulk-delete": { ids: [sid] },
+      "POST /v1/sessions/adopt": { ids: [sid], profile: "intruder" },
+      "POST /v1/sessions/:id/turns": { message: "let me in" },
+      "POST /v1/maintenance/:task": { older_than_days: 0 },
+      "POST /v1/commands/:name": { session_id: sid, raw_args: "--delete" },
+    };
+    return createApp(t.core)
+      .routes.filter((r) => r.method !== "ALL")
+      .map((r) => ({ method: r.method, path: fill(r.path), body: bodies[`${r.method} ${r.path}`] ?? (r.method === "GET" ? undefined : {}) }));
+  }
+
+  it("refuses a missing or wrong token on every route, before anything runs", async () => {
+    const all = [
+      ...routes(),
+      { method: "GET", path: "/v1/does-not-exist" },
+      { method: "GET", path: "/" },
+      { method: "PUT", path: `/v1/sessions/${sid}`, body: {} },
+      { method: "PATCH", path: `/v1/sessions/${sid}`, body: {} },
+      { method: "OPTIONS", path: "/v1/sessions" },
+      { method: "HEAD", path: "/v1/health" },
+      { method: "GET", path: `/v1/health?access_token=${TOKEN}` },
+      { method: "POST", path: "/v1/sessions", body: "{broken json" },
+      { method: "POST", path: "/v1/sessions", body: JSON.stringify({ pad: "x".repeat(5 * 1024 * 1024) }) },
+    ];
+    assert.ok(all.length >= 30, `only ${all.length} routes`);
+    const before = await snapshot(t.core.storage.db);
+    const failures: string[] = [];
+    let tried = 0;
+    for (const r of all) {
+      for (const auth of WRONG) {
+        const res = await raw(t.url, r.method, r.path, r.body, auth);
+        tried++;
+        const ok = res.status === 401 && (r.method === "HEAD" || res.body?.error?.code === "unauthorized") && res.headers.get("www-authenticate") === "Bearer";
+        if (!ok) failures.push(`${r.method} ${r.path.slice(0, 50)} auth=${JSON.stringify(auth)}: ${res.status} ${JSON.stringify(res.body).slice(0, 80)}`);
+      }
+    }
+    assert.deepEqual(failures, []);
+    assert.equal(await snapshot(t.core.storage.db), before, "a refused request changed rows");
+    assert.deepEqual(rec.events.map((e) => e.hook), [], "a refused request fired a hook");
+    console.log(`# reliability auth: ${tried} unauthenticated requests refused`);
+  });
+
+  it("lets the right token through on every route (the guard is not refusing everything)", async () => {
+    for (const r of routes()) {
+      const res = await t.api(r.method, r.path, r.method === "GET" ? undefined : r.path.includes("/commands/") ? { raw_args: "" } : {});
+      assert.notEqual(res.status, 401, `${r.method} ${r.path}`);
+      assert.ok(res.status < 500, `${r.method} ${r.path}: ${res.status}`);
+    }
+  });
+});
+
+describe("reliability: binding beyond loopback needs a token", () => {
+  it("refuses non-loopback hosts without a token, including names that only look like loopback", () => {
+    for (const host of ["0.0.0.0", "::", "192.168.1.2", "example.com", "127.0.0.1.nip.io", "127.evil.example", "localhost.evil.example"]) {
+      assert.throws(() => parseConfig({ host }, {}), ConfigError, host);
+      assert.throws(() => parseConfig({}, { HOOKBOX_HOST: host }), ConfigError, host);
+      assert.throws(() => parseConfig({ host, api_token: "" }, { HOOKBOX_API_TOKEN: "" }), ConfigError, `${host} with an empty token`);
+      assert.equal(parseConfig({ host }, { HOOKBOX_API_TOKEN: TOKEN }).host, host);
+    }
+    for (const host of ["127.0.0.1", "127.1.2.3", "localhost", "::1"]) assert.equal(parseConfig({ host }, {}).host, host);
+  });
+});
+
+describe("reliability: sensitive plugin commands need an identity", () => {
+  let s: PluginServer;
+  const NO_IDENTITY: Array<[string, Record<string, unknown>]> = [
+    ["no source", {}],
+    ["empty source", { source: {} }],
+    ["null user_id", { source: { user_id: null, chat_id: "c" } }],
+    ["empty user_id", { source: { user_id: "" } }],
+    ["blank user_id", { source: { user_id: "   " } }],
+    ["tab user_id", { source: { user_id: "\t\n" } }],
+  ];
+  before(async () => {
+    s = await startPluginServer(
+      { dir: SEED_DIR, enabled: ["memory-reinject", "whoami"], grants: { "memory-reinject": ["kv"] }, command_users: {} },
+      { env: { HOOKBOX_API_TOKEN: TOKEN } },
+    );
+  });
+  after(() => s.close());
+
+  const state = async () => {
+    await s.plugins.flush();
+    return snapshot(s.core.storage.db);
+  };
+
+  it("refuses /conventions (sensitive) for every empty identity, over the endpoint and in a turn, without calling the plugin", async () => {
+    assert.equal((await pluginInfo(s, "memory-reinject")).status, "active");
+    const anonymous = (await s.api("POST", "/v1/sessions", { platform: "web" })).body.session.id;
+    const blank = (await s.api("POST", "/v1/sessions", { source: { user_id: "  " } })).body.session.id;
+    const before = await state();
+    const calls = (await pluginInfo(s, "memory-reinject")).stats?.calls ?? 0;
+    const failures: string[] = [];
+    for (const [what, body] of [...NO_IDENTITY, ["anonymous session", { session_id: anonymous }], ["blank-user session", { session_id: blank }]] as const) {
+      const res = await command(s, "conventions", { ...body, raw_args: "all your base" });
+      if (res.status !== 403 || res.body.error?.code !== "forbidden") failures.push(`${what}: ${res.status} ${JSON.stringify(res.body)}`);
+    }
+    for (const session of [anonymous, blank]) {
+      const res = await s.api("POST", `/v1/sessions/${session}/turns`, { message: "/conventions all your base" });
+      if (res.status !== 403) failures.push(`turn in ${session}: ${res.status} ${JSON.stringify(res.body)}`);
+    }
+    assert.deepEqual(failures, []);
+    assert.equal(await state(), before, "a refused command changed the plugin's KV");
+    assert.equal((await pluginInfo(s, "memory-reinject")).stats?.calls ?? 0, calls, "a refused command reached the plugin");
+    // The same command with an identity runs (so the refusals above are about identity).
+    const ok = await command(s, "conventions", { source: { user_id: "ana" } });
+    assert.equal(ok.status, 200, JSON.stringify(ok.body));
+    // A non-sensitive plugin command runs without one.
+    assert.equal((await command(s, "whoami", {})).status, 200);
+    // And the token still guards the command endpoint.
+    assert.equal((await s.api("POST", "/v1/commands/conventions", { source: { user_id: "ana" } }, { authorization: "Bearer nope" })).status, 401);
+  });
+});
+
+describe("reliability: sensitive commands limited to listed users", () => {
+  let s: PluginServer;
+  before(async () => {
+    s = await startPluginServer({ dir: SEED_DIR, enabled: ["memory-reinject"], grants: { "memory-reinject": ["kv"] }, command_users: { conventions: ["ana"] } });
+  });
+  after(() => s.close());
+
+  it("runs for a listed user only", async () => {
+    const bob = await newSession(s, "bob");
+    assert.equal((await command(s, "conventions", { session_id: bob, raw_args: "bob was here" })).status, 403);
+    assert.equal((await command(s, "conventions", { source: { user_id: "ana " } })).status, 403);
+    const ana = await command(s, "conventions", { source: { user_id: "ana" }, raw_args: "ana rules" });
+    assert.equal(ana.status, 200);
+    assert.match(ana.body.output, /ana rules/);
+  });
+});
