@@ -17,9 +17,11 @@ import { log } from "./log.ts";
 import { SWEEP_NAMES, type SweepName } from "./maintenance/sweeps.ts";
 import { startServer } from "./server.ts";
 import { sessionView } from "./sessions/view.ts";
+import { startPluginHost } from "./plugins/manager.ts";
+import { pluginsArgs, PLUGINS_USAGE } from "./plugins/cli.ts";
 
 /** The plugin runtime started with the core (serve and every CLI command, so CLI deletes reach plugins too). */
-const pluginHost: PluginHostFactory | undefined = undefined;
+const pluginHost: PluginHostFactory | undefined = startPluginHost;
 
 export interface CliIO {
   out(line: string): void;
@@ -34,7 +36,8 @@ const USAGE = `usage:
   hookbox sessions delete ID...
   hookbox sessions archive ID...
   hookbox sessions sweep ${[...SWEEP_NAMES, "idle_archive"].join("|")} [--older-than-days N] [--grace-seconds N]
-  hookbox compress ID [--kind ${COMPACTION_KINDS.join("|")}] [--rotate]`;
+  hookbox compress ID [--kind ${COMPACTION_KINDS.join("|")}] [--rotate]
+${PLUGINS_USAGE}`;
 
 export function buildCore(config: Config): Promise<Core> {
   return createCore(config, { pluginHost });
@@ -71,8 +74,9 @@ export async function runCli(argv: string[], io: CliIO, opts: CliOptions = {}): 
       return cmd === undefined ? 2 : 0;
     }
     if (cmd === "serve") return await serve(rest, io, config ?? loadConfig());
-    if (cmd !== "sessions" && cmd !== "compress") throw new UsageError(`unknown command ${cmd}`);
-    const parsed = cmd === "compress" ? compressArgs(rest) : sessionsArgs(rest);
+    if (cmd !== "sessions" && cmd !== "compress" && cmd !== "plugins") throw new UsageError(`unknown command ${cmd}`);
+    const parsed =
+      cmd === "compress" ? compressArgs(rest) : cmd === "plugins" ? pluginsArgs(rest, (m) => new UsageError(m)) : sessionsArgs(rest);
     const core = opts.core ?? (await buildCore(config ?? loadConfig()));
     try {
       await parsed(core, io);

@@ -8,8 +8,8 @@ import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { AddressInfo } from "node:net";
-import { seed, words } from "./helpers/seed.ts";
-import { command, newSession, pluginInfo, startPluginServer, turn, HOSTILE_DIR, type PluginServer } from "./helpers/plugins.ts";
+import { seed } from "./helpers/seed.ts";
+import { command, newSession, seedLongHistory, pluginInfo, startPluginServer, turn, HOSTILE_DIR, type PluginServer } from "./helpers/plugins.ts";
 
 const EXPECTED: Record<string, string> = {
   loop: "fuel",
@@ -40,12 +40,7 @@ describe("hostile plugins: every limit holds and everyone else goes on", () => {
 
   it("a turn, a compaction and a delete all succeed while each hostile plugin fails with its kind", async () => {
     const sid = await newSession(s);
-    await seed(s.core, sid, [
-      ["user", words(300, "a")],
-      ["assistant", words(300, "b")],
-      ["user", words(300, "c")],
-      ["assistant", words(300, "d")],
-    ]);
+    await seedLongHistory(s, sid);
     const t = await turn(s, sid, "hello");
     assert.match(t.reply, /hello/);
     assert.deepEqual(t.injected, []);

@@ -1,8 +1,7 @@
 // The seed plugins, built to WASM and loaded by the real runtime, driven only through the HTTP API.
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { seed, words } from "./helpers/seed.ts";
-import { command, newSession, pluginInfo, startPluginServer, turn, SEED_DIR, type PluginServer } from "./helpers/plugins.ts";
+import { command, newSession, seedLongHistory, pluginInfo, startPluginServer, turn, SEED_DIR, type PluginServer } from "./helpers/plugins.ts";
 
 const SEEDS = ["memory-reinject", "sidecar-index", "task-tracker", "whoami"];
 const KV = { "memory-reinject": ["kv"], "sidecar-index": ["kv"], "task-tracker": ["kv"] };
@@ -34,14 +33,7 @@ describe("seed plugins over HTTP", () => {
 
   it("context survives a compaction: the next model call gets the conventions, once, for that turn only", async () => {
     const sid = await newSession(s);
-    await seed(s.core, sid, [
-      ["user", words(300, "a")],
-      ["assistant", words(300, "b")],
-      ["user", words(300, "c")],
-      ["assistant", words(300, "d")],
-      ["user", words(50, "e")],
-      ["assistant", words(50, "f")],
-    ]);
+    await seedLongHistory(s, sid);
     assert.deepEqual((await turn(s, sid, "before compaction")).injected, []);
     const compress = await s.api("POST", `/v1/sessions/${sid}/compress`, { kind: "summarize" });
     assert.equal(compress.status, 200);

@@ -3,6 +3,7 @@ import { fileURLToPath } from "node:url";
 import type { ConfigInput } from "../../runtime/config.ts";
 import { startPluginHost, type PluginManager } from "../../runtime/plugins/manager.ts";
 import { startTestServer, type TestServer, type TestServerOptions } from "./server.ts";
+import { seed, words } from "./seed.ts";
 
 export const SEED_DIR = fileURLToPath(new URL("../../plugins-wasm", import.meta.url));
 export const HOSTILE_DIR = fileURLToPath(new URL("../../plugins-wasm/hostile", import.meta.url));
@@ -39,4 +40,16 @@ export async function pluginInfo(server: TestServer, name: string) {
   const res = await server.api("GET", `/v1/plugins/${name}`);
   if (res.status !== 200) throw new Error(`plugin ${name}: ${res.status} ${JSON.stringify(res.body)}`);
   return res.body.plugin;
+}
+
+/** Enough history that a summarizing compaction really changes the stored conversation. */
+export async function seedLongHistory(server: TestServer, sessionId: string): Promise<void> {
+  await seed(server.core, sessionId, [
+    ["user", words(300, "a")],
+    ["assistant", words(300, "b")],
+    ["user", words(300, "c")],
+    ["assistant", words(300, "d")],
+    ["user", words(50, "e")],
+    ["assistant", words(50, "f")],
+  ]);
 }

@@ -1,0 +1,87 @@
+// The issue's targets, checked against one run's rows (ratios within the run, not absolute times).
+import type { Row } from "./report.ts";
+
+const find = (rows: readonly Row[], group: string, kase: string) => rows.find((r) => r.group.startsWith(group) && r.case.startsWith(kase));
+
+interface Check {
+  label: string;
+  /** The figure shown, and whether it meets the goal; undefined when its suite did not run. */
+  eval(rows: readonly Row[]): { value: number; met: boolean; note: string } | undefined;
+}
+
+const CHECKS: Check[] = [
+  {
+    label: "10-plugin post_compaction p99 < 1 ms (observe)",
+    eval(rows) {
+      const r = find(rows, "post_compaction fan-out (observe)", "10 WASM");
+      return r && { value: r.p99_ms!, met: r.p99_ms! < 1, note: `p99 ${r.p99_ms!.toFixed(3)} ms` };
+    },
+  },
+  {
+    label: "10-plugin post_compaction <= 10x floor (observe)",
+    eval(rows) {
+      const r = find(rows, "post_compaction fan-out (observe)", "10 WASM");
+      return r && { value: r.ratio!, met: r.ratio! <= 10, note: `mean ratio; p99 ratio ${r.ratio_p99!.toFixed(2)}x` };
+    },
+  },
+  {
+    label: "10-plugin post_compaction p99 < 1 ms (kv write)",
+    eval(rows) {
+      const r = find(rows, "post_compaction fan-out (kv write)", "10 WASM");
+      return r && { value: r.p99_ms!, met: r.p99_ms! < 1, note: `p99 ${r.p99_ms!.toFixed(3)} ms` };
+    },
+  },
+  {
+    label: "10-plugin post_compaction <= 10x floor (kv write)",
+    eval(rows) {
+      const r = find(rows, "post_compaction fan-out (kv write)", "10 WASM");
+      return r && { value: r.ratio!, met: r.ratio! <= 10, note: `mean ratio; p99 ratio ${r.ratio_p99!.toFixed(2)}x` };
+    },
+  },
+  {
+    label: "fan-out linear in plugins (50 vs 10 WASM)",
+    eval(rows) {
+      const ten = find(rows, "post_compaction fan-out (observe)", "10 WASM");
+      const fifty = find(rows, "post_compaction fan-out (observe)", "50 WASM");
+      if (!ten || !fifty) return undefined;
+      const growth = fifty.mean_ms! / ten.mean_ms!; // linear: 5x; allow 25 % for noise
+      return { value: growth / 5, met: growth <= 5 * 1.25, note: `mean grew ${growth.toFixed(2)}x for 5x plugins` };
+    },
+  },
+  {
+    label: "10k bulk delete, 10 plugins <= 1.25x bare",
+    eval(rows) {
+      const r = find(rows, "bulk delete 10,000", "10 WASM");
+      return r && { value: r.ratio!, met: r.ratio! <= 1.25, note: "" };
+    },
+  },
+  {
+    label: "bulk delete linear in sessions (10k vs 1k, 10 plugins)",
+    eval(rows) {
+      const k1 = find(rows, "bulk delete 1,000 ", "10 WASM");
+      const k10 = find(rows, "bulk delete 10,000", "10 WASM");
+      if (!k1 || !k10) return undefined;
+      const growth = k10.mean_ms! / k1.mean_ms!; // linear: 10x; allow 25 %
+      return { value: growth / 10, met: growth <= 10 * 1.25, note: `time grew ${growth.toFixed(2)}x for 10x sessions` };
+    },
+  },
+  {
+    label: "fuel metering <= 1.3x unmetered",
+    eval(rows) {
+      const r = find(rows, "fuel metering", "metered");
+      return r && { value: r.ratio!, met: r.ratio! <= 1.3, note: "" };
+    },
+  },
+];
+
+/** One row per target whose suite ran: the measured figure in `ratio` (or p99), MET / MISSED. */
+export function targetRows(rows: readonly Row[]): Row[] {
+  const out: Row[] = [];
+  for (const c of CHECKS) {
+    const r = c.eval(rows);
+    if (!r) continue;
+    const isTime = c.label.includes("< 1 ms");
+    out.push({ group: "target", case: c.label, ...(isTime ? { p99_ms: r.value } : { ratio: r.value }), met: r.met, note: r.note });
+  }
+  return out;
+}

@@ -1,0 +1,42 @@
+// `npm run bench [-- --quick] [-- --only fanout,delete,fuel,http]` / `deno task bench`: runs the
+// suites, prints ONE table (stdout) with the targets checked, writes bench/results/<timestamp>.json.
+// Progress goes to stderr. BENCH_QUICK=1 is the same as --quick.
+import process from "node:process";
+import { parseOptions, progress, type BenchOptions } from "./lib/options.ts";
+import { formatTable, runtimeName, writeResults, type Row } from "./lib/report.ts";
+import { targetRows } from "./lib/targets.ts";
+import { runFanout } from "./suites/fanout.ts";
+import { runBulkDelete } from "./suites/bulk-delete.ts";
+import { runFuel } from "./suites/fuel.ts";
+import { runHttpTurn } from "./suites/http-turn.ts";
+
+const SUITES: Record<string, (o: BenchOptions) => Promise<Row[]>> = {
+  fanout: runFanout,
+  delete: runBulkDelete,
+  fuel: runFuel,
+  http: runHttpTurn,
+};
+
+function selected(argv: readonly string[]): string[] {
+  const i = argv.indexOf("--only");
+  if (i < 0) return Object.keys(SUITES);
+  const names = (argv[i + 1] ?? "").split(",").filter(Boolean);
+  const unknown = names.filter((n) => !(n in SUITES));
+  if (names.length === 0 || unknown.length > 0) {
+    process.stderr.write(`--only takes a comma list of: ${Object.keys(SUITES).join(", ")}\n`);
+    process.exit(2);
+  }
+  return names;
+}
+
+const argv = process.argv.slice(2);
+const opts = parseOptions(argv, process.env);
+progress(`${runtimeName()}, ${opts.quick ? "quick" : "full"} run`);
+const rows: Row[] = [];
+for (const name of selected(argv)) rows.push(...(await SUITES[name]!(opts)));
+rows.push(...targetRows(rows));
+const file = writeResults(new URL("./results/", import.meta.url).pathname, opts.quick, rows);
+process.stdout.write(`hookbox bench: ${runtimeName()}, ${opts.quick ? "quick" : "full"} run\n${formatTable(rows)}\n`);
+progress(`results written to ${file}`);
+// Plugin instances or client sockets must not keep the process alive.
+process.exit(0);

@@ -1,0 +1,94 @@
+// post_compaction fan-out: one emit delivered to N WASM plugins (memory-reinject copies, through the
+// real manager, host API and sandbox) vs N in-process TS callbacks doing the same work (the
+// unsandboxed floor). Two workloads: "observe" (the plugin reads the payload and returns: kind
+// prune_tool_results) and "kv write" (kind summarize: each plugin stores a session-scoped mark, and
+// the floor stores it through the same PluginKv, so both pay the same persistence).
+import { callbackSubscriber } from "../../hooks/dispatcher.ts";
+import type { HookFields } from "../../hooks/catalogue.ts";
+import { PluginKv } from "../../host-api/kv.ts";
+import type { Core } from "../../runtime/core.ts";
+import { openBenchCore, type BenchCore } from "../lib/core.ts";
+import { measure, type Timing } from "../lib/measure.ts";
+import { progress, type BenchOptions } from "../lib/options.ts";
+import type { Row } from "../lib/report.ts";
+
+export const FANOUT_SIZES = [1, 10, 50] as const;
+type Workload = "observe" | "kv write";
+const WORKLOADS: ReadonlyArray<{ name: Workload; kind: "prune_tool_results" | "summarize" }> = [
+  { name: "observe", kind: "prune_tool_results" },
+  { name: "kv write", kind: "summarize" },
+];
+
+/** A fresh post_compaction per event: a new session id each time, as real compactions have. */
+function eventSource(kind: "prune_tool_results" | "summarize") {
+  let n = 0;
+  return (): HookFields<"post_compaction"> => ({
+    session_id: `s_fanout_${++n}`,
+    old_session_id: "",
+    kind,
+    reason: "between_turns",
+    before_tokens: 9_000,
+    after_tokens: 2_100,
+    messages_removed: 14,
+  });
+}
+
+/** memory-reinject's post_compaction, in TypeScript, on the same KV store the sandbox uses. */
+async function subscribeFloor(core: Core, count: number): Promise<PluginKv[]> {
+  const stores: PluginKv[] = [];
+  for (let i = 0; i < count; i++) {
+    const name = `ts-${String(i).padStart(2, "0")}`;
+    const kv = await PluginKv.load(name, core.storage, core.now);
+    stores.push(kv);
+    core.dispatcher.subscribe(
+      callbackSubscriber(name, ["post_compaction"], (p) => {
+        const e = p as HookFields<"post_compaction">;
+        if (e.kind !== "summarize" && e.kind !== "micro_summarize") return;
+        if (e.session_id.length === 0) return;
+        kv.set(e.session_id, "pending", "1");
+        if (e.old_session_id.length > 0 && e.old_session_id !== e.session_id) kv.delete(e.old_session_id, "pending");
+        kv.end(true);
+      }),
+    );
+  }
+  return stores;
+}
+
+async function timeFanout(bc: BenchCore, kind: "prune_tool_results" | "summarize", opts: BenchOptions): Promise<Timing> {
+  const next = eventSource(kind);
+  const { dispatcher } = bc.core;
+  return measure(`post_compaction ${kind}`, () => dispatcher.emit("post_compaction", next()), { time: opts.taskMs });
+}
+
+export async function runFanout(opts: BenchOptions): Promise<Row[]> {
+  const rows: Row[] = [];
+  for (const w of WORKLOADS) {
+    for (const n of FANOUT_SIZES) {
+      progress(`fan-out ${w.name}: ${n} TS callbacks`);
+      const floorCore = await openBenchCore();
+      const stores = await subscribeFloor(floorCore.core, n);
+      const floor = await timeFanout(floorCore, w.kind, opts);
+      await Promise.all(stores.map((kv) => kv.flush()));
+      await floorCore.close();
+
+      progress(`fan-out ${w.name}: ${n} WASM plugins`);
+      const wasmCore = await openBenchCore({ fleet: [{ from: "memory-reinject", prefix: "mr", count: n }] });
+      const wasm = await timeFanout(wasmCore, w.kind, opts);
+      await wasmCore.close();
+
+      const group = `post_compaction fan-out (${w.name})`;
+      rows.push({ group, case: `${n} TS callbacks (floor)`, plugins: n, mean_ms: floor.mean, p99_ms: floor.p99, samples: floor.samples });
+      rows.push({
+        group,
+        case: `${n} WASM plugins`,
+        plugins: n,
+        mean_ms: wasm.mean,
+        p99_ms: wasm.p99,
+        samples: wasm.samples,
+        ratio: wasm.mean / floor.mean,
+        ratio_p99: wasm.p99 / floor.p99,
+      });
+    }
+  }
+  return rows;
+}
