@@ -88,11 +88,23 @@ export function post_compaction(): i32 {
   return 0;
 }
 
+/** Above this many deleted ids, one kvList beats a host call per id (bulk deletes, sweeps). */
+const BULK = 16;
+
 export function on_session_delete(): i32 {
   const input = beginCall();
   const ids = getStringArray(input, "deleted_ids");
   if (ids === null) return 0;
-  for (let i = 0; i < ids.length; i++) kvDelete(GLOBAL, PREFIX + ids[i]);
+  if (ids.length <= BULK) {
+    for (let i = 0; i < ids.length; i++) kvDelete(GLOBAL, PREFIX + ids[i]);
+    return 0;
+  }
+  // A 10k-session bulk delete cost 10k host calls (and ran out of fuel): list the index once and
+  // delete only the entries that exist.
+  const gone = new Set<string>();
+  for (let i = 0; i < ids.length; i++) gone.add(PREFIX + ids[i]);
+  const keys = kvList(GLOBAL, PREFIX);
+  for (let i = 0; i < keys.length; i++) if (gone.has(keys[i])) kvDelete(GLOBAL, keys[i]);
   return 0;
 }
 

@@ -54,27 +54,43 @@ export function command_task(): i32 {
   return 0;
 }
 
-function closeAll(sid: string, archive: bool): void {
-  const keys = kvList(GLOBAL, PREFIX + sid + ":");
-  for (let i = 0; i < keys.length; i++) {
-    if (!archive) {
-      kvDelete(GLOBAL, keys[i]);
-      continue;
-    }
-    const v = kvGet(GLOBAL, keys[i]);
-    if (v === null) continue;
-    const b = bytesOf(v);
-    const id = getRaw(b, "id");
-    const title = getString(b, "title");
-    kvSet(GLOBAL, keys[i], taskJson(id === null ? "0" : id, title === null ? "" : title, sid, "closed"));
+/** Deletes the task at `key` (session gone) or marks it closed (session archived). */
+function closeTask(key: string, sid: string, archive: bool): void {
+  if (!archive) {
+    kvDelete(GLOBAL, key);
+    return;
   }
+  const v = kvGet(GLOBAL, key);
+  if (v === null) return;
+  const b = bytesOf(v);
+  const id = getRaw(b, "id");
+  const title = getString(b, "title");
+  kvSet(GLOBAL, key, taskJson(id === null ? "0" : id, title === null ? "" : title, sid, "closed"));
 }
+
+/** Above this many ids, one kvList of every task beats a kvList per session (bulk deletes). */
+const BULK = 16;
 
 export function on_session_delete(): i32 {
   const input = beginCall();
   const ids = getStringArray(input, "deleted_ids");
   if (ids === null) return 0;
   const archive = getString(input, "reason") == "archive";
-  for (let i = 0; i < ids.length; i++) closeAll(ids[i], archive);
+  if (ids.length <= BULK) {
+    for (let i = 0; i < ids.length; i++) {
+      const keys = kvList(GLOBAL, PREFIX + ids[i] + ":");
+      for (let k = 0; k < keys.length; k++) closeTask(keys[k], ids[i], archive);
+    }
+    return 0;
+  }
+  // A 10k-session bulk delete cost 10k host calls (and ran out of fuel): list the tasks once.
+  const gone = new Set<string>();
+  for (let i = 0; i < ids.length; i++) gone.add(ids[i]);
+  const keys = kvList(GLOBAL, PREFIX);
+  for (let k = 0; k < keys.length; k++) {
+    const key = keys[k];
+    const sid = key.substring(PREFIX.length, key.lastIndexOf(":")); // "task:<session_id>:<id>"
+    if (gone.has(sid)) closeTask(key, sid, archive);
+  }
   return 0;
 }
