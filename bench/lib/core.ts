@@ -80,3 +80,12 @@ export async function openBenchCore(opts: { fleet?: readonly FleetSpec[]; config
     },
   };
 }
+
+/** A benchmark whose plugins failed (fuel, trap...) measured less work than it claims: refuse it. */
+export function assertNoPluginFailures(core: Core, what: string): void {
+  const failed = core.plugins
+    .list()
+    .filter((p) => p.stats && Object.values(p.stats.failures).some((n) => n > 0))
+    .map((p) => `${p.name}: ${p.stats!.last_error}`);
+  if (failed.length > 0) throw new Error(`${what}: plugin calls failed, figures would be meaningless: ${failed.join("; ")}`);
+}

@@ -2,7 +2,7 @@
 // deletion service (the path HTTP, CLI and sweeps share), time the whole operation — transaction,
 // hook fan-out and, with plugins, until their KV writes are in libSQL. 0 plugins is the bare delete.
 import type { Core } from "../../runtime/core.ts";
-import { openBenchCore, type FleetSpec } from "../lib/core.ts";
+import { assertNoPluginFailures, openBenchCore, type FleetSpec } from "../lib/core.ts";
 import { measure } from "../lib/measure.ts";
 import { progress, type BenchOptions } from "../lib/options.ts";
 import type { Row } from "../lib/report.ts";
@@ -32,6 +32,7 @@ async function timeDeletes(core: Core, size: number, opts: BenchOptions) {
     },
     { time: 0, iterations: opts.deleteRounds, warmupIterations: 1, beforeEach: async () => void (roots = await seedTrees(core, size)) },
   );
+  assertNoPluginFailures(core, `bulk delete ${size}`);
   if (removed !== size) throw new Error(`bulk delete of ${size} removed ${removed} sessions`);
   return timing;
 }

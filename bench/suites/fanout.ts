@@ -7,7 +7,7 @@ import { callbackSubscriber } from "../../hooks/dispatcher.ts";
 import type { HookFields } from "../../hooks/catalogue.ts";
 import { PluginKv } from "../../host-api/kv.ts";
 import type { Core } from "../../runtime/core.ts";
-import { openBenchCore, type BenchCore } from "../lib/core.ts";
+import { assertNoPluginFailures, openBenchCore, type BenchCore } from "../lib/core.ts";
 import { measure, type Timing } from "../lib/measure.ts";
 import { progress, type BenchOptions } from "../lib/options.ts";
 import type { Row } from "../lib/report.ts";
@@ -57,7 +57,9 @@ async function subscribeFloor(core: Core, count: number): Promise<PluginKv[]> {
 async function timeFanout(bc: BenchCore, kind: "prune_tool_results" | "summarize", opts: BenchOptions): Promise<Timing> {
   const next = eventSource(kind);
   const { dispatcher } = bc.core;
-  return measure(`post_compaction ${kind}`, () => dispatcher.emit("post_compaction", next()), { time: opts.taskMs });
+  const t = await measure(`post_compaction ${kind}`, () => dispatcher.emit("post_compaction", next()), { time: opts.taskMs });
+  assertNoPluginFailures(bc.core, `post_compaction ${kind}`);
+  return t;
 }
 
 export async function runFanout(opts: BenchOptions): Promise<Row[]> {

@@ -6,7 +6,7 @@
 import { callbackSubscriber } from "../../hooks/dispatcher.ts";
 import type { Core } from "../../runtime/core.ts";
 import { startServer } from "../../runtime/server.ts";
-import { openBenchCore, type BenchCore } from "../lib/core.ts";
+import { assertNoPluginFailures, openBenchCore, type BenchCore } from "../lib/core.ts";
 import { measure } from "../lib/measure.ts";
 import { progress, type BenchOptions } from "../lib/options.ts";
 import type { Row } from "../lib/report.ts";
@@ -60,12 +60,14 @@ async function runVariant(variant: Variant, opts: BenchOptions) {
       if (out.injected?.length !== expected) throw new Error(`turn injected ${out.injected?.length}, expected ${expected}`);
     };
     for (let i = 0; i < opts.httpClients * 4; i++) await oneTurn();
-    return await measure(`http turn ${variant}`, oneTurn, {
+    const t = await measure(`http turn ${variant}`, oneTurn, {
       time: 600_000,
       iterations: opts.httpRequests,
       warmupIterations: 0,
       concurrency: opts.httpClients,
     });
+    assertNoPluginFailures(bc.core, `http turn ${variant}`);
+    return t;
   } finally {
     await server.close();
     await bc.close();
