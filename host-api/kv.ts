@@ -104,8 +104,15 @@ export class PluginKv {
       try {
         // storage.write serializes with the core's write transactions (a second writer would block
         // the event loop on SQLite's file lock).
-        await this.storage.write(async (trx) => {
+        const gone = await this.storage.write(async (trx) => {
+          const gone: string[] = [];
           for (const [session_id, writes] of pending) {
+            // The session may have been deleted (with its KV rows) after this call began, e.g. by
+            // a delete committed while post_compaction was still fanning out: write nothing for it.
+            if (session_id !== "" && !(await trx.selectFrom("sessions").select("id").where("id", "=", session_id).executeTakeFirst())) {
+              gone.push(session_id);
+              continue;
+            }
             for (const [key, value] of writes) {
               if (value === null) {
                 await trx.deleteFrom("plugin_kv").where("plugin", "=", plugin).where("session_id", "=", session_id).where("key", "=", key).execute();
@@ -118,7 +125,9 @@ export class PluginKv {
               }
             }
           }
+          return gone;
         });
+        this.dropSessions(gone);
       } catch (err) {
         log("error", "plugin kv write failed", { plugin, error: (err as Error).message });
       }
