@@ -17,11 +17,11 @@ import { parseConfig } from "../runtime/config.ts";
 import { setLogLevel } from "../runtime/log.ts";
 import { effectiveLimits } from "../runtime/plugins/limits.ts";
 import { compilePlugin, readManifest } from "../runtime/plugins/loader.ts";
-import { WasmPlugin } from "../runtime/sandbox/wasm-plugin.ts";
+import { SANDBOX_FUNCTION_NAMES, WasmPlugin } from "../runtime/sandbox/wasm-plugin.ts";
 import { openStorage, type Storage } from "../runtime/storage/db.ts";
 
 const PLUGINS_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "plugins-wasm");
-const HOST_FUNCTIONS = new Set<string>(HOST_FUNCTION_NAMES);
+const HOST_FUNCTIONS = new Set<string>([...HOST_FUNCTION_NAMES, ...SANDBOX_FUNCTION_NAMES]);
 
 interface Manifest {
   name: string;

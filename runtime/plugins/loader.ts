@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { HOST_FUNCTION_NAMES } from "../../host-api/functions.ts";
 import { InstrumentError } from "../sandbox/instrument.ts";
 import { compileInstrumented } from "../sandbox/module-cache.ts";
-import { HOST_MODULE } from "../sandbox/wasm-plugin.ts";
+import { HOST_MODULE, SANDBOX_FUNCTION_NAMES } from "../sandbox/wasm-plugin.ts";
 import { parseManifest, type Manifest } from "./manifest.ts";
 import type { SandboxLimits } from "../sandbox/wasm-plugin.ts";
 
@@ -36,7 +36,7 @@ export function readManifest(path: string, folder: string): Manifest {
 
 // Extism's own HTTP functions would bypass the http:<host> grants: plugins use hookbox_http.
 const FORBIDDEN_KERNEL = new Set(["http_request", "http_status_code", "http_headers"]);
-const USER_FUNCTIONS = new Set<string>(HOST_FUNCTION_NAMES);
+const USER_FUNCTIONS = new Set<string>([...HOST_FUNCTION_NAMES, ...SANDBOX_FUNCTION_NAMES]);
 
 /** Reads, checks and compiles plugin.wasm for the given memory cap. */
 export function compilePlugin(path: string, manifest: Manifest, limits: SandboxLimits): WebAssembly.Module {
