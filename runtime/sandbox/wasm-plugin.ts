@@ -56,6 +56,18 @@ export interface SandboxResult {
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
 
+// A fan-out hands every plugin the same payload string (Delivery.json() builds it once): encode it
+// once too. One entry is enough; plugins of one emit are called one after another.
+let lastText: string | undefined;
+let lastBytes = new Uint8Array(0);
+function utf8(text: string): Uint8Array {
+  if (text !== lastText) {
+    lastBytes = encoder.encode(text);
+    lastText = text;
+  }
+  return lastBytes;
+}
+
 export class WasmPlugin {
   private instance: Plugin | undefined;
   private building: Promise<Plugin> | undefined;
@@ -113,7 +125,7 @@ export class WasmPlugin {
     host.begin(deadline);
     let ok = false;
     try {
-      this.input = encoder.encode(input);
+      this.input = utf8(input);
       const out = await plugin.call(fn, this.input);
       const bytes = out?.bytes();
       if (bytes && bytes.byteLength > limits.maxOutputBytes) {
