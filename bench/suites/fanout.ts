@@ -7,6 +7,7 @@ import { callbackSubscriber } from "../../hooks/dispatcher.ts";
 import type { HookFields } from "../../hooks/catalogue.ts";
 import { PluginKv } from "../../host-api/kv.ts";
 import type { Core } from "../../runtime/core.ts";
+import type { PluginManager } from "../../runtime/plugins/manager.ts";
 import { assertNoPluginFailures, openBenchCore, type BenchCore } from "../lib/core.ts";
 import { measure, type Timing } from "../lib/measure.ts";
 import { progress, type BenchOptions } from "../lib/options.ts";
@@ -19,11 +20,15 @@ const WORKLOADS: ReadonlyArray<{ name: Workload; kind: "prune_tool_results" | "s
   { name: "kv write", kind: "summarize" },
 ];
 
-/** A fresh post_compaction per event: a new session id each time, as real compactions have. */
-function eventSource(kind: "prune_tool_results" | "summarize") {
+const SESSIONS = 64;
+
+/** post_compaction events cycling over real sessions (plugin KV is only kept for live sessions). */
+async function eventSource(core: Core, kind: "prune_tool_results" | "summarize") {
+  const ids: string[] = [];
+  for (let i = 0; i < SESSIONS; i++) ids.push((await core.sessions.create({ profile: "bench", platform: "bench" })).id);
   let n = 0;
   return (): HookFields<"post_compaction"> => ({
-    session_id: `s_fanout_${++n}`,
+    session_id: ids[n++ % SESSIONS]!,
     old_session_id: "",
     kind,
     reason: "between_turns",
@@ -54,10 +59,18 @@ async function subscribeFloor(core: Core, count: number): Promise<PluginKv[]> {
   return stores;
 }
 
-async function timeFanout(bc: BenchCore, kind: "prune_tool_results" | "summarize", opts: BenchOptions): Promise<Timing> {
-  const next = eventSource(kind);
+/**
+ * Times one event until it is fully handled: the fan-out, then (kv write) until every plugin's KV
+ * write is in libSQL. Without the wait, synchronous TS callbacks would let writes pile up untimed.
+ */
+async function timeFanout(bc: BenchCore, kind: "prune_tool_results" | "summarize", opts: BenchOptions, settle: () => Promise<unknown>): Promise<Timing> {
+  const next = await eventSource(bc.core, kind);
   const { dispatcher } = bc.core;
-  const t = await measure(`post_compaction ${kind}`, () => dispatcher.emit("post_compaction", next()), { time: opts.taskMs });
+  const event = async () => {
+    await dispatcher.emit("post_compaction", next());
+    await settle();
+  };
+  const t = await measure(`post_compaction ${kind}`, event, { time: opts.taskMs });
   assertNoPluginFailures(bc.core, `post_compaction ${kind}`);
   return t;
 }
@@ -69,13 +82,12 @@ export async function runFanout(opts: BenchOptions): Promise<Row[]> {
       progress(`fan-out ${w.name}: ${n} TS callbacks`);
       const floorCore = await openBenchCore();
       const stores = await subscribeFloor(floorCore.core, n);
-      const floor = await timeFanout(floorCore, w.kind, opts);
-      await Promise.all(stores.map((kv) => kv.flush()));
+      const floor = await timeFanout(floorCore, w.kind, opts, () => Promise.all(stores.map((kv) => kv.flush())));
       await floorCore.close();
 
       progress(`fan-out ${w.name}: ${n} WASM plugins`);
       const wasmCore = await openBenchCore({ fleet: [{ from: "memory-reinject", prefix: "mr", count: n }] });
-      const wasm = await timeFanout(wasmCore, w.kind, opts);
+      const wasm = await timeFanout(wasmCore, w.kind, opts, () => (wasmCore.core.plugins as PluginManager).flush());
       await wasmCore.close();
 
       const group = `post_compaction fan-out (${w.name})`;
