@@ -77,7 +77,8 @@ export class PluginManager implements PluginHost {
         for (const e of this.entries.values()) e.kv?.dropSessions(ids);
       }),
     );
-    for (const entry of this.entries.values()) if (this.wanted(entry)) await this.activate(entry);
+    // A plugin whose manifest failed keeps that reason (activating it would replace it with a TypeError).
+    for (const entry of this.entries.values()) if (entry.error === null && this.wanted(entry)) await this.activate(entry);
     const active = this.list().filter((p) => p.status === "active").map((p) => p.name);
     log("info", "plugins loaded", { dir: config.plugins.dir, active, total: this.entries.size });
   }
