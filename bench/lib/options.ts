@@ -6,6 +6,8 @@ export interface BenchOptions {
   quick: boolean;
   /** tinybench time budget per latency task, ms. */
   taskMs: number;
+  /** Minimum iterations per latency task (slow tasks stop here once over budget). */
+  minIterations: number;
   /** Iterations per bulk-delete size (each re-seeds the database untimed). */
   deleteRounds: number;
   /** Bulk-delete sizes (sessions removed per operation, cascade included). */
@@ -18,8 +20,8 @@ export interface BenchOptions {
 export function parseOptions(argv: readonly string[], env: Record<string, string | undefined>): BenchOptions {
   const quick = argv.includes("--quick") || env.BENCH_QUICK === "1";
   return quick
-    ? { quick, taskMs: 300, deleteRounds: 2, deleteSizes: [100, 1_000, 10_000], httpRequests: 200, httpClients: 4 }
-    : { quick, taskMs: 2_000, deleteRounds: 6, deleteSizes: [100, 1_000, 10_000], httpRequests: 2_000, httpClients: 8 };
+    ? { quick, taskMs: 250, minIterations: 16, deleteRounds: 2, deleteSizes: [100, 1_000, 10_000], httpRequests: 160, httpClients: 4 }
+    : { quick, taskMs: 2_000, minIterations: 64, deleteRounds: 6, deleteSizes: [100, 1_000, 10_000], httpRequests: 1_000, httpClients: 8 };
 }
 
 const started = performance.now();

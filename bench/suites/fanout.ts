@@ -70,7 +70,7 @@ async function timeFanout(bc: BenchCore, kind: "prune_tool_results" | "summarize
     await dispatcher.emit("post_compaction", next());
     await settle();
   };
-  const t = await measure(`post_compaction ${kind}`, event, { time: opts.taskMs });
+  const t = await measure(`post_compaction ${kind}`, event, { time: opts.taskMs, iterations: opts.minIterations });
   assertNoPluginFailures(bc.core, `post_compaction ${kind}`);
   return t;
 }

@@ -44,7 +44,7 @@ export async function runFuel(opts: BenchOptions): Promise<Row[]> {
       async () => {
         fuel = (await plugin.call("pre_llm_call", input, Date.now() + LIMITS.timeoutMs)).fuel;
       },
-      { time: opts.taskMs },
+      { time: opts.taskMs, iterations: opts.minIterations },
     );
     await plugin.close();
     timings[variant] = { ...t, fuel };
