@@ -10,7 +10,7 @@ import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { COMPACTION_KINDS, type CompactionKind } from "../hooks/catalogue.ts";
-import { loadConfig, ConfigError, type Config } from "./config.ts";
+import { checkBindHost, loadConfig, ConfigError, type Config } from "./config.ts";
 import { createCore, type Core, type PluginHostFactory } from "./core.ts";
 import { AppError } from "./errors.ts";
 import { log } from "./log.ts";
@@ -174,7 +174,9 @@ async function serve(argv: string[], io: CliIO, base: Config): Promise<number> {
   const a = args(argv, { host: { type: "string" }, port: { type: "string" } });
   if (a.positionals.length) throw new UsageError("serve takes no positional arguments");
   const port = num(a.values.port, "port");
+  if (port !== undefined && (!Number.isInteger(port) || port > 65_535)) throw new UsageError("--port must be a whole number 0-65535");
   const config: Config = { ...base, host: (a.values.host as string | undefined) ?? base.host, port: port ?? base.port };
+  checkBindHost(config); // --host must not bypass the config's loopback-without-token rule
   const core = await buildCore(config);
   const server = await startServer(core, { host: config.host, port: config.port });
   io.out(`hookbox listening on ${server.url} (db ${config.db_url}, ${core.plugins.list().length} plugins)`);

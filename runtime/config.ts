@@ -113,11 +113,15 @@ export function parseConfig(input: unknown, env: Record<string, string | undefin
   if (env.HOOKBOX_PLUGINS_DIR) c.plugins.dir = env.HOOKBOX_PLUGINS_DIR;
   if (env.HOOKBOX_PLUGINS_ENABLED !== undefined) c.plugins.enabled = list(env.HOOKBOX_PLUGINS_ENABLED);
   if (env.HOOKBOX_PLUGINS_DISABLED !== undefined) c.plugins.disabled = list(env.HOOKBOX_PLUGINS_DISABLED);
-  // Without a token the API must not be reachable from other machines.
+  checkBindHost(c);
+  return c;
+}
+
+/** Without a token the API must not be reachable from other machines (also for `serve --host`). */
+export function checkBindHost(c: Pick<Config, "host" | "api_token">): void {
   if (!c.api_token && !isLoopback(c.host)) {
     throw new ConfigError(`host ${c.host}: binding beyond loopback needs HOOKBOX_API_TOKEN`);
   }
-  return c;
 }
 
 /** Loopback literals only: a DNS name such as "127.0.0.1.nip.io" may resolve to a public interface. */

@@ -6,6 +6,7 @@ import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createApp } from "../runtime/http/app.ts";
 import { ConfigError, parseConfig } from "../runtime/config.ts";
+import { runCli } from "../runtime/cli.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { recordHooks, type HookRecorder } from "./helpers/hooks.ts";
 import { snapshot } from "./helpers/db-check.ts";
@@ -124,6 +125,18 @@ describe("reliability: binding beyond loopback needs a token", () => {
       assert.equal(parseConfig({ host }, { HOOKBOX_API_TOKEN: TOKEN }).host, host);
     }
     for (const host of ["127.0.0.1", "127.1.2.3", "localhost", "::1"]) assert.equal(parseConfig({ host }, {}).host, host);
+  });
+
+  it("refuses `serve --host` beyond loopback without a token, before anything is opened", async () => {
+    const err: string[] = [];
+    const io = { out: () => {}, err: (l: string) => err.push(l) };
+    const config = parseConfig({ db_url: "file::memory:" }, {});
+    for (const host of ["0.0.0.0", "::", "127.0.0.1.nip.io"]) {
+      err.length = 0;
+      assert.equal(await runCli(["serve", "--host", host], io, { config }), 1, host);
+      assert.match(err.join("\n"), /binding beyond loopback needs HOOKBOX_API_TOKEN/, host);
+    }
+    for (const port of ["70000", "1.5"]) assert.equal(await runCli(["serve", "--port", port], io, { config }), 2, port);
   });
 });
 
