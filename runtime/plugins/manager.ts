@@ -149,11 +149,12 @@ export class PluginManager implements PluginHost {
   private async activate(e: Entry): Promise<void> {
     const manifest = e.manifest!;
     const limits = e.limits!;
+    let sandbox: WasmPlugin | undefined;
     try {
       const module = compilePlugin(e.path, manifest, limits);
       const kv = e.kv ?? (await PluginKv.load(e.name, this.core.storage, this.core.now));
       const host = bindHostApi({ plugin: e.name, grants: e.grants, kv, db: this.db });
-      const sandbox = new WasmPlugin({ name: e.name, module, limits, host, inWorker: e.grants.needsAsyncHost });
+      sandbox = new WasmPlugin({ name: e.name, module, limits, host, inWorker: e.grants.needsAsyncHost });
       await sandbox.warm();
       for (const c of manifest.commands) {
         this.core.commands.register({
@@ -169,6 +170,8 @@ export class PluginManager implements PluginHost {
       if (manifest.hooks.length > 0) this.core.dispatcher.subscribe(this.subscriber(e.name, manifest, limits, sandbox));
     } catch (err) {
       this.core.commands.unregisterPlugin(e.name);
+      // e.g. a command name another plugin already registered: the instance (maybe a worker) goes too.
+      await sandbox?.close();
       this.failed(e, err);
     }
   }
@@ -178,6 +181,7 @@ export class PluginManager implements PluginHost {
       name,
       hooks: new Set(manifest.hooks),
       timeoutMs: limits.timeoutMs,
+      enforcesDeadline: true,
       call: (d) => sandbox.call(d.hook, d.json(), d.deadline),
     };
   }
