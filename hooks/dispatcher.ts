@@ -47,6 +47,12 @@ export interface HookSubscriber {
   readonly hooks: ReadonlySet<HookName>;
   /** Wall-clock limit for this plugin's calls; the dispatcher's default when absent. */
   readonly timeoutMs?: number | undefined;
+  /**
+   * True when the subscriber itself stops a call at `delivery.deadline` (fuel-metered WASM checks the
+   * clock at every fuel refill; worker plugins use the SDK's time-out): the dispatcher then spares the
+   * per-call timer it otherwise races against the call, a measurable cost on every fan-out.
+   */
+  readonly enforcesDeadline?: boolean | undefined;
   call(delivery: Delivery): Promise<CallResult> | CallResult;
 }
 
@@ -237,7 +243,8 @@ export class HookDispatcher {
       const t0 = performance.now();
       b.calls++;
       try {
-        const result = await this.withDeadline(sub.call(delivery as Delivery), timeoutMs, sub.name);
+        const pending = sub.call(delivery as Delivery);
+        const result = await (sub.enforcesDeadline ? pending : this.withDeadline(pending, timeoutMs, sub.name));
         b.recordLatency(performance.now() - t0);
         if (result.fuel) b.fuelUsed += result.fuel;
         const context = this.readOutput(hook, result.output);

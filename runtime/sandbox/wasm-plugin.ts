@@ -119,6 +119,8 @@ export class WasmPlugin {
 
   private async run(fn: string, input: string, deadline: number): Promise<SandboxResult> {
     if (this.closed) throw new PluginCallError("unavailable", `${this.name} is closed`);
+    // The deadline covers the wait for the instance too (callers rely on it: enforcesDeadline).
+    if (Date.now() > deadline) throw new PluginCallError("timeout", `waited past its deadline for the busy instance`);
     const plugin = this.instance ?? (await this.ensureInstance());
     const { host, limits } = this.opts;
     this.meter.start(deadline);
