@@ -47,6 +47,9 @@ export async function createCore(config: Config, opts: CoreOptions = {}): Promis
     timeoutMs: config.plugins.hook_callback_timeout * 1000,
     cooloffMs: config.plugins.cooloff_seconds * 1000,
     quarantineAfter: config.plugins.quarantine_after,
+    // Each WASM plugin's own max_output_bytes (up to 1 MiB from a manifest, any size from the
+    // operator) is enforced by its sandbox; the dispatcher's 64 KiB default would cap them all.
+    maxOutputBytes: Number.MAX_SAFE_INTEGER,
     now,
   });
   const ctx: CoreContext = { config, storage, dispatcher, now, sessionLocks: new KeyedMutex() };

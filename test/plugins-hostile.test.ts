@@ -205,3 +205,25 @@ describe("async host functions (plugin runs in a worker)", () => {
     assert.match(JSON.stringify(kv.body), /denied/);
   });
 });
+
+describe("max_output_bytes raised by the operator", () => {
+  let s: PluginServer;
+  before(async () => {
+    s = await startPluginServer({ dir: HOSTILE_DIR, enabled: ["bigoutput"], limits: { bigoutput: { max_output_bytes: 16 << 20 } } });
+  });
+  after(() => s.close());
+
+  it("accepts an output within the plugin's own limit, beyond the 64 KiB default", async () => {
+    const report = await s.core.dispatcher.emit("post_compaction", {
+      session_id: "s_x",
+      old_session_id: "",
+      kind: "summarize",
+      reason: "manual",
+      before_tokens: 10,
+      after_tokens: 5,
+      messages_removed: 2,
+    });
+    assert.deepEqual(report.failed, []);
+    assert.deepEqual(report.delivered, ["bigoutput"]);
+  });
+});
