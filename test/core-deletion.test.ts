@@ -135,6 +135,10 @@ describe("deletion", () => {
     const adopt = await t.api("POST", "/v1/sessions/adopt", { ids: [parent], profile: "new" });
     assert.deepEqual(adopt.body.moved_ids, [parent, child].sort());
     assert.equal((await t.api("GET", `/v1/sessions/${child}`)).body.session.profile, "new");
+    // A child alone would leave its parent's profile (and be deleted by profile_repair): refused, nothing moved.
+    const stray = await t.api("POST", "/v1/sessions/adopt", { ids: [child], profile: "elsewhere" });
+    assert.deepEqual([stray.status, stray.body.error.code], [422, "profile_mismatch"]);
+    assert.equal((await t.api("GET", `/v1/sessions/${child}`)).body.session.profile, "new");
     // An idle-archived session archived again by hand is not a flip either.
     await t.api("POST", `/v1/sessions/${idle}/archive`);
     assert.equal(deletes().length, 0);

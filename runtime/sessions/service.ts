@@ -162,15 +162,25 @@ export class SessionService {
 
   /**
    * Profile adoption: moves sessions (with their child sessions, to keep the profile invariant)
-   * into `profile`. Nothing is deleted, so on_session_delete does not fire.
+   * into `profile`. Nothing is deleted, so on_session_delete does not fire. A child whose parent
+   * stays in another profile is refused (422): it would break the invariant, and profile_repair
+   * would then delete it.
    */
   async adopt(ids: readonly string[], profile: string): Promise<string[]> {
     const now = this.ctx.now();
-    return this.ctx.storage.write(async (trx) => {
-      const rows = await sql<{ id: string }>`
-        with recursive tree(id) as (
+    const tree = sql`with recursive tree(id) as (
           select id from sessions where id in (select value from json_each(${JSON.stringify(ids)}))
-          union select c.id from sessions c join tree t on c.parent_session_id = t.id)
+          union select c.id from sessions c join tree t on c.parent_session_id = t.id)`;
+    return this.ctx.storage.write(async (trx) => {
+      const stray = await sql<{ id: string; parent: string; parent_profile: string }>`${tree}
+        select c.id, p.id as parent, p.profile as parent_profile from sessions c join sessions p on p.id = c.parent_session_id
+        where c.id in (select id from tree) and p.id not in (select id from tree) and p.profile <> ${profile}
+        order by c.id limit 1`.execute(trx);
+      const s = stray.rows[0];
+      if (s) {
+        throw new AppError(422, "profile_mismatch", `session ${s.id} is a child of ${s.parent} (profile ${s.parent_profile}): adopt its parent instead`);
+      }
+      const rows = await sql<{ id: string }>`${tree}
         update sessions set profile = ${profile}, updated_at = ${now}
         where id in (select id from tree) returning id`.execute(trx);
       return rows.rows.map((r) => r.id).sort();
