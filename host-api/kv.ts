@@ -66,13 +66,22 @@ export class PluginKv {
     const pending = this.pending;
     this.pending = undefined;
     if (!ok || !pending) return;
+    // The map holds the whole namespace, so it knows which writes change nothing (a delete of an
+    // absent key, a set to the same value): those skip the database, where each call's writes
+    // would otherwise cost a transaction (a bulk delete's clean-up deletes mostly absent keys).
+    const changes: Pending = new Map();
     for (const [session, writes] of pending) {
       for (const [key, value] of writes) {
-        if (value === null) this.scope(session)?.delete(key);
+        const current = this.scope(session)?.get(key);
+        if (value === null ? current === undefined : current === value) continue;
+        if (value === null) this.scope(session)!.delete(key);
         else this.scope(session, true)!.set(key, value);
+        let c = changes.get(session);
+        if (!c) changes.set(session, (c = new Map()));
+        c.set(key, value);
       }
     }
-    this.persist(pending);
+    if (changes.size > 0) this.persist(changes);
   }
 
   /** The core deleted these sessions' rows (with their session-scoped KV): forget them too. */

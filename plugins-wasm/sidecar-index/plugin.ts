@@ -101,9 +101,10 @@ export function on_session_delete(): i32 {
   }
   // A 10k-session bulk delete cost 10k host calls (and ran out of fuel): list the index once and
   // delete only the entries that exist.
+  const keys = kvList(GLOBAL, PREFIX);
+  if (keys.length == 0) return 0; // empty index: nothing to look up
   const gone = new Set<string>();
   for (let i = 0; i < ids.length; i++) gone.add(PREFIX + ids[i]);
-  const keys = kvList(GLOBAL, PREFIX);
   for (let i = 0; i < keys.length; i++) if (gone.has(keys[i])) kvDelete(GLOBAL, keys[i]);
   return 0;
 }

@@ -84,9 +84,10 @@ export function on_session_delete(): i32 {
     return 0;
   }
   // A 10k-session bulk delete cost 10k host calls (and ran out of fuel): list the tasks once.
+  const keys = kvList(GLOBAL, PREFIX);
+  if (keys.length == 0) return 0; // no tasks: nothing to look up
   const gone = new Set<string>();
   for (let i = 0; i < ids.length; i++) gone.add(ids[i]);
-  const keys = kvList(GLOBAL, PREFIX);
   for (let k = 0; k < keys.length; k++) {
     const key = keys[k];
     const sid = key.substring(PREFIX.length, key.lastIndexOf(":")); // "task:<session_id>:<id>"
