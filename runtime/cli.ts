@@ -100,23 +100,25 @@ export async function runCli(argv: string[], io: CliIO, opts: CliOptions = {}): 
 
 type Action = (core: Core, io: CliIO) => Promise<void>;
 
+/** Which sweep takes which option (anything else given to it is a usage error, not silently ignored). */
+const SWEEP_OPTIONS: Record<SweepName | "idle_archive", readonly string[]> = {
+  empty_sweep: ["grace-seconds"],
+  prune: ["older-than-days"],
+  ghost_prune: [],
+  profile_repair: [],
+  idle_archive: ["older-than-days"],
+};
+
 function sessionsArgs(argv: string[]): Action {
   const [sub, ...rest] = argv;
-  const a = args(rest, {
-    profile: { type: "string" },
-    archived: { type: "string" },
-    limit: { type: "string" },
-    json: { type: "boolean" },
-    "older-than-days": { type: "string" },
-    "grace-seconds": { type: "string" },
-  });
-  const ids = a.positionals;
   switch (sub) {
     case "list": {
-      if (ids.length) throw new UsageError("sessions list takes no positional arguments");
+      const a = args(rest, { profile: { type: "string" }, archived: { type: "string" }, limit: { type: "string" }, json: { type: "boolean" } });
+      if (a.positionals.length) throw new UsageError("sessions list takes no positional arguments");
       const archived = a.values.archived;
       if (archived !== undefined && archived !== "true" && archived !== "false") throw new UsageError("--archived must be true or false");
       const limit = num(a.values.limit, "limit") ?? 100;
+      if (!Number.isInteger(limit) || limit < 1) throw new UsageError("--limit must be a whole number of at least 1");
       return async (core, io) => {
         const rows = await core.sessions.list({
           profile: a.values.profile as string | undefined,
@@ -129,6 +131,7 @@ function sessionsArgs(argv: string[]): Action {
     }
     case "delete":
     case "archive": {
+      const ids = args(rest, {}).positionals;
       if (ids.length === 0) throw new UsageError(`sessions ${sub} needs at least one ID`);
       return async (core, io) => {
         const res = await core.deletion.remove({ reason: sub === "delete" ? "delete" : "archive", ids });
@@ -137,20 +140,26 @@ function sessionsArgs(argv: string[]): Action {
       };
     }
     case "sweep": {
-      const [name, ...extra] = ids;
+      const a = args(rest, { "older-than-days": { type: "string" }, "grace-seconds": { type: "string" } });
+      const [name, ...extra] = a.positionals;
+      if (extra.length) throw new UsageError("sessions sweep takes one sweep name");
+      if (name === undefined || !Object.hasOwn(SWEEP_OPTIONS, name)) throw new UsageError(`unknown sweep ${name ?? "(none)"}`);
+      const sweep = name as keyof typeof SWEEP_OPTIONS;
+      for (const option of Object.keys(a.values)) {
+        if (!SWEEP_OPTIONS[sweep].includes(option)) throw new UsageError(`sweep ${sweep} does not take --${option}`);
+      }
       const days = num(a.values["older-than-days"], "older-than-days");
       const grace = num(a.values["grace-seconds"], "grace-seconds");
-      if (extra.length) throw new UsageError("sessions sweep takes one sweep name");
-      if (name === "idle_archive") {
+      if (sweep === "idle_archive") {
+        if (days === 0) throw new UsageError("idle_archive needs --older-than-days above 0");
         return async (core, io) => {
           for (const id of await core.maintenance.idleArchive(days)) io.out(`archived ${id}`);
         };
       }
-      if (!(SWEEP_NAMES as readonly string[]).includes(name ?? "")) throw new UsageError(`unknown sweep ${name ?? "(none)"}`);
       return async (core, io) => {
-        const res = await core.maintenance.sweep(name as SweepName, { older_than_days: days, grace_seconds: grace });
+        const res = await core.maintenance.sweep(sweep, { older_than_days: days, grace_seconds: grace });
         for (const id of res.deleted_ids) io.out(`deleted ${id}`);
-        io.out(`${name}: ${res.deleted_ids.length} deleted`);
+        io.out(`${sweep}: ${res.deleted_ids.length} deleted`);
       };
     }
     default:

@@ -285,5 +285,22 @@ describe("deletion", () => {
     assert.equal(await runCli(["sessions", "sweep", "everything"], io, { core: t.core }), 2);
     assert.equal(await runCli(["sessions", "delete"], io, { core: t.core }), 2);
     assert.equal(await runCli(["sessions", "list", "--bogus"], io, { core: t.core }), 2);
+    // An option the command would ignore, or a limit SQL cannot use, is a usage error; nothing runs.
+    const n = deletes().length;
+    for (const argv of [
+      ["sessions", "sweep", "empty_sweep", "--older-than-days", "0"],
+      ["sessions", "sweep", "prune", "--grace-seconds", "0"],
+      ["sessions", "sweep", "ghost_prune", "--older-than-days", "1"],
+      ["sessions", "sweep", "idle_archive", "--older-than-days", "0"],
+      ["sessions", "delete", b, "--profile", "work"],
+      ["sessions", "list", "--limit", "0"],
+      ["sessions", "list", "--limit", "2.5"],
+    ]) {
+      out.length = 0;
+      assert.equal(await runCli(argv, io, { core: t.core }), 2, argv.join(" "));
+      assert.match(out.join("\n"), /^hookbox: /, argv.join(" "));
+    }
+    assert.equal(deletes().length, n);
+    assert.equal(await exists(b), true);
   });
 });
