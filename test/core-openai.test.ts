@@ -29,6 +29,11 @@ describe("OpenAI-compatible provider", () => {
         const body = JSON.parse(data);
         requests.push({ path: req.url, auth: req.headers.authorization, body });
         const out = handler(body, req);
+        if (out.status === -1) {
+          res.writeHead(200, { "content-type": "application/json", "content-length": "1000" });
+          res.write('{"choices":[', () => res.destroy());
+          return;
+        }
         res.writeHead(out.status ?? 200, { "content-type": "application/json" });
         res.end(JSON.stringify(out.json));
       });
@@ -142,5 +147,9 @@ describe("OpenAI-compatible provider", () => {
     assert.equal((await t.api("GET", `/v1/sessions/${id}/messages`)).body.messages.length, 0);
     handler = () => ({ json: { choices: [] } });
     assert.equal((await t.api("POST", `/v1/sessions/${id}/turns`, { message: "hello?" })).status, 502);
+    handler = () => ({ status: -1, json: null }); // headers, part of the body, then the connection drops
+    const cut = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "hello?" });
+    assert.deepEqual([cut.status, cut.body.error.code], [502, "provider_error"]);
+    assert.equal((await t.api("GET", `/v1/sessions/${id}/messages`)).body.messages.length, 0);
   });
 });

@@ -81,6 +81,7 @@ export class OpenAIProvider implements Provider {
     const headers: Record<string, string> = { "content-type": "application/json" };
     if (this.opts.api_key) headers.authorization = `Bearer ${this.opts.api_key}`;
     let res: Response;
+    let text: string;
     try {
       res = await fetch(`${this.opts.base_url.replace(/\/+$/, "")}/chat/completions`, {
         method: "POST",
@@ -88,10 +89,11 @@ export class OpenAIProvider implements Provider {
         body: JSON.stringify(body),
         signal: AbortSignal.timeout(this.opts.timeout_seconds * 1000),
       });
+      // The body can fail too (connection dropped, time-out mid-body): still the provider's fault.
+      text = await res.text();
     } catch (err) {
-      throw new ProviderError(`provider unreachable: ${(err as Error).message}`);
+      throw new ProviderError(`provider request failed: ${(err as Error).message}`);
     }
-    const text = await res.text();
     let json: unknown;
     try {
       json = JSON.parse(text);
