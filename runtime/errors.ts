@@ -19,4 +19,3 @@ export class AppError extends Error {
 
 export const notFound = (what: string, id: string) => new AppError(404, "not_found", `${what} ${id} not found`);
 export const conflict = (code: string, message: string) => new AppError(409, code, message);
-export const invalid = (message: string, issues?: ErrorIssue[]) => new AppError(400, "invalid_request", message, issues);

@@ -1,5 +1,5 @@
 // Schema migrations, kept in code so that Node, Deno and a remote libSQL server all run the same set.
-import { Migrator, sql, type Kysely, type Migration, type MigrationProvider } from "kysely";
+import { Migrator, type Kysely, type Migration, type MigrationProvider } from "kysely";
 
 const migrations: Record<string, Migration> = {
   "0001_initial": {
@@ -76,7 +76,3 @@ export async function migrate(db: Kysely<any>): Promise<void> {
   const failed = results?.find((r) => r.status === "Error");
   if (error || failed) throw new Error(`migration ${failed?.migrationName ?? ""} failed: ${String(error)}`);
 }
-
-/** Used by tests to check the schema exists without caring about its details. */
-export const tableCount = (db: Kysely<any>) =>
-  sql<{ n: number }>`select count(*) as n from sqlite_master where type = 'table'`.execute(db);
