@@ -106,41 +106,89 @@ export class PluginKv {
     return s;
   }
 
-  private persist(pending: Pending): void {
-    const plugin = this.plugin;
-    const updated_at = this.now();
-    this.writing = this.writing.then(async () => {
+  private persist(changes: Pending): void {
+    this.writing = KvWriter.of(this.storage).enqueue({ kv: this, changes, updated_at: this.now() });
+  }
+}
+
+interface Batch {
+  kv: PluginKv;
+  changes: Pending;
+  updated_at: number;
+}
+
+/**
+ * Group commit for every plugin's KV on one database: the changes queued while a transaction runs
+ * go into the next one together, so a fan-out whose ten plugins each write costs about one libSQL
+ * transaction, not ten. FIFO, so each plugin's writes land in the order its calls ended.
+ */
+class KvWriter {
+  private static readonly writers = new WeakMap<Storage, KvWriter>();
+  private queue: Batch[] = [];
+  private draining: Promise<void> | undefined;
+
+  private constructor(private readonly storage: Storage) {}
+
+  static of(storage: Storage): KvWriter {
+    let w = KvWriter.writers.get(storage);
+    if (!w) KvWriter.writers.set(storage, (w = new KvWriter(storage)));
+    return w;
+  }
+
+  /** Resolves once these changes (and any queued with them) are committed or logged as failed. */
+  enqueue(batch: Batch): Promise<void> {
+    this.queue.push(batch);
+    return (this.draining ??= this.drain());
+  }
+
+  private async drain(): Promise<void> {
+    // Let the rest of the fan-out queue its writes before the first transaction starts.
+    await Promise.resolve();
+    while (this.queue.length > 0) {
+      const batches = this.queue;
+      this.queue = [];
       try {
         // storage.write serializes with the core's write transactions (a second writer would block
         // the event loop on SQLite's file lock).
         const gone = await this.storage.write(async (trx) => {
-          const gone: string[] = [];
-          for (const [session_id, writes] of pending) {
-            // The session may have been deleted (with its KV rows) after this call began, e.g. by
-            // a delete committed while post_compaction was still fanning out: write nothing for it.
-            if (session_id !== "" && !(await trx.selectFrom("sessions").select("id").where("id", "=", session_id).executeTakeFirst())) {
-              gone.push(session_id);
-              continue;
-            }
-            for (const [key, value] of writes) {
-              if (value === null) {
-                await trx.deleteFrom("plugin_kv").where("plugin", "=", plugin).where("session_id", "=", session_id).where("key", "=", key).execute();
-              } else {
-                await trx
-                  .insertInto("plugin_kv")
-                  .values({ plugin, session_id, key, value, updated_at })
-                  .onConflict((oc) => oc.columns(["plugin", "session_id", "key"]).doUpdateSet({ value, updated_at }))
-                  .execute();
+          const gone = new Set<string>();
+          const alive = new Set<string>();
+          for (const { kv, changes, updated_at } of batches) {
+            const plugin = kv.plugin;
+            for (const [session_id, writes] of changes) {
+              // The session may have been deleted (with its KV rows) after the call began, e.g. by a
+              // delete committed while post_compaction was still fanning out: write nothing for it.
+              if (session_id !== "" && !alive.has(session_id)) {
+                if (gone.has(session_id)) continue;
+                const row = await trx.selectFrom("sessions").select("id").where("id", "=", session_id).executeTakeFirst();
+                if (!row) {
+                  gone.add(session_id);
+                  continue;
+                }
+                alive.add(session_id);
+              }
+              for (const [key, value] of writes) {
+                if (value === null) {
+                  await trx.deleteFrom("plugin_kv").where("plugin", "=", plugin).where("session_id", "=", session_id).where("key", "=", key).execute();
+                } else {
+                  await trx
+                    .insertInto("plugin_kv")
+                    .values({ plugin, session_id, key, value, updated_at })
+                    .onConflict((oc) => oc.columns(["plugin", "session_id", "key"]).doUpdateSet({ value, updated_at }))
+                    .execute();
+                }
               }
             }
           }
-          return gone;
+          return [...gone];
         });
-        this.dropSessions(gone);
+        if (gone.length > 0) for (const { kv } of batches) kv.dropSessions(gone);
       } catch (err) {
-        log("error", "plugin kv write failed", { plugin, error: (err as Error).message });
+        const plugins = [...new Set(batches.map((b) => b.kv.plugin))];
+        log("error", "plugin kv write failed", { plugins, error: (err as Error).message });
       }
-    });
+    }
+    this.draining = undefined;
   }
 }
 

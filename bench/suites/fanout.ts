@@ -1,8 +1,9 @@
 // post_compaction fan-out: one emit delivered to N WASM plugins (memory-reinject copies, through the
 // real manager, host API and sandbox) vs N in-process TS callbacks doing the same work (the
 // unsandboxed floor). Two workloads: "observe" (the plugin reads the payload and returns: kind
-// prune_tool_results) and "kv write" (kind summarize: each plugin stores a session-scoped mark, and
-// the floor stores it through the same PluginKv, so both pay the same persistence).
+// prune_tool_results) and "kv write" (a rotating summarize: each plugin moves a session-scoped mark
+// from the old session to the new one, and the floor does it through the same PluginKv, so both pay
+// the same persistence).
 import { callbackSubscriber } from "../../hooks/dispatcher.ts";
 import type { HookFields } from "../../hooks/catalogue.ts";
 import { PluginKv } from "../../host-api/kv.ts";
@@ -27,9 +28,11 @@ async function eventSource(core: Core, kind: "prune_tool_results" | "summarize")
   const ids: string[] = [];
   for (let i = 0; i < SESSIONS; i++) ids.push((await core.sessions.create({ profile: "bench", platform: "bench" })).id);
   let n = 0;
+  // summarize events rotate (session n continues n-1): each plugin sets the new session's mark and
+  // drops the old one's, so every event really changes KV (writes that change nothing are skipped).
   return (): HookFields<"post_compaction"> => ({
-    session_id: ids[n++ % SESSIONS]!,
-    old_session_id: "",
+    session_id: ids[++n % SESSIONS]!,
+    old_session_id: kind === "summarize" ? ids[(n - 1) % SESSIONS]! : "",
     kind,
     reason: "between_turns",
     before_tokens: 9_000,
