@@ -29,7 +29,18 @@ function selected(argv: readonly string[]): string[] {
   return names;
 }
 
+const USAGE = `usage: bench [--quick] [--only ${Object.keys(SUITES).join(",")}]  (BENCH_QUICK=1 = --quick)\n`;
+
 const argv = process.argv.slice(2);
+if (argv.includes("--help") || argv.includes("-h")) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
+const stray = argv.filter((a, i) => a !== "--quick" && a !== "--only" && argv[i - 1] !== "--only");
+if (stray.length > 0) {
+  process.stderr.write(`unknown argument ${stray.join(" ")}\n${USAGE}`);
+  process.exit(2);
+}
 const opts = parseOptions(argv, process.env);
 progress(`${runtimeName()}, ${opts.quick ? "quick" : "full"} run`);
 const rows: Row[] = [];
