@@ -82,6 +82,16 @@ describe("seed plugins over HTTP", () => {
     );
   });
 
+  it("archiving keeps the session's plugin KV: a re-injection pending before the archive still happens", async () => {
+    const sid = await newSession(s);
+    await seedLongHistory(s, sid);
+    const compress = await s.api("POST", `/v1/sessions/${sid}/compress`, { kind: "summarize" });
+    assert.equal(compress.body.compacted, true, JSON.stringify(compress.body));
+    assert.equal((await s.api("POST", `/v1/sessions/${sid}/archive`, {})).body.archived, true);
+    const next = await turn(s, sid, "after the archive");
+    assert.deepEqual(next.injected.map((i: any) => i.plugin), ["memory-reinject"]);
+  });
+
   it("a plugin's KV survives a restart of the runtime", async () => {
     await command(s, "conventions", { raw_args: "Tabs, not spaces.", source: { user_id: "ops" } });
     await s.plugins.flush();

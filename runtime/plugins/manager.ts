@@ -3,6 +3,7 @@
 // to the dispatcher, registers their commands, and persists quarantines. A plugin that fails to load
 // is listed as "failed" with its reason; the others run.
 import type { Kysely } from "kysely";
+import type { HookPayload } from "../../hooks/catalogue.ts";
 import { callbackSubscriber, PluginCallError, type HookSubscriber } from "../../hooks/dispatcher.ts";
 import { grantedOf, type Grants } from "../../host-api/capabilities.ts";
 import { bindHostApi } from "../../host-api/functions.ts";
@@ -73,8 +74,9 @@ export class PluginManager implements PluginHost {
     dispatcher.setQuarantineListener((name, reason) => void this.persistQuarantine(name, reason));
     dispatcher.subscribe(
       callbackSubscriber(KV_SYNC, ["on_session_delete"], (p) => {
-        const ids = (p as { deleted_ids?: string[] }).deleted_ids ?? [];
-        for (const e of this.entries.values()) e.kv?.dropSessions(ids);
+        const { reason, deleted_ids } = p as HookPayload<"on_session_delete">;
+        if (reason === "archive") return; // archived sessions keep their rows, KV included
+        for (const e of this.entries.values()) e.kv?.dropSessions(deleted_ids);
       }),
     );
     // A plugin whose manifest failed keeps that reason (activating it would replace it with a TypeError).
