@@ -26,7 +26,7 @@ export interface ListFilter {
   profile?: string | undefined;
   archived?: boolean | undefined;
   limit: number;
-  /** Sessions created strictly before this id's position (created_at, id) — keyset pagination. */
+  /** Sessions that come strictly after this id in (created_at, id) order — keyset pagination. */
   after?: string | undefined;
 }
 
