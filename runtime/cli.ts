@@ -173,6 +173,7 @@ function compressArgs(argv: string[]): Action {
   if (!id || extra.length) throw new UsageError("compress needs exactly one session ID");
   const kind = (a.values.kind ?? "summarize") as CompactionKind;
   if (!COMPACTION_KINDS.includes(kind)) throw new UsageError(`--kind must be one of ${COMPACTION_KINDS.join(", ")}`);
+  if (a.values.rotate === true && kind !== "summarize") throw new UsageError("--rotate applies to --kind summarize only");
   return async (core, io) => {
     const out = await core.compaction.compact({ session_id: id, kind, reason: "manual", rotate: a.values.rotate === true });
     io.out(out.compacted ? `compacted ${out.before_tokens} -> ${out.after_tokens} tokens (${out.kind}) session ${out.session_id}` : `nothing compacted (${out.skipped})`);

@@ -101,6 +101,15 @@ describe("manual compaction: every kind, every manual entry point", () => {
     ]);
     // The ended predecessor is not compacted again by hand.
     assert.equal((await t.api("POST", `/v1/sessions/${id}/compress`, {})).status, 409);
+    // Only summarize rotates: asking another kind to is refused, not silently done in place.
+    rec.clear();
+    const other = await sessionWith(t, MIXED);
+    const refused = await t.api("POST", `/v1/sessions/${other.id}/compress`, { kind: "micro_summarize", rotate: true });
+    assert.deepEqual([refused.status, refused.body.error.code], [400, "invalid_request"]);
+    assert.equal((await t.api("POST", `/v1/sessions/${other.id}/turns`, { message: "/compress prune_tool_results --rotate" })).status, 400);
+    assert.equal(await runCli(["compress", other.id, "--kind", "micro_summarize", "--rotate"], { out: () => {}, err: () => {} }, { core: t.core }), 2);
+    assert.deepEqual(rec.of("post_compaction"), []);
+    assert.equal((await t.api("GET", `/v1/sessions/${other.id}/messages`)).body.messages.length, MIXED.length);
   });
 
   it("/compress in a turn and `hookbox compress` are manual too", async () => {

@@ -93,7 +93,7 @@ describe("reliability: concurrency", () => {
     const mark = rec.events.length;
     const results = await together(
       ids.flatMap((id, i) => [
-        async () => ({ id, op: "compress", res: await s.api("POST", `/v1/sessions/${id}/compress`, { kind: i % 3 === 2 ? "micro_summarize" : "summarize", rotate: i % 2 === 0 }) }),
+        async () => ({ id, op: "compress", res: await s.api("POST", `/v1/sessions/${id}/compress`, i % 3 === 2 ? { kind: "micro_summarize" } : { kind: "summarize", rotate: i % 2 === 0 }) }),
         async () => ({ id, op: "delete", res: await s.api("DELETE", `/v1/sessions/${id}`) }),
         async () => ({ id, op: "turn", res: await s.api("POST", `/v1/sessions/${id}/turns`, { message: "racing" }) }),
       ]),

@@ -5,7 +5,7 @@
 import { sql } from "kysely";
 import { COMPACTION_REASONS, type CompactionKind, type CompactionReason } from "../../hooks/catalogue.ts";
 import { newId, type CoreContext } from "../context.ts";
-import { conflict, notFound } from "../errors.ts";
+import { AppError, conflict, notFound } from "../errors.ts";
 import { estimateTokens } from "../tokens.ts";
 import { SummaryAborted, type NativeCompaction, type Provider } from "../providers/types.ts";
 import { rowsToChat } from "../sessions/chat.ts";
@@ -69,6 +69,8 @@ export class CompactionEngine {
 
   /** For callers that already hold the session lock (a running turn). */
   async compactLocked(req: CompactRequest): Promise<CompactOutcome> {
+    // Refused rather than silently compacting in place: the caller asked for a new session id.
+    if (req.rotate === true && req.kind !== "summarize") throw new AppError(400, "invalid_request", `rotate applies to kind summarize only, not ${req.kind}`);
     const session = await this.session(req.session_id);
     if (req.reason === "manual" && session.ended_at !== null) {
       throw conflict("session_ended", `session ${session.id} has ended (${session.end_reason ?? "ended"})`);
@@ -145,7 +147,7 @@ export class CompactionEngine {
       plan.rewrite.reduce((n, w) => n + w.row.tokens - estimateTokens(w.content), 0) +
       (plan.summary ? estimateTokens(plan.summary.content) : 0);
     if (after >= before) return this.outcome(req, session.id, "", before, before, null, "not_shorter", `result ${after} >= ${before} tokens`);
-    const rotate = req.rotate === true && req.kind === "summarize";
+    const rotate = req.rotate === true;
     const now = this.ctx.now();
     const fingerprint = rows.length === 0 ? "0:0" : `${rows.length}:${rows.at(-1)!.seq}`;
     const targetId = await this.ctx.storage.write(async (trx) => {
