@@ -5,7 +5,8 @@ import { existsSync, readFileSync } from "node:fs";
 import * as v from "valibot";
 
 const Seconds = v.pipe(v.number(), v.minValue(0.001), v.maxValue(86_400));
-const Name = v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "plugin names are lowercase [a-z0-9_-], at most 64 chars"));
+/** A plugin's name (its folder, manifest name, config key and URL segment). */
+export const PluginName = v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "plugin names are lowercase [a-z0-9_-], at most 64 chars"));
 
 export const PluginLimitsSchema = v.strictObject({
   /** Instruction budget per call (fuel units ~ WASM instructions). */
@@ -69,14 +70,14 @@ export const ConfigSchema = v.strictObject({
   plugins: v.optional(
     v.strictObject({
       dir: v.optional(v.string(), "./plugins-wasm"),
-      enabled: v.optional(v.array(Name), []),
-      disabled: v.optional(v.array(Name), []),
+      enabled: v.optional(v.array(PluginName), []),
+      disabled: v.optional(v.array(PluginName), []),
       /** Capability grants per plugin: "kv", "sessions:read", "http:<host>". */
-      grants: v.optional(v.record(Name, v.array(v.string())), {}),
+      grants: v.optional(v.record(PluginName, v.array(v.string())), {}),
       hook_callback_timeout: v.optional(Seconds, 30),
       cooloff_seconds: v.optional(v.pipe(v.number(), v.minValue(0)), 60),
       quarantine_after: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1)), 5),
-      limits: v.optional(v.record(Name, PluginLimitsSchema), {}),
+      limits: v.optional(v.record(PluginName, PluginLimitsSchema), {}),
       /** Sensitive slash commands limited to these user_ids, per command name. */
       command_users: v.optional(v.record(v.string(), v.array(v.string())), {}),
     }),

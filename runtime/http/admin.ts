@@ -3,6 +3,7 @@ import { Hono } from "hono";
 import * as v from "valibot";
 import { describeHooks } from "../../hooks/catalogue.ts";
 import type { Core } from "../core.ts";
+import { PluginName } from "../config.ts";
 import { AppError } from "../errors.ts";
 import { SWEEP_NAMES } from "../maintenance/sweeps.ts";
 import { Id, Platform, SourceInput, check, readBody } from "./validate.ts";
@@ -17,7 +18,6 @@ const MAINTENANCE = {
   hygiene: v.strictObject({}),
 } as const;
 const Task = v.picklist(Object.keys(MAINTENANCE) as Array<keyof typeof MAINTENANCE>);
-const PluginName = v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "plugin names are lowercase [a-z0-9_-]"));
 const CommandName = v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/i, "command names are [a-z0-9_-]"));
 const CommandBody = v.strictObject({
   raw_args: v.optional(v.pipe(v.string(), v.maxLength(10_000)), ""),

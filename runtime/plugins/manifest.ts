@@ -3,13 +3,12 @@
 import * as v from "valibot";
 import { isHookName, type HookName } from "../../hooks/catalogue.ts";
 import { CAPABILITY_PATTERN } from "../../host-api/capabilities.ts";
-import { PluginLimitsSchema } from "../config.ts";
+import { PluginLimitsSchema, PluginName } from "../config.ts";
 
-const Name = v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "plugin names are lowercase [a-z0-9_-], at most 64 chars"));
 const HookSchema = v.custom<HookName>((x) => typeof x === "string" && isHookName(x), "unknown hook");
 
 export const ManifestSchema = v.object({
-  name: Name,
+  name: PluginName,
   version: v.pipe(v.string(), v.minLength(1), v.maxLength(64)),
   description: v.optional(v.pipe(v.string(), v.maxLength(500))),
   hooks: v.optional(v.pipe(v.array(HookSchema), v.maxLength(64)), []),
