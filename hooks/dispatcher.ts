@@ -40,6 +40,11 @@ export interface CallResult {
   output?: string | undefined;
   /** Fuel the call used, when the runtime meters it. */
   fuel?: number | undefined;
+  /**
+   * Set when the subscriber already ran readHookOutput on its output before committing the call's
+   * effects (a WASM call's KV writes must not land when its output is refused): the context it got.
+   */
+  checked?: { context: string | undefined } | undefined;
 }
 
 export interface HookSubscriber {
@@ -247,7 +252,7 @@ export class HookDispatcher {
         const result = await (sub.enforcesDeadline ? pending : this.withDeadline(pending, timeoutMs, sub.name));
         b.recordLatency(performance.now() - t0);
         if (result.fuel) b.fuelUsed += result.fuel;
-        const context = this.readOutput(hook, result.output);
+        const context = result.checked ? result.checked.context : readHookOutput(hook, result.output, this.maxOutputBytes);
         b.ok++;
         b.consecutiveFailures = 0;
         report.delivered.push(sub.name);
@@ -275,26 +280,6 @@ export class HookDispatcher {
     }
   }
 
-  /** Validates a plugin's output; returns the context to inject (pre_llm_call) or undefined. */
-  private readOutput(hook: HookName, output: string | undefined): string | undefined {
-    if (output === undefined || output.length === 0) return undefined;
-    // UTF-8 length is at most 3 bytes per UTF-16 unit; count exactly only near the limit.
-    if (output.length * 3 > this.maxOutputBytes && Buffer.byteLength(output) > this.maxOutputBytes) {
-      throw new PluginCallError("bad_output", `output of ${Buffer.byteLength(output)} bytes exceeds ${this.maxOutputBytes}`);
-    }
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(output);
-    } catch {
-      throw new PluginCallError("bad_output", `output is not JSON: ${JSON.stringify(output.slice(0, 80))}`);
-    }
-    if (!HOOKS_WITH_RESULT.has(hook)) return undefined; // observers: return values are ignored
-    const res = v.safeParse(PreLlmResultSchema, parsed);
-    if (!res.success) throw new PluginCallError("bad_output", `pre_llm_call output must be a string or {"context": string}`);
-    const ctx = typeof res.output === "string" ? res.output : res.output?.context;
-    return ctx && ctx.trim().length > 0 ? ctx : undefined;
-  }
-
   private withDeadline(result: Promise<CallResult> | CallResult, ms: number, name: string): Promise<CallResult> | CallResult {
     if (!(result instanceof Promise)) return result;
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -317,6 +302,30 @@ export class HookDispatcher {
     this.byHook = next;
   }
 }
+
+/**
+ * Validates a plugin's output for `hook`: empty, or JSON (and for pre_llm_call a string or
+ * {"context": string}); throws bad_output otherwise. Returns the context to inject, if any.
+ */
+export function readHookOutput(hook: HookName, output: string | undefined, maxOutputBytes = Number.MAX_SAFE_INTEGER): string | undefined {
+  if (output === undefined || output.length === 0) return undefined;
+  // UTF-8 length is at most 3 bytes per UTF-16 unit; count exactly only near the limit.
+  if (output.length * 3 > maxOutputBytes && Buffer.byteLength(output) > maxOutputBytes) {
+    throw new PluginCallError("bad_output", `output of ${Buffer.byteLength(output)} bytes exceeds ${maxOutputBytes}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(output);
+  } catch {
+    throw new PluginCallError("bad_output", `output is not JSON: ${JSON.stringify(output.slice(0, 80))}`);
+  }
+  if (!HOOKS_WITH_RESULT.has(hook)) return undefined; // observers: return values are ignored
+  const res = v.safeParse(PreLlmResultSchema, parsed);
+  if (!res.success) throw new PluginCallError("bad_output", `pre_llm_call output must be a string or {"context": string}`);
+  const ctx = typeof res.output === "string" ? res.output : res.output?.context;
+  return ctx && ctx.trim().length > 0 ? ctx : undefined;
+}
+
 
 function toCallError(err: unknown): PluginCallError {
   if (err instanceof PluginCallError) return err;

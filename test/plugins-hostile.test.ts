@@ -34,7 +34,10 @@ function hostileConfig(extra: Record<string, unknown> = {}) {
 describe("hostile plugins: every limit holds and everyone else goes on", () => {
   let s: PluginServer;
   before(async () => {
-    s = await startPluginServer(hostileConfig({ quarantine_after: 100 }));
+    // badwrite (kv granted) also runs here: its refused output must take its KV writes with it.
+    s = await startPluginServer(
+      hostileConfig({ quarantine_after: 100, enabled: [...HOSTILE, "counter", "compute", "badwrite"], grants: { counter: ["kv"], badwrite: ["kv"] } }),
+    );
   });
   after(() => s.close());
 
@@ -89,6 +92,14 @@ describe("hostile plugins: every limit holds and everyone else goes on", () => {
     const over2 = await command(s, "compute", { raw_args: "100000000" });
     assert.match(JSON.stringify(over1.body), /fuel.*budget 5000000/);
     assert.deepEqual(over1.body, over2.body);
+  });
+  it("keeps none of the KV writes of a call whose output was refused", async () => {
+    const sid = await newSession(s);
+    await turn(s, sid, "hello");
+    await s.plugins.flush();
+    const rows = await s.core.storage.db.selectFrom("plugin_kv").selectAll().where("plugin", "=", "badwrite").execute();
+    assert.deepEqual(rows, []);
+    assert.match((await pluginInfo(s, "badwrite")).stats.last_error, /^bad_output: output is not JSON/);
   });
 });
 

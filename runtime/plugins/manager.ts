@@ -4,7 +4,7 @@
 // is listed as "failed" with its reason; the others run.
 import type { Kysely } from "kysely";
 import type { HookPayload } from "../../hooks/catalogue.ts";
-import { callbackSubscriber, PluginCallError, type HookSubscriber } from "../../hooks/dispatcher.ts";
+import { callbackSubscriber, PluginCallError, readHookOutput, type CallResult, type HookSubscriber } from "../../hooks/dispatcher.ts";
 import { grantedOf, type Grants } from "../../host-api/capabilities.ts";
 import { bindHostApi } from "../../host-api/functions.ts";
 import { PluginKv } from "../../host-api/kv.ts";
@@ -184,7 +184,13 @@ export class PluginManager implements PluginHost {
       hooks: new Set(manifest.hooks),
       timeoutMs: limits.timeoutMs,
       enforcesDeadline: true,
-      call: (d) => sandbox.call(d.hook, d.json(), d.deadline),
+      // The output is checked inside the call, so a refused output also discards the call's KV writes.
+      call: async (d) => {
+        let checked: CallResult["checked"];
+        const accept = (text: string | undefined) => void (checked = { context: readHookOutput(d.hook, text) });
+        const r = await sandbox.call(d.hook, d.json(), d.deadline, accept);
+        return { fuel: r.fuel, checked };
+      },
     };
   }
 

@@ -99,12 +99,15 @@ export class WasmPlugin {
       .map((e) => e.name);
   }
 
-  /** Calls `fn` with `input`; the call must finish by `deadline` (epoch ms). */
-  async call(fn: string, input: string, deadline: number): Promise<SandboxResult> {
+  /**
+   * Calls `fn` with `input`; the call must finish by `deadline` (epoch ms). `accept` may refuse the
+   * output (throw a PluginCallError) before the call's effects (KV writes) are committed.
+   */
+  async call(fn: string, input: string, deadline: number, accept?: (output: string | undefined) => void): Promise<SandboxResult> {
     if (this.busy) await new Promise<void>((wake) => this.waiting.push(wake));
     else this.busy = true;
     try {
-      return await this.run(fn, input, deadline);
+      return await this.run(fn, input, deadline, accept);
     } finally {
       const next = this.waiting.shift();
       if (next) next(); // stays busy: the lock passes straight to the next caller
@@ -117,7 +120,7 @@ export class WasmPlugin {
     await this.discardInstance();
   }
 
-  private async run(fn: string, input: string, deadline: number): Promise<SandboxResult> {
+  private async run(fn: string, input: string, deadline: number, accept?: (output: string | undefined) => void): Promise<SandboxResult> {
     if (this.closed) throw new PluginCallError("unavailable", `${this.name} is closed`);
     // The deadline covers the wait for the instance too (callers rely on it: enforcesDeadline).
     if (Date.now() > deadline) throw new PluginCallError("timeout", `waited past its deadline for the busy instance`);
@@ -133,8 +136,10 @@ export class WasmPlugin {
       if (bytes && bytes.byteLength > limits.maxOutputBytes) {
         throw new PluginCallError("bad_output", `output of ${bytes.byteLength} bytes exceeds max_output_bytes ${limits.maxOutputBytes}`);
       }
+      const output = bytes && bytes.byteLength > 0 ? decoder.decode(bytes) : undefined;
+      accept?.(output);
       ok = true;
-      return { output: bytes && bytes.byteLength > 0 ? decoder.decode(bytes) : undefined, fuel: this.meter.used };
+      return { output, fuel: this.meter.used };
     } catch (err) {
       const e = this.classify(err);
       // Any fault may leave the module's globals or heap inconsistent: start the next call fresh.
