@@ -41,6 +41,11 @@ export type ProviderConfig = v.InferOutput<typeof ProviderSchema>;
 export const ConfigSchema = v.strictObject({
   db_url: v.optional(v.string(), "file:./data/hookbox.db"),
   db_auth_token: v.optional(v.string()),
+  /**
+   * Embedded file only: "full" (default) fsyncs every commit; "normal" fsyncs the WAL only at
+   * checkpoints (cheaper commits; a power cut can lose the last acknowledged ones). See storage/db.ts.
+   */
+  db_synchronous: v.optional(v.picklist(["full", "normal"]), "full"),
   /** Where per-session side files live; passed to plugins in on_session_delete. */
   sessions_dir: v.optional(v.string(), "./data/sessions"),
   host: v.optional(v.string(), "127.0.0.1"),
@@ -103,6 +108,11 @@ export function parseConfig(input: unknown, env: Record<string, string | undefin
   const c = res.output;
   if (env.HOOKBOX_DB_URL) c.db_url = env.HOOKBOX_DB_URL;
   if (env.HOOKBOX_DB_AUTH_TOKEN) c.db_auth_token = env.HOOKBOX_DB_AUTH_TOKEN;
+  if (env.HOOKBOX_DB_SYNCHRONOUS) {
+    const sync = env.HOOKBOX_DB_SYNCHRONOUS.toLowerCase();
+    if (sync !== "full" && sync !== "normal") throw new ConfigError(`HOOKBOX_DB_SYNCHRONOUS: full or normal, not ${env.HOOKBOX_DB_SYNCHRONOUS}`);
+    c.db_synchronous = sync;
+  }
   if (env.HOOKBOX_API_TOKEN) c.api_token = env.HOOKBOX_API_TOKEN;
   if (env.HOOKBOX_SESSIONS_DIR) c.sessions_dir = env.HOOKBOX_SESSIONS_DIR;
   if (env.HOOKBOX_HOST) c.host = env.HOOKBOX_HOST;

@@ -41,7 +41,7 @@ export interface CoreOptions {
 }
 
 export async function createCore(config: Config, opts: CoreOptions = {}): Promise<Core> {
-  const storage = await openStorage(config.db_url, config.db_auth_token);
+  const storage = await openStorage(config.db_url, { authToken: config.db_auth_token, durability: config.db_synchronous });
   const now = opts.now ?? Date.now;
   const dispatcher = new HookDispatcher({
     timeoutMs: config.plugins.hook_callback_timeout * 1000,

@@ -1,7 +1,7 @@
 // Session lifecycle: create, read, append, end/finalize, reset, unarchive, profile adoption and
 // idle auto-archive. Anything that removes rows or archives by request goes through the deletion
 // service instead, so that on_session_delete has exactly one source.
-import { sql, type Transaction } from "kysely";
+import { sql, type Kysely, type Transaction } from "kysely";
 import type { Database } from "../storage/schema.ts";
 import type { Source } from "../../hooks/catalogue.ts";
 import { newId, type CoreContext } from "../context.ts";
@@ -80,16 +80,8 @@ export class SessionService {
   }
 
   async list(f: ListFilter): Promise<SessionRow[]> {
-    let q = this.ctx.storage.db.selectFrom("sessions").selectAll();
-    if (f.profile !== undefined) q = q.where("profile", "=", f.profile);
-    if (f.archived !== undefined) q = q.where("archived", "=", f.archived ? 1 : 0);
-    if (f.after !== undefined) {
-      const a = await this.get(f.after);
-      q = q.where((eb) =>
-        eb.or([eb("created_at", ">", a.created_at), eb.and([eb("created_at", "=", a.created_at), eb("id", ">", a.id)])]),
-      );
-    }
-    return q.orderBy("created_at").orderBy("id").limit(f.limit).execute();
+    const anchor = f.after === undefined ? undefined : await this.get(f.after);
+    return listQuery(this.ctx.storage.db, f, anchor).execute();
   }
 
   async messages(id: string, limit?: number): Promise<MessageRow[]> {
@@ -108,6 +100,39 @@ export class SessionService {
   /** Appends messages in one write transaction; fails with 404 if the session is gone meanwhile. */
   append(id: string, msgs: NewMessage[]): Promise<MessageRow[]> {
     return this.ctx.storage.write((trx) => appendIn(trx, id, msgs, this.ctx.now()));
+  }
+
+  /**
+   * The hot append (a turn's messages): ONE write transaction of two fixed statements, sent as one
+   * batch (one round trip to a remote server, no query compile): a set-based insert whose seq numbers
+   * continue the session's, and the token estimate moved by the tokens added. Refused when the
+   * session is gone (404) or has ended meanwhile (409); then nothing is written.
+   */
+  async appendOpen(id: string, msgs: NewMessage[]): Promise<{ rows: MessageRow[]; token_estimate: number }> {
+    const now = this.ctx.now();
+    const values = msgs.map((m) => ({ role: m.role, content: m.content, tool_name: m.tool_name ?? null, tokens: estimateTokens(m.content) }));
+    const added = values.reduce((n, m) => n + m.tokens, 0);
+    const [inserted, touched] = await this.ctx.storage.batch([
+      { sql: APPEND_SQL, args: [id, now, JSON.stringify(values)] },
+      { sql: TOUCH_SQL, args: [id, added, now] },
+    ]);
+    const top = touched!.rows[0];
+    if (top === undefined || inserted!.rows.length !== msgs.length) {
+      const s = await this.find(id);
+      if (!s) throw notFound("session", id);
+      throw conflict("session_ended", `session ${id} has ended (${s.end_reason ?? "ended"})`);
+    }
+    const rows = inserted!.rows.map((r) => ({
+      id: Number(r.id),
+      session_id: String(r.session_id),
+      seq: Number(r.seq),
+      role: String(r.role),
+      content: String(r.content),
+      tool_name: r.tool_name === null ? null : String(r.tool_name),
+      tokens: Number(r.tokens),
+      created_at: Number(r.created_at),
+    }));
+    return { rows: rows.sort((a, b) => a.seq - b.seq), token_estimate: Number(top.token_estimate) };
   }
 
   /** Drops messages from `seq` on (a failed turn's own messages). */
@@ -216,6 +241,27 @@ export class SessionService {
     await this.ctx.dispatcher.emit("on_session_end", { session_id: id, reason });
     await this.ctx.dispatcher.emit("on_session_finalize", { session_id: id });
   }
+}
+
+// appendOpen's statements: ?1 session id, ?2 now, ?3 JSON array of {role, content, tool_name, tokens}.
+// Both only act on an open session; the uncorrelated max(seq) is computed once, before the insert.
+const APPEND_SQL = `insert into messages (session_id, seq, role, content, tool_name, tokens, created_at)
+  select ?1, (select coalesce(max(seq), 0) from messages where session_id = ?1) + m.key + 1,
+         m.value ->> '$.role', m.value ->> '$.content', m.value ->> '$.tool_name', m.value ->> '$.tokens', ?2
+  from json_each(?3) m
+  where exists (select 1 from sessions where id = ?1 and ended_at is null)
+  returning id, session_id, seq, role, content, tool_name, tokens, created_at`;
+const TOUCH_SQL = `update sessions set token_estimate = token_estimate + ?2, updated_at = ?3
+  where id = ?1 and ended_at is null returning token_estimate`;
+
+/** The session list in keyset order (created_at, id); every filter combination has its index. */
+export function listQuery(db: Kysely<Database>, f: ListFilter, anchor?: Pick<SessionRow, "created_at" | "id">) {
+  let q = db.selectFrom("sessions").selectAll();
+  if (f.profile !== undefined) q = q.where("profile", "=", f.profile);
+  if (f.archived !== undefined) q = q.where("archived", "=", f.archived ? 1 : 0);
+  // A row-value comparison is one index range; the equivalent OR is not.
+  if (anchor) q = q.where((eb) => eb(eb.refTuple("created_at", "id"), ">", eb.tuple(anchor.created_at, anchor.id)));
+  return q.orderBy("created_at").orderBy("id").limit(f.limit);
 }
 
 /** Appends inside an open write transaction; seq numbers continue the session's sequence. */

@@ -1,38 +1,61 @@
 // Opens the libSQL database through Kysely: an embedded file by default, a remote sqld/Turso server
 // when HOOKBOX_DB_URL is set. The same code path serves both.
+//
+// Durability (embedded file): WAL journal, and `db_synchronous` = "full" (default: every commit is
+// fsynced before it is acknowledged; a power cut loses nothing acknowledged) or "normal" (the WAL is
+// fsynced only at checkpoints: commits are about 2x cheaper, the database stays consistent, but a
+// power cut or OS crash can lose the last acknowledged commits; a process crash loses nothing).
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { Kysely, type Transaction } from "kysely";
 import { LibsqlDialect } from "@libsql/kysely-libsql";
-import { createClient, type Client } from "@libsql/client";
+import { createClient, type Client, type InStatement, type ResultSet } from "@libsql/client";
 import type { Database } from "./schema.ts";
 import { migrate } from "./migrations.ts";
 import { Mutex } from "../util/mutex.ts";
 
 export const DEFAULT_DB_URL = "file:./data/hookbox.db";
 
+export type Durability = "full" | "normal";
+
+export interface StorageOptions {
+  authToken?: string | undefined;
+  /** PRAGMA synchronous of the writer connection (embedded file only). */
+  durability?: Durability | undefined;
+}
+
 export interface Storage {
+  /** Reads (and the migrations); write through `write` or `batch`. */
   db: Kysely<Database>;
   client: Client;
   url: string;
+  durability: Durability;
   /**
-   * Runs `fn` in one write transaction. Write transactions are serialized in-process: the embedded
-   * client gives each transaction its own pooled connection, and a second BEGIN IMMEDIATE would
-   * block the event loop on SQLite's file lock. Every write that must be atomic goes through here.
+   * Runs `fn` in one write transaction. Write transactions are serialized in-process and run on one
+   * writer connection (on the embedded file: the one that carries the durability setting); a second
+   * BEGIN IMMEDIATE on another pooled connection would block the event loop on SQLite's file lock.
    */
   write<T>(fn: (trx: Transaction<Database>) => Promise<T>): Promise<T>;
+  /**
+   * Runs fixed statements as ONE write transaction in one call (one round trip to a remote server,
+   * no Kysely compile): for hot write paths whose statements do not depend on each other's results
+   * in JS. Serialized with `write`.
+   */
+  batch(stmts: InStatement[]): Promise<ResultSet[]>;
   close(): Promise<void>;
 }
 
-export async function openStorage(url = DEFAULT_DB_URL, authToken?: string): Promise<Storage> {
-  if (url.startsWith("file:")) {
-    const path = url.slice("file:".length);
-    if (path && path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
-  }
+export async function openStorage(url = DEFAULT_DB_URL, opts: StorageOptions = {}): Promise<Storage> {
+  const embedded = url.startsWith("file:");
+  const path = embedded ? url.slice("file:".length) : "";
+  const inMemory = path === "" || path === ":memory:" || path.startsWith(":memory:?");
+  if (embedded && !inMemory) mkdirSync(dirname(path), { recursive: true });
+  const durability = opts.durability ?? "full";
   // `timeout` is the busy timeout (ms) of every pooled connection, not only the first one, so
   // another process (e.g. the CLI next to a running server) waits for the lock instead of failing.
-  const client = createClient(authToken ? { url, authToken } : { url, timeout: 5000 });
-  if (url.startsWith("file:")) {
+  const open = () => createClient(opts.authToken ? { url, authToken: opts.authToken } : { url, timeout: 5000 });
+  const client = open();
+  if (embedded) {
     // WAL lets readers proceed during a write; busy_timeout makes concurrent writers wait, not fail.
     await client.execute("PRAGMA journal_mode = WAL");
     await client.execute("PRAGMA busy_timeout = 5000");
@@ -40,14 +63,27 @@ export async function openStorage(url = DEFAULT_DB_URL, authToken?: string): Pro
   await client.execute("PRAGMA foreign_keys = ON");
   const db = new Kysely<Database>({ dialect: new LibsqlDialect({ client }) });
   await migrate(db);
+  // PRAGMA synchronous is per connection and cannot be set inside a transaction, and the client's
+  // pool hands out any connection: every write goes through one dedicated writer connection instead
+  // (an in-memory database exists on one connection only, so there it is the same client).
+  const writer = embedded && !inMemory ? createClient({ url, timeout: 5000, concurrency: 1 }) : client;
+  if (embedded) {
+    await writer.execute("PRAGMA foreign_keys = ON");
+    await writer.execute(`PRAGMA synchronous = ${durability === "full" ? "FULL" : "NORMAL"}`);
+  }
+  const writerDb = writer === client ? db : new Kysely<Database>({ dialect: new LibsqlDialect({ client: writer }) });
   const writeLock = new Mutex();
   return {
     db,
     client,
     url,
-    write: (fn) => writeLock.run(() => db.transaction().execute(fn)),
+    durability,
+    write: (fn) => writeLock.run(() => writerDb.transaction().execute(fn)),
+    batch: (stmts) => writeLock.run(() => writer.batch(stmts, "write")),
     async close() {
+      if (writerDb !== db) await writerDb.destroy();
       await db.destroy();
+      writer.close();
       client.close();
     },
   };

@@ -67,6 +67,25 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  // Every list order and filter of GET /v1/sessions is served by an index (keyset paging on
+  // (created_at, id), optionally under profile and/or archived), so listing at 100,000 sessions costs
+  // what it costs on an empty database; test/storage-plans.test.ts checks the query plans.
+  // (profile, updated_at) served no query and was rewritten on every turn: dropped.
+  // plugin_kv's primary key starts with plugin: the clean-up of deleted sessions needs session_id.
+  "0002_list_indexes": {
+    async up(db: Kysely<any>) {
+      await db.schema.dropIndex("sessions_profile_updated").execute();
+      await db.schema.createIndex("sessions_list").on("sessions").columns(["created_at", "id"]).execute();
+      await db.schema.createIndex("sessions_list_archived").on("sessions").columns(["archived", "created_at", "id"]).execute();
+      await db.schema.createIndex("sessions_list_profile").on("sessions").columns(["profile", "created_at", "id"]).execute();
+      await db.schema
+        .createIndex("sessions_list_profile_archived")
+        .on("sessions")
+        .columns(["profile", "archived", "created_at", "id"])
+        .execute();
+      await db.schema.createIndex("plugin_kv_session").on("plugin_kv").columns(["session_id"]).execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -4,16 +4,19 @@
 //   -> post_llm_call -> assistant message stored,
 // with the automatic compactions at their points (pre_api, post_tool, overflow, provider,
 // between_turns, proactive_prune). Turns of one session run one at a time (session lock).
+// Write path: the history is read once per turn and the turn's messages (user, tool results,
+// answer) are stored in ONE write transaction when the answer is in (see TurnLog); only a
+// compaction in the middle of a turn stores them earlier, because it must see them.
 import type { CommandRegistry } from "../commands/registry.ts";
 import { parseSlash } from "../commands/registry.ts";
 import type { CompactionEngine, CompactOutcome } from "../compaction/engine.ts";
 import type { CoreContext } from "../context.ts";
 import { AppError, conflict } from "../errors.ts";
 import { estimateTokens } from "../tokens.ts";
-import { ContextOverflowError, ProviderError, sumUsage, ZERO_USAGE, type ChatMessage, type Provider, type ProviderReply, type Usage } from "../providers/types.ts";
-import { rowsToChat } from "../sessions/chat.ts";
+import { ContextOverflowError, ProviderError, sumUsage, ZERO_USAGE, type ChatMessage, type Provider, type ProviderReply, type ToolSpec, type Usage } from "../providers/types.ts";
 import type { SessionService } from "../sessions/service.ts";
-import { sourceOf, type MessageRow } from "../sessions/view.ts";
+import { sourceOf } from "../sessions/view.ts";
+import { TurnLog } from "./turn-log.ts";
 import type { Tool } from "../tools/builtin.ts";
 
 /** How many model calls one turn may make (tool rounds + the answer). */
@@ -47,7 +50,12 @@ export class TurnService {
     private readonly provider: Provider,
     private readonly tools: ReadonlyMap<string, Tool>,
     private readonly commands: CommandRegistry,
-  ) {}
+  ) {
+    this.toolSpecs = [...tools.values()].map((t) => t.spec);
+  }
+
+  /** The tools offered to the model: the same on every call. */
+  private readonly toolSpecs: ToolSpec[];
 
   async run(sessionId: string, text: string): Promise<TurnResult> {
     const slash = parseSlash(text);
@@ -60,47 +68,50 @@ export class TurnService {
   }
 
   private async chat(sessionId: string, text: string): Promise<TurnResult> {
-    const session = await this.sessions.get(sessionId);
+    let session = await this.sessions.get(sessionId);
     if (session.ended_at !== null) throw conflict("session_ended", `session ${sessionId} has ended (${session.end_reason ?? "ended"})`);
     const compactions: CompactOutcome[] = [];
+    const budget = this.ctx.config.compaction.context_budget_tokens;
+    // pre_api: make room before the new message goes in.
+    if (session.token_estimate + estimateTokens(text) > budget) {
+      const out = await this.compaction.compactLocked({ session_id: sessionId, kind: "summarize", reason: "pre_api", protect_from_seq: Infinity });
+      if (out.compacted) {
+        compactions.push(out);
+        session = await this.sessions.get(sessionId);
+      }
+    }
+    const turn = new TurnLog(this.sessions, sessionId, session.token_estimate, await this.sessions.history(sessionId));
+    turn.add({ role: "user", content: text });
     const auto = async (kind: CompactOutcome["kind"], reason: CompactOutcome["reason"]) => {
-      const out = await this.compaction.compactLocked({ session_id: sessionId, kind, reason, protect_from_seq: protect });
+      const out = await turn.compacting((protect) => this.compaction.compactLocked({ session_id: sessionId, kind, reason, protect_from_seq: protect }));
       if (out.compacted) compactions.push(out);
       return out;
     };
-    const budget = this.ctx.config.compaction.context_budget_tokens;
-    let protect = Infinity;
-
-    // pre_api: make room before the new message goes in.
-    if (session.token_estimate + estimateTokens(text) > budget) await auto("summarize", "pre_api");
-    const userSeq = (await this.sessions.append(sessionId, [{ role: "user", content: text }]))[0]!.seq;
-    protect = userSeq;
-    const recent = (await this.sessions.history(sessionId, HISTORY_FOR_HOOK + 1)).filter((m) => m.seq < userSeq);
     const pre = await this.ctx.dispatcher.emit("pre_llm_call", {
       session_id: sessionId,
-      conversation_history: recent.map((m) => ({ role: m.role, content: m.content })),
+      conversation_history: turn.before.slice(-HISTORY_FOR_HOOK).map((m) => ({ role: m.role, content: m.content })),
       user_message: text,
     });
     // Injected context rides on the current user message for this turn's model calls only.
     const injected = pre.injected;
 
     try {
-      return await this.converse(sessionId, userSeq, text, injected, compactions, auto);
+      return await this.converse(turn, text, injected, compactions, auto);
     } catch (err) {
-      // A failed turn leaves no half-written exchange behind: its messages go, so a retry is clean.
-      await this.sessions.truncateFrom(sessionId, userSeq);
+      // A failed turn leaves no half-written exchange behind: what it stored goes, so a retry is clean.
+      await turn.discard();
       throw err;
     }
   }
 
   private async converse(
-    sessionId: string,
-    userSeq: number,
+    turn: TurnLog,
     text: string,
     injected: Array<{ plugin: string; context: string }>,
     compactions: CompactOutcome[],
     auto: (kind: CompactOutcome["kind"], reason: CompactOutcome["reason"]) => Promise<CompactOutcome>,
   ): Promise<TurnResult> {
+    const sessionId = turn.sessionId;
     const budget = this.ctx.config.compaction.context_budget_tokens;
     const prompt = injected.length === 0 ? text : `${text}\n\n${injected.map((i) => i.context).join("\n\n")}`;
     const transcript: ChatMessage[] = [];
@@ -109,31 +120,30 @@ export class TurnService {
     let reply: ProviderReply | undefined;
     for (let call = 0; call < MAX_MODEL_CALLS; call++) {
       const lastCall = call === MAX_MODEL_CALLS - 1;
-      const prefix = await this.before(sessionId, userSeq);
-      reply = await this.callProvider(prefix, prompt, transcript, lastCall, async () => {
-        const out = await auto("summarize", "overflow");
-        return { out, prefix: await this.before(sessionId, userSeq) };
-      });
+      reply = await this.callProvider(turn, prompt, transcript, lastCall, () => auto("summarize", "overflow"));
       usage = sumUsage(usage, reply.usage);
       if (reply.native_compaction) {
-        const out = await this.compaction.applyNative(sessionId, prefix, reply.native_compaction);
+        const native = reply.native_compaction;
+        const prefix = [...turn.before];
+        const out = await turn.compacting(() => this.compaction.applyNative(sessionId, prefix, native));
         if (out.compacted) compactions.push(out);
       }
       if (reply.tool_calls.length === 0 || lastCall) break;
       transcript.push({ role: "assistant", content: reply.content, tool_calls: reply.tool_calls });
       for (const tc of reply.tool_calls) {
-        const result = await this.runTool(sessionId, tc.name, tc.args);
+        const result = await this.runTool(turn, tc.name, tc.args);
         toolRuns.push({ tool_name: tc.name, args: tc.args, result });
         transcript.push({ role: "tool", tool_call_id: tc.id, name: tc.name, content: result });
       }
-      if ((await this.sessions.get(sessionId)).token_estimate > budget) await auto("prune_tool_results", "post_tool");
+      if (turn.tokens > budget) await auto("prune_tool_results", "post_tool");
     }
     const answer = reply?.content ?? "";
-    await this.sessions.append(sessionId, [{ role: "assistant", content: answer }]);
+    turn.add({ role: "assistant", content: answer });
+    await turn.flush();
     await this.ctx.dispatcher.emit("post_llm_call", { session_id: sessionId, response: answer, usage });
 
     // Between turns: summarize when over budget; prune old tool output when getting close.
-    const tokens = (await this.sessions.get(sessionId)).token_estimate;
+    const tokens = turn.tokens;
     if (tokens > budget) await auto("micro_summarize", "between_turns");
     else if (tokens > budget * 0.75) await auto("prune_tool_results", "proactive_prune");
     return { type: "reply", session_id: sessionId, reply: answer, injected, tool_calls: toolRuns, usage, compactions };
@@ -141,22 +151,22 @@ export class TurnService {
 
   /** Calls the provider; on a context overflow compacts once ("overflow") and retries. */
   private async callProvider(
-    prefix: MessageRow[],
+    turn: TurnLog,
     prompt: string,
     transcript: ChatMessage[],
     noTools: boolean,
-    compactForOverflow: () => Promise<{ out: CompactOutcome; prefix: MessageRow[] }>,
+    compactForOverflow: () => Promise<CompactOutcome>,
   ): Promise<ProviderReply> {
-    const tools = noTools ? [] : [...this.tools.values()].map((t) => t.spec);
-    const messages = (rows: MessageRow[]): ChatMessage[] => [...rowsToChat(rows), { role: "user", content: prompt }, ...transcript];
+    const tools = noTools ? [] : this.toolSpecs;
+    const messages = (): ChatMessage[] => [...turn.chat(), { role: "user", content: prompt }, ...transcript];
     try {
-      return await this.provider.complete({ messages: messages(prefix), tools });
+      return await this.provider.complete({ messages: messages(), tools });
     } catch (err) {
       if (!(err instanceof ContextOverflowError)) throw wrapProviderError(err);
-      const { out, prefix: shorter } = await compactForOverflow();
+      const out = await compactForOverflow();
       if (!out.compacted) throw new AppError(422, "context_overflow", `${err.message}; compaction could not make room (${out.skipped})`);
       try {
-        return await this.provider.complete({ messages: messages(shorter), tools });
+        return await this.provider.complete({ messages: messages(), tools });
       } catch (again) {
         if (again instanceof ContextOverflowError) throw new AppError(422, "context_overflow", `${again.message} (after compaction)`);
         throw wrapProviderError(again);
@@ -164,16 +174,12 @@ export class TurnService {
     }
   }
 
-  /** The stored conversation before the running turn's user message. */
-  private async before(sessionId: string, userSeq: number): Promise<MessageRow[]> {
-    return (await this.sessions.history(sessionId)).filter((m) => m.seq < userSeq);
-  }
-
-  private async runTool(sessionId: string, name: string, args: Record<string, unknown>): Promise<string> {
+  private async runTool(turn: TurnLog, name: string, args: Record<string, unknown>): Promise<string> {
+    const sessionId = turn.sessionId;
     await this.ctx.dispatcher.emit("pre_tool_call", { session_id: sessionId, tool_name: name, args });
     const tool = this.tools.get(name);
     const result = tool ? tool.run(args) : `error: unknown tool ${name}`;
-    await this.sessions.append(sessionId, [{ role: "tool", content: result, tool_name: name }]);
+    turn.add({ role: "tool", content: result, tool_name: name });
     await this.ctx.dispatcher.emit("post_tool_call", { session_id: sessionId, tool_name: name, args, result });
     return result;
   }

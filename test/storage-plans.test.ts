@@ -1,0 +1,87 @@
+// Query plans of the hot reads and the clean-up: every session list order and filter, and the
+// deletion's per-id statements, are served by an index (no full scan, no temporary sort), so their
+// cost does not grow with the number of sessions. Plans are checked on a populated database.
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { openStorage, type Storage } from "../runtime/storage/db.ts";
+import { listQuery, type ListFilter } from "../runtime/sessions/service.ts";
+
+let dir: string;
+let storage: Storage;
+
+async function plan(sql: string, args: readonly unknown[]): Promise<string[]> {
+  const res = await storage.client.execute({ sql: `EXPLAIN QUERY PLAN ${sql}`, args: args as never });
+  return res.rows.map((r) => String(r.detail));
+}
+
+function assertIndexed(steps: string[], what: string): void {
+  for (const s of steps) {
+    assert.doesNotMatch(s, /TEMP B-TREE/, `${what}: temporary sort: ${steps.join(" / ")}`);
+    // A SCAN of a table without an index is a full scan; json_each's virtual table is the id list.
+    if (/^SCAN /.test(s) && !/json_each|USING (COVERING )?INDEX/.test(s)) assert.fail(`${what}: full scan: ${steps.join(" / ")}`);
+  }
+}
+
+describe("storage: query plans", () => {
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), "hookbox-plans-"));
+    storage = await openStorage(`file:${join(dir, "db.sqlite")}`);
+    const now = Date.now();
+    await storage.write(async (trx) => {
+      const rows = Array.from({ length: 400 }, (_, i) => ({
+        id: `s${i}`,
+        profile: `p${i % 4}`,
+        platform: "api",
+        archived: i % 3 === 0 ? 1 : 0,
+        created_at: now + i,
+        updated_at: now + i,
+      }));
+      await trx.insertInto("sessions").values(rows).execute();
+    });
+    await storage.client.execute("ANALYZE");
+  });
+  after(async () => {
+    await storage.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("serves every list filter and page of GET /v1/sessions from an index", async () => {
+    const filters: ListFilter[] = [
+      { limit: 50 },
+      { limit: 50, profile: "p1" },
+      { limit: 50, archived: true },
+      { limit: 50, archived: false },
+      { limit: 50, profile: "p2", archived: false },
+    ];
+    for (const f of filters) {
+      for (const anchor of [undefined, { created_at: Date.now() + 100, id: "s100" }]) {
+        const q = listQuery(storage.db, f, anchor).compile();
+        const steps = await plan(q.sql, q.parameters);
+        assertIndexed(steps, `${JSON.stringify(f)}${anchor ? " after" : ""}`);
+        assert.ok(steps.some((s) => /USING (COVERING )?INDEX sessions_list/.test(s)), `${JSON.stringify(f)}: ${steps.join(" / ")}`);
+      }
+    }
+  });
+
+  it("finds a session's messages and plugin KV rows by session id", async () => {
+    const ids = JSON.stringify(["s1", "s2"]);
+    assertIndexed(await plan("delete from messages where session_id in (select value from json_each(?))", [ids]), "messages");
+    assertIndexed(await plan("delete from plugin_kv where session_id in (select value from json_each(?))", [ids]), "plugin_kv");
+  });
+
+  it("keeps WAL with synchronous=FULL by default on the writer; NORMAL on request", async () => {
+    const [mode] = await storage.batch(["PRAGMA synchronous"]);
+    assert.equal(Number(mode!.rows[0]!.synchronous), 2);
+    assert.equal(String((await storage.client.execute("PRAGMA journal_mode")).rows[0]!.journal_mode), "wal");
+    const normal = await openStorage(`file:${join(dir, "normal.sqlite")}`, { durability: "normal" });
+    try {
+      const [m] = await normal.batch(["PRAGMA synchronous"]);
+      assert.equal(Number(m!.rows[0]!.synchronous), 1);
+    } finally {
+      await normal.close();
+    }
+  });
+});
