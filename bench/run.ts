@@ -9,12 +9,14 @@ import { runFanout } from "./suites/fanout.ts";
 import { runBulkDelete } from "./suites/bulk-delete.ts";
 import { runFuel } from "./suites/fuel.ts";
 import { runHttpTurn } from "./suites/http-turn.ts";
+import { runListing } from "./suites/listing.ts";
 
 const SUITES: Record<string, (o: BenchOptions) => Promise<Row[]>> = {
   fanout: runFanout,
   delete: runBulkDelete,
   fuel: runFuel,
   http: runHttpTurn,
+  listing: runListing,
 };
 
 function selected(argv: readonly string[]): string[] {

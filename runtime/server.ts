@@ -10,9 +10,13 @@ export interface RunningServer {
 }
 
 export function startServer(core: Core, opts: { host: string; port: number }): Promise<RunningServer> {
-  const app = createApp(core);
+  return serveFetch(createApp(core).fetch, opts);
+}
+
+/** Serves any fetch handler (the API; the bench's outside baselines) until close(). */
+export function serveFetch(fetch: (req: Request) => Response | Promise<Response>, opts: { host: string; port: number }): Promise<RunningServer> {
   return new Promise((resolve, reject) => {
-    const server = serve({ fetch: app.fetch, hostname: opts.host, port: opts.port }, (info: AddressInfo) => {
+    const server = serve({ fetch, hostname: opts.host, port: opts.port }, (info: AddressInfo) => {
       const host = info.family === "IPv6" ? `[${info.address}]` : info.address;
       resolve({
         url: `http://${host}:${info.port}`,

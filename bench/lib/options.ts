@@ -12,16 +12,17 @@ export interface BenchOptions {
   deleteRounds: number;
   /** Bulk-delete sizes (sessions removed per operation, cascade included). */
   deleteSizes: number[];
-  /** Concurrent clients and requests for the HTTP turn suite. */
+  /** HTTP suite: requests per target per round, connections in flight, interleaved rounds. */
   httpRequests: number;
   httpClients: number;
+  httpRounds: number;
 }
 
 export function parseOptions(argv: readonly string[], env: Record<string, string | undefined>): BenchOptions {
   const quick = argv.includes("--quick") || env.BENCH_QUICK === "1";
   return quick
-    ? { quick, taskMs: 250, minIterations: 16, deleteRounds: 2, deleteSizes: [100, 1_000, 10_000], httpRequests: 160, httpClients: 4 }
-    : { quick, taskMs: 2_000, minIterations: 64, deleteRounds: 6, deleteSizes: [100, 1_000, 10_000], httpRequests: 1_000, httpClients: 8 };
+    ? { quick, taskMs: 250, minIterations: 16, deleteRounds: 2, deleteSizes: [100, 1_000, 10_000], httpRequests: 120, httpClients: 4, httpRounds: 2 }
+    : { quick, taskMs: 2_000, minIterations: 64, deleteRounds: 6, deleteSizes: [100, 1_000, 10_000], httpRequests: 400, httpClients: 8, httpRounds: 5 };
 }
 
 const started = performance.now();

@@ -20,7 +20,7 @@ const fleetSize = DELETE_FLEET.reduce((n, s) => n + s.count, 0);
 /** Waits for the plugins' background KV writes, when a plugin runtime is loaded. */
 const flushPlugins = (core: Core) => (core.plugins as { flush?: () => Promise<void> }).flush?.();
 
-async function timeDeletes(core: Core, size: number, opts: BenchOptions) {
+async function timeDeletes(core: Core, size: number, opts: BenchOptions, rounds = opts.deleteRounds) {
   let roots: string[] = [];
   let removed = -1;
   const timing = await measure(
@@ -30,7 +30,7 @@ async function timeDeletes(core: Core, size: number, opts: BenchOptions) {
       await flushPlugins(core);
       removed = res.deleted_ids.length;
     },
-    { time: 0, iterations: opts.deleteRounds, warmupIterations: 1, beforeEach: async () => void (roots = await seedTrees(core, size)) },
+    { time: 0, iterations: rounds, warmupIterations: 1, beforeEach: async () => void (roots = await seedTrees(core, size)) },
   );
   assertNoPluginFailures(core, `bulk delete ${size}`);
   if (removed !== size) throw new Error(`bulk delete of ${size} removed ${removed} sessions`);
@@ -62,6 +62,10 @@ export async function runBulkDelete(opts: BenchOptions): Promise<Row[]> {
         note: perSession(t1.mean),
       });
     }
+    // The bare cascade delete at the largest size a user runs (the seeding dominates: few rounds).
+    progress("bulk delete 100,000 sessions: bare");
+    const big = await timeDeletes(bare.core, 100_000, opts, opts.quick ? 1 : 3);
+    rows.push({ group: "bulk delete 100,000 sessions", case: "bare (0 plugins)", sessions: 100_000, plugins: 0, mean_ms: big.mean, p99_ms: big.p99, samples: big.samples });
   } finally {
     await fleet.close();
     await bare.close();

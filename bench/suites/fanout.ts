@@ -11,6 +11,7 @@ import type { Core } from "../../runtime/core.ts";
 import type { PluginManager } from "../../runtime/plugins/manager.ts";
 import { assertNoPluginFailures, openBenchCore, type BenchCore } from "../lib/core.ts";
 import { measure, type Timing } from "../lib/measure.ts";
+import { openRawFleet } from "../lib/raw-extism.ts";
 import { progress, type BenchOptions } from "../lib/options.ts";
 import type { Row } from "../lib/report.ts";
 
@@ -78,6 +79,17 @@ async function timeFanout(bc: BenchCore, kind: "prune_tool_results" | "summarize
   return t;
 }
 
+/** The same module and event through Extism alone, in-thread: the floor for hookbox's per-call cost. */
+async function timeRawExtism(n: number, opts: BenchOptions): Promise<Timing> {
+  const fleet = await openRawFleet(new URL("../../plugins-wasm/memory-reinject/plugin.wasm", import.meta.url).pathname, n);
+  try {
+    const payload = { session_id: "s_raw", old_session_id: "", kind: "prune_tool_results", reason: "between_turns", before_tokens: 9_000, after_tokens: 2_100, messages_removed: 14 };
+    return await measure("raw extism", () => fleet.emit("post_compaction", payload), { time: opts.taskMs, iterations: opts.minIterations });
+  } finally {
+    await fleet.close();
+  }
+}
+
 export async function runFanout(opts: BenchOptions): Promise<Row[]> {
   const rows: Row[] = [];
   for (const w of WORKLOADS) {
@@ -95,6 +107,21 @@ export async function runFanout(opts: BenchOptions): Promise<Row[]> {
 
       const group = `post_compaction fan-out (${w.name})`;
       rows.push({ group, case: `${n} TS callbacks (floor)`, plugins: n, mean_ms: floor.mean, p99_ms: floor.p99, samples: floor.samples });
+      if (w.name === "observe") {
+        progress(`fan-out ${w.name}: ${n} raw Extism calls`);
+        const raw = await timeRawExtism(n, opts);
+        rows.push({
+          group,
+          case: `${n} raw Extism calls (outside floor)`,
+          plugins: n,
+          mean_ms: raw.mean,
+          p99_ms: raw.p99,
+          samples: raw.samples,
+          ratio: wasm.mean / raw.mean,
+          ratio_p99: wasm.p99 / raw.p99,
+          note: "ratio: hookbox WASM row over this",
+        });
+      }
       rows.push({
         group,
         case: `${n} WASM plugins`,
