@@ -3,10 +3,23 @@
 // exact field at fault. Capabilities are granted here and nowhere else.
 import { existsSync, readFileSync } from "node:fs";
 import * as v from "valibot";
+import { CAPABILITY_PATTERN } from "../host-api/capabilities.ts";
+import { describeIssue, schemaLeaves } from "./util/schema-walk.ts";
+import { suggest } from "./util/suggest.ts";
 
 const Seconds = v.pipe(v.number(), v.minValue(0.001), v.maxValue(86_400));
 /** A plugin's name (its folder, manifest name, config key and URL segment). */
 export const PluginName = v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "plugin names are lowercase [a-z0-9_-], at most 64 chars"));
+
+const CAPABILITY_EXAMPLES = ["kv", "sessions:read", "http:example.com"];
+/** A granted capability: "kv", "sessions:read" or "http:<host>"; anything else is refused with a suggestion. */
+const Capability = v.pipe(
+  v.string(),
+  v.check(
+    (c) => CAPABILITY_PATTERN.test(c),
+    (issue) => `unknown capability ${JSON.stringify(issue.input)}${suggest(String(issue.input), CAPABILITY_EXAMPLES)}; capabilities are "kv", "sessions:read" or "http:<host>"`,
+  ),
+);
 
 export const PluginLimitsSchema = v.strictObject({
   /** Instruction budget per call (fuel units ~ WASM instructions). */
@@ -51,6 +64,10 @@ export const ConfigSchema = v.strictObject({
   host: v.optional(v.string(), "127.0.0.1"),
   port: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(65_535)), 8787),
   api_token: v.optional(v.string()),
+  /** On SIGTERM/SIGINT, how long in-flight requests may take to finish before they are dropped. */
+  shutdown_grace_seconds: v.optional(v.pipe(v.number(), v.minValue(0), v.maxValue(3_600)), 10),
+  /** How long a stored Idempotency-Key answer is replayed; after that the key may be used again. */
+  idempotency_ttl_seconds: v.optional(v.pipe(v.number(), v.minValue(1), v.maxValue(31_536_000)), 86_400),
   provider: v.optional(ProviderSchema, { type: "local" }),
   compaction: v.optional(
     v.strictObject({
@@ -78,7 +95,7 @@ export const ConfigSchema = v.strictObject({
       enabled: v.optional(v.array(PluginName), []),
       disabled: v.optional(v.array(PluginName), []),
       /** Capability grants per plugin: "kv", "sessions:read", "http:<host>". */
-      grants: v.optional(v.record(PluginName, v.array(v.string())), {}),
+      grants: v.optional(v.record(PluginName, v.array(Capability)), {}),
       hook_callback_timeout: v.optional(Seconds, 30),
       cooloff_seconds: v.optional(v.pipe(v.number(), v.minValue(0)), 60),
       quarantine_after: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1)), 5),
@@ -96,36 +113,89 @@ export class ConfigError extends Error {
   override name = "ConfigError";
 }
 
-const list = (s: string) => s.split(",").map((x) => x.trim()).filter(Boolean);
+/** Every setting's environment variable: HOOKBOX_ + its key path in upper case ("provider.api_key" -> HOOKBOX_PROVIDER_API_KEY). */
+export const ENV_SETTINGS = schemaLeaves(ConfigSchema).map((leaf) => ({ ...leaf, env: `HOOKBOX_${leaf.path.join("_").toUpperCase()}` }));
+
+/** Overlays the environment on the file's settings (before validation, so bad values are caught the same way). */
+function applyEnv(input: unknown, env: Record<string, string | undefined>): { merged: unknown; fromEnv: Map<string, string> } {
+  const merged = structuredClone((input ?? {}) as Record<string, unknown>);
+  const fromEnv = new Map<string, string>();
+  for (const { path, kind, env: name } of ENV_SETTINGS) {
+    const raw = env[name];
+    // An empty value means "not set", except for lists where it means "none".
+    if (raw === undefined || (raw === "" && kind !== "list")) continue;
+    let value: unknown = raw;
+    if (kind === "choice") value = raw.toLowerCase();
+    else if (kind === "number") value = raw.trim() === "" || !Number.isFinite(Number(raw)) ? raw : Number(raw);
+    else if (kind === "list") value = raw.split(",").map((x) => x.trim()).filter(Boolean);
+    else if (kind === "json") {
+      try {
+        value = JSON.parse(raw);
+      } catch (err) {
+        throw new ConfigError(`${name}: not valid JSON (${(err as Error).message})`);
+      }
+    }
+    if (typeof merged !== "object" || merged === null || Array.isArray(merged)) break; // the schema reports the bad root
+    let obj = merged as Record<string, unknown>;
+    for (const key of path.slice(0, -1)) {
+      const next = obj[key];
+      obj = obj[key] = typeof next === "object" && next !== null && !Array.isArray(next) ? (next as Record<string, unknown>) : {};
+    }
+    obj[path.at(-1)!] = value;
+    fromEnv.set(path.join("."), name);
+  }
+  return { merged, fromEnv };
+}
 
 /** Parses config input (file contents or an object built by a test), with env overrides applied. */
 export function parseConfig(input: unknown, env: Record<string, string | undefined> = {}, origin = "config"): Config {
-  const res = v.safeParse(ConfigSchema, input ?? {});
+  const { merged, fromEnv } = applyEnv(input, env);
+  const res = v.safeParse(ConfigSchema, merged);
   if (!res.success) {
-    const where = res.issues.map((i) => `${v.getDotPath(i) ?? "(root)"}: ${i.message}`).join("; ");
+    const where = res.issues
+      .map((i) => {
+        const { path, message } = describeIssue(ConfigSchema, i);
+        const name = fromEnv.get(path);
+        return `${name ? `${name} (${path})` : path || "(root)"}: ${message}`;
+      })
+      .join("; ");
     throw new ConfigError(`${origin}: ${where}`);
   }
-  const c = res.output;
-  if (env.HOOKBOX_DB_URL) c.db_url = env.HOOKBOX_DB_URL;
-  if (env.HOOKBOX_DB_AUTH_TOKEN) c.db_auth_token = env.HOOKBOX_DB_AUTH_TOKEN;
-  if (env.HOOKBOX_DB_SYNCHRONOUS) {
-    const sync = env.HOOKBOX_DB_SYNCHRONOUS.toLowerCase();
-    if (sync !== "full" && sync !== "normal") throw new ConfigError(`HOOKBOX_DB_SYNCHRONOUS: full or normal, not ${env.HOOKBOX_DB_SYNCHRONOUS}`);
-    c.db_synchronous = sync;
-  }
-  if (env.HOOKBOX_API_TOKEN) c.api_token = env.HOOKBOX_API_TOKEN;
-  if (env.HOOKBOX_SESSIONS_DIR) c.sessions_dir = env.HOOKBOX_SESSIONS_DIR;
-  if (env.HOOKBOX_HOST) c.host = env.HOOKBOX_HOST;
-  if (env.HOOKBOX_PORT) {
-    const port = Number(env.HOOKBOX_PORT);
-    if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new ConfigError(`HOOKBOX_PORT: not a port: ${env.HOOKBOX_PORT}`);
-    c.port = port;
-  }
-  if (env.HOOKBOX_PLUGINS_DIR) c.plugins.dir = env.HOOKBOX_PLUGINS_DIR;
-  if (env.HOOKBOX_PLUGINS_ENABLED !== undefined) c.plugins.enabled = list(env.HOOKBOX_PLUGINS_ENABLED);
-  if (env.HOOKBOX_PLUGINS_DISABLED !== undefined) c.plugins.disabled = list(env.HOOKBOX_PLUGINS_DISABLED);
-  checkBindHost(c);
-  return c;
+  checkBindHost(res.output);
+  return res.output;
+}
+
+/**
+ * Plugin names in enabled, disabled, grants and limits must be plugins that exist in plugins.dir:
+ * a typo would otherwise silently leave a plugin off or ungranted.
+ */
+export function checkPluginNames(c: Config, available: readonly string[]): void {
+  const problems: string[] = [];
+  const check = (where: string, names: readonly string[]) => {
+    for (const name of names) {
+      if (!available.includes(name)) problems.push(`${where}: no plugin named "${name}" in ${c.plugins.dir}${suggest(name, available)}`);
+    }
+  };
+  check("plugins.enabled", c.plugins.enabled);
+  check("plugins.disabled", c.plugins.disabled);
+  check("plugins.grants", Object.keys(c.plugins.grants));
+  check("plugins.limits", Object.keys(c.plugins.limits));
+  if (problems.length) throw new ConfigError(problems.join("; "));
+}
+
+const SECRET_KEYS = new Set(["api_token", "db_auth_token", "api_key"]);
+
+/** The effective configuration for printing: secrets (and credentials inside URLs) masked. */
+export function maskSecrets(c: Config): unknown {
+  const mask = (key: string, value: unknown): unknown => {
+    if (typeof value === "string" && SECRET_KEYS.has(key)) return value === "" ? "" : "***";
+    // Credentials inside a URL: user:password@ and token/key query parameters.
+    if (typeof value === "string" && /^[a-z]+:\/\//i.test(value)) {
+      return value.replace(/\/\/[^/@]*@/, "//***@").replace(/([?&](?:authToken|token|key|api_key)=)[^&]*/gi, "$1***");
+    }
+    return value;
+  };
+  return JSON.parse(JSON.stringify(c, mask));
 }
 
 /** Without a token the API must not be reachable from other machines (also for `serve --host`). */

@@ -1,12 +1,26 @@
-// Serves the API with @hono/node-server (Node, and Deno through its Node compatibility).
+// Serves the API with @hono/node-server (Node, and Deno through its Node compatibility), and stops
+// it gracefully: no new connections, in-flight requests finish (bounded by a grace period), then
+// whatever is still open is dropped.
 import { serve } from "@hono/node-server";
+import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Core } from "./core.ts";
 import { createApp } from "./http/app.ts";
 
+export interface ShutdownReport {
+  /** Requests that finished during the drain. */
+  drained: number;
+  /** Requests still running when the grace period ran out (their connections were closed). */
+  dropped: number;
+  ms: number;
+}
+
 export interface RunningServer {
   url: string;
-  close(): Promise<void>;
+  /** Requests being answered right now (a streamed response counts until its last byte). */
+  inFlight(): number;
+  /** Stops accepting, waits up to `graceMs` (default 0: drop at once) for in-flight requests. */
+  close(graceMs?: number): Promise<ShutdownReport>;
 }
 
 export function startServer(core: Core, opts: { host: string; port: number }): Promise<RunningServer> {
@@ -18,16 +32,31 @@ export function serveFetch(fetch: (req: Request) => Response | Promise<Response>
   return new Promise((resolve, reject) => {
     const server = serve({ fetch, hostname: opts.host, port: opts.port }, (info: AddressInfo) => {
       const host = info.family === "IPv6" ? `[${info.address}]` : info.address;
-      resolve({
-        url: `http://${host}:${info.port}`,
-        close: () =>
-          new Promise<void>((done) => {
-            server.close(() => done());
-            // Keep-alive sockets would hold close() open.
-            (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
-          }),
-      });
+      resolve({ url: `http://${host}:${info.port}`, inFlight: () => active.size, close: (graceMs = 0) => drain(server as Server, active, graceMs) });
+    });
+    const active = new Set<object>();
+    server.on("request", (_req, res) => {
+      active.add(res);
+      res.once("close", () => active.delete(res));
     });
     server.once("error", reject);
   });
+}
+
+const POLL_MS = 25;
+
+async function drain(server: Server, active: Set<object>, graceMs: number): Promise<ShutdownReport> {
+  const started = Date.now();
+  const before = active.size;
+  const closed = new Promise<void>((done) => server.close(() => done()));
+  // Keep-alive connections stay open after their response; close each one as soon as it is idle.
+  while (active.size > 0 && Date.now() - started < graceMs) {
+    server.closeIdleConnections?.();
+    await new Promise((r) => setTimeout(r, POLL_MS));
+  }
+  const dropped = active.size;
+  server.closeIdleConnections?.();
+  server.closeAllConnections?.();
+  await closed;
+  return { drained: before - dropped, dropped, ms: Date.now() - started };
 }

@@ -78,10 +78,10 @@ export class CompactionEngine {
     const rows = await this.rows(session.id);
     const before = sumTokens(rows);
     const skip = (skipped: SkipReason, detail: string | null = null) => this.outcome(req, session.id, "", before, before, null, skipped, detail);
-    if (rows.length === 0) return skip("empty");
+    if (rows.length === 0) return skip("empty", "the session has no messages yet");
     const cooldownMs = this.ctx.config.compaction.cooldown_seconds * 1000;
     if (!UNTHROTTLED.has(req.reason) && session.last_compaction_at !== null && this.ctx.now() - session.last_compaction_at < cooldownMs) {
-      return skip("cooldown");
+      return skip("cooldown", `compacted less than compaction.cooldown_seconds (${this.ctx.config.compaction.cooldown_seconds} s) ago`);
     }
     let plan: Plan | null | undefined;
     try {
@@ -91,7 +91,7 @@ export class CompactionEngine {
       throw err;
     }
     if (plan === undefined) return skip("unsupported", `provider ${this.provider.name} has no native compaction`);
-    if (plan === null) return skip("empty");
+    if (plan === null) return skip("empty", this.nothingToDo(req.kind, rows.length));
     return this.apply(req, session, rows, plan);
   }
 
@@ -139,6 +139,15 @@ export class CompactionEngine {
     }
   }
 
+  /** Why a plan came out empty, in the operator's words (compress right after a turn lands here). */
+  private nothingToDo(kind: CompactionKind, messages: number): string {
+    const keep = this.ctx.config.compaction.keep_recent_messages;
+    const kept = `the last ${keep} messages (compaction.keep_recent_messages) are always kept as they are`;
+    if (kind === "prune_tool_results") return `no tool results older than the last ${keep} messages to prune`;
+    if (kind === "micro_summarize") return `fewer than 2 messages to fold: ${kept}, and this session has ${messages}`;
+    return `nothing old enough to compact: ${kept}, and this session has ${messages}`;
+  }
+
   private async apply(req: CompactRequest, session: SessionRow, rows: MessageRow[], plan: Plan): Promise<CompactOutcome> {
     const before = sumTokens(rows);
     const after =
@@ -146,7 +155,9 @@ export class CompactionEngine {
       sumTokens(plan.remove) -
       plan.rewrite.reduce((n, w) => n + w.row.tokens - estimateTokens(w.content), 0) +
       (plan.summary ? estimateTokens(plan.summary.content) : 0);
-    if (after >= before) return this.outcome(req, session.id, "", before, before, null, "not_shorter", `result ${after} >= ${before} tokens`);
+    if (after >= before) {
+      return this.outcome(req, session.id, "", before, before, null, "not_shorter", `compacting would not make it shorter (${after} >= ${before} tokens)`);
+    }
     const rotate = req.rotate === true;
     const now = this.ctx.now();
     const fingerprint = rows.length === 0 ? "0:0" : `${rows.length}:${rows.at(-1)!.seq}`;

@@ -20,6 +20,8 @@ export interface RemoveRequest {
   /** Seed ids; use `select` instead to choose them inside the transaction (sweeps). */
   ids?: readonly string[];
   select?: (trx: Trx, now: number) => Promise<string[]>;
+  /** Do everything inside the transaction, then roll it back: the result says what WOULD go; no hook fires. */
+  dryRun?: boolean;
 }
 
 export interface RemoveResult {
@@ -31,6 +33,13 @@ export interface RemoveResult {
   /** The profile the removed sessions share, "*" when they span several. */
   profile: string;
   fired: boolean;
+  /** Set when the request was a dry run (nothing changed). */
+  dry_run?: true;
+}
+
+/** Thrown inside a dry run's transaction to roll it back while carrying the result out. */
+class DryRun {
+  constructor(readonly value: { seeds: string[]; rows: IdProfile[] }) {}
 }
 
 interface IdProfile {
@@ -43,13 +52,18 @@ export class DeletionService {
 
   async remove(req: RemoveRequest): Promise<RemoveResult> {
     const now = this.ctx.now();
-    const { seeds, rows } = await this.ctx.storage.write(async (trx) => {
-      const seeds = req.select ? await req.select(trx, now) : [...new Set(req.ids ?? [])];
-      if (seeds.length === 0) return { seeds, rows: [] as IdProfile[] };
-      const seedJson = JSON.stringify(seeds);
-      const rows = req.reason === "archive" ? await archiveIn(trx, seedJson, now) : await deleteClosureIn(trx, seedJson);
-      return { seeds, rows };
-    });
+    const { seeds, rows } = await this.ctx.storage
+      .write(async (trx) => {
+        const seeds = req.select ? await req.select(trx, now) : [...new Set(req.ids ?? [])];
+        const seedJson = JSON.stringify(seeds);
+        const rows = seeds.length === 0 ? [] : req.reason === "archive" ? await archiveIn(trx, seedJson, now) : await deleteClosureIn(trx, seedJson);
+        if (req.dryRun) throw new DryRun({ seeds, rows });
+        return { seeds, rows };
+      })
+      .catch((err: unknown) => {
+        if (err instanceof DryRun) return err.value;
+        throw err;
+      });
     const deleted = new Set(rows.map((r) => r.id));
     const profiles = new Set(rows.map((r) => r.profile));
     const result: RemoveResult = {
@@ -57,8 +71,9 @@ export class DeletionService {
       session_id: seeds.find((id) => deleted.has(id)) ?? rows[0]?.id ?? "",
       deleted_ids: [...deleted].sort(),
       profile: profiles.size === 1 ? [...profiles][0]! : profiles.size === 0 ? "" : "*",
-      fired: rows.length > 0,
+      fired: rows.length > 0 && !req.dryRun,
     };
+    if (req.dryRun) return { ...result, dry_run: true };
     if (result.fired) {
       await this.ctx.dispatcher.emit("on_session_delete", {
         session_id: result.session_id,

@@ -14,12 +14,13 @@ export class MaintenanceService {
     private readonly compaction: CompactionEngine,
   ) {}
 
-  sweep(name: SweepName, params: SweepParams = {}): Promise<RemoveResult> {
-    return runSweep(this.deletion, this.ctx.config, name, params);
+  /** `dryRun`: the same selection and cascade in a transaction that is rolled back; no hook fires. */
+  sweep(name: SweepName, params: SweepParams = {}, opts: { dryRun?: boolean } = {}): Promise<RemoveResult> {
+    return runSweep(this.deletion, this.ctx.config, name, params, opts.dryRun === true);
   }
 
-  idleArchive(days?: number): Promise<string[]> {
-    return this.sessions.idleArchive(days);
+  idleArchive(days?: number, opts: { dryRun?: boolean } = {}): Promise<string[]> {
+    return this.sessions.idleArchive(days, opts.dryRun === true);
   }
 
   async hygiene(): Promise<CompactOutcome[]> {

@@ -47,6 +47,6 @@ const selectors: Record<SweepName, (trx: Trx, now: number, p: SweepParams, c: Co
       order by s.created_at, s.id`.execute(trx)),
 };
 
-export function runSweep(deletion: DeletionService, config: Config, name: SweepName, params: SweepParams = {}): Promise<RemoveResult> {
-  return deletion.remove({ reason: name, select: (trx, now) => selectors[name](trx, now, params, config) });
+export function runSweep(deletion: DeletionService, config: Config, name: SweepName, params: SweepParams = {}, dryRun = false): Promise<RemoveResult> {
+  return deletion.remove({ reason: name, select: (trx, now) => selectors[name](trx, now, params, config), dryRun });
 }

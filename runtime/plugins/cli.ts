@@ -1,39 +1,50 @@
-// `hookbox plugins list [--json] | enable NAME | disable NAME`: the operator's view of the plugin
-// runtime (status, reason, grants, stats) and the persisted enable/disable override. A change takes
-// effect in this process at once and in a running server at its next start.
-import type { Core } from "../core.ts";
+// `hookbox plugins list [--json] | enable NAME | disable NAME | reset [NAME...]`: the operator's view
+// of the plugin runtime (status, reason, grants, stats) and the persisted enable/disable overrides.
+// A change takes effect in this process at once and in a running server at its next start.
+import type { Command } from "commander";
+import type { CliContext } from "../cli/context.ts";
 import { AppError } from "../errors.ts";
 import { PluginNotFoundError, type PluginInfo } from "./host.ts";
 
-export const PLUGINS_USAGE = "  hookbox plugins list [--json] | enable NAME | disable NAME";
-
-type Out = { out(line: string): void };
-
-export function pluginsArgs(argv: string[], usage: (message: string) => Error): (core: Core, io: Out) => Promise<void> {
-  const [sub, ...rest] = argv;
-  if (sub === "list") {
-    const json = rest.length === 1 && rest[0] === "--json";
-    if (rest.length > (json ? 1 : 0)) throw usage(`plugins list takes only --json`);
-    return async (core, io) => {
-      const plugins = core.plugins.list();
-      if (json) io.out(JSON.stringify({ plugins }, null, 2));
-      else for (const p of plugins) io.out(describe(p));
-    };
+/** Registers the `plugins` subcommands on `plugins` (the `hookbox plugins` command). */
+export function registerPluginCommands(plugins: Command, ctx: CliContext): void {
+  const { io } = ctx;
+  plugins
+    .command("list")
+    .description("every plugin in plugins.dir with status, reason, grants and stats")
+    .option("--json", "print JSON")
+    .action(async (o: { json?: boolean }) => {
+      const list = (await ctx.core()).plugins.list();
+      if (o.json) io.out(JSON.stringify({ plugins: list }, null, 2));
+      else for (const p of list) io.out(describe(p));
+    });
+  for (const action of ["enable", "disable"] as const) {
+    plugins
+      .command(action)
+      .description(`${action} a plugin (persisted; overrides plugins.enabled/disabled until "plugins reset")`)
+      .argument("<name>")
+      .action(async (name: string) => {
+        const core = await ctx.core();
+        try {
+          io.out(describe(action === "enable" ? await core.plugins.enable(name) : await core.plugins.disable(name)));
+        } catch (err) {
+          if (err instanceof PluginNotFoundError) throw new AppError(404, "not_found", err.message);
+          throw err;
+        }
+      });
   }
-  if (sub === "enable" || sub === "disable") {
-    if (rest.length !== 1) throw usage(`plugins ${sub} takes one plugin name`);
-    const name = rest[0]!;
-    return async (core, io) => {
-      try {
-        const info = sub === "enable" ? await core.plugins.enable(name) : await core.plugins.disable(name);
-        io.out(describe(info));
-      } catch (err) {
-        if (err instanceof PluginNotFoundError) throw new AppError(404, "not_found", err.message);
-        throw err;
-      }
-    };
-  }
-  throw usage(sub === undefined ? "plugins needs list, enable or disable" : `unknown plugins command ${sub}`);
+  plugins
+    .command("reset")
+    .description("clear the enable/disable overrides (of NAMEs, or of all plugins): the config decides again")
+    .argument("[names...]")
+    .action(async (names: string[]) => {
+      const db = (await ctx.core()).storage.db;
+      let q = db.updateTable("plugin_state").set({ enabled: null }).where("enabled", "is not", null);
+      if (names.length) q = q.where("name", "in", names);
+      const cleared = (await q.returning("name").execute()).map((r) => r.name).sort();
+      for (const name of cleared) io.out(`override cleared: ${name}`);
+      io.out(`${cleared.length} override(s) cleared; a running server applies this at its next start`);
+    });
 }
 
 function describe(p: PluginInfo): string {

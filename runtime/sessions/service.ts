@@ -213,12 +213,15 @@ export class SessionService {
   }
 
   /** Idle auto-archive: silently archives sessions idle for `days`. Never fires on_session_delete. */
-  async idleArchive(days = this.ctx.config.retention.idle_archive_after_days): Promise<string[]> {
+  /** `dryRun`: only lists the sessions that would be archived. */
+  async idleArchive(days = this.ctx.config.retention.idle_archive_after_days, dryRun = false): Promise<string[]> {
     if (days <= 0) return [];
     const cutoff = this.ctx.now() - days * 86_400_000;
-    const rows = await this.ctx.storage.write((trx) =>
-      trx.updateTable("sessions").set({ archived: 1 }).where("archived", "=", 0).where("updated_at", "<", cutoff).returning("id").execute(),
-    );
+    const rows = dryRun
+      ? await this.ctx.storage.db.selectFrom("sessions").select("id").where("archived", "=", 0).where("updated_at", "<", cutoff).execute()
+      : await this.ctx.storage.write((trx) =>
+          trx.updateTable("sessions").set({ archived: 1 }).where("archived", "=", 0).where("updated_at", "<", cutoff).returning("id").execute(),
+        );
     return rows.map((r) => r.id).sort();
   }
 

@@ -1,0 +1,55 @@
+// `hookbox serve`: the HTTP API until SIGTERM/SIGINT, then a graceful stop: no new connections,
+// in-flight requests (and the hook calls they make) finish within shutdown_grace_seconds, plugin
+// state is flushed and the plugins closed, the database closed, each step logged.
+import type { Command } from "commander";
+import { checkBindHost, type Config } from "../config.ts";
+import { log } from "../log.ts";
+import { startServer } from "../server.ts";
+import { positiveNumber, wholeNumber, type CliContext } from "./context.ts";
+
+export function registerServe(program: Command, ctx: CliContext): void {
+  program
+    .command("serve")
+    .description("serve the HTTP API (SIGTERM/SIGINT drain in-flight requests, then stop)")
+    .option("--host <host>", "bind address (beyond loopback needs HOOKBOX_API_TOKEN)")
+    .option("--port <port>", "port (0: any free port)", wholeNumber(0, 65_535))
+    .option("--grace-seconds <n>", "shutdown_grace_seconds for this run", positiveNumber(true))
+    .action(async (o: { host?: string; port?: number; graceSeconds?: number }) => {
+      const base = ctx.config();
+      const config: Config = {
+        ...base,
+        host: o.host ?? base.host,
+        port: o.port ?? base.port,
+        shutdown_grace_seconds: o.graceSeconds ?? base.shutdown_grace_seconds,
+      };
+      checkBindHost(config); // --host must not bypass the config's loopback-without-token rule
+      await serveUntilSignal(config, ctx);
+    });
+}
+
+async function serveUntilSignal(config: Config, ctx: CliContext): Promise<void> {
+  const core = await ctx.core(config);
+  const server = await startServer(core, { host: config.host, port: config.port });
+  ctx.io.out(`hookbox listening on ${server.url} (db ${config.db_url}, ${core.plugins.list().length} plugins)`);
+  // Idle auto-archive is silent maintenance: run it hourly when configured (awaited on shutdown).
+  let sweeping: Promise<unknown> = Promise.resolve();
+  const timer =
+    config.retention.idle_archive_after_days > 0
+      ? setInterval(() => {
+          sweeping = core.maintenance.idleArchive().catch((e) => log("warn", "idle archive failed", { error: String(e) }));
+        }, 3_600_000)
+      : undefined;
+  const signal = await new Promise<string>((done) => {
+    process.once("SIGINT", () => done("SIGINT"));
+    process.once("SIGTERM", () => done("SIGTERM"));
+  });
+  const graceMs = config.shutdown_grace_seconds * 1000;
+  log("info", "shutting down: no new connections, draining in-flight requests", { signal, in_flight: server.inFlight(), grace_ms: graceMs });
+  if (timer) clearInterval(timer);
+  const report = await server.close(graceMs);
+  log(report.dropped ? "warn" : "info", "http server stopped", { ...report });
+  await sweeping;
+  const t = Date.now();
+  await core.close(); // flushes plugin KV, closes every plugin instance, then the database
+  log("info", "hookbox stopped", { signal, plugins_and_db_ms: Date.now() - t });
+}

@@ -1,0 +1,153 @@
+// `hookbox sessions list|show|messages|delete|archive|unarchive|sweep ...`, `hookbox compress` and
+// `hookbox turn`: the operator's hands on the same services the HTTP API uses.
+import { Option, type Command } from "commander";
+import { COMPACTION_KINDS, type CompactionKind } from "../../hooks/catalogue.ts";
+import type { Core } from "../core.ts";
+import { AppError } from "../errors.ts";
+import type { RemoveResult } from "../deletion/service.ts";
+import { messageView, sessionView } from "../sessions/view.ts";
+import { positiveNumber, wholeNumber, type CliContext } from "./context.ts";
+
+export function registerSessionCommands(program: Command, ctx: CliContext): void {
+  const { io } = ctx;
+  const sessions = program.command("sessions").description("list, inspect, delete, archive and sweep sessions");
+
+  sessions
+    .command("list")
+    .description("list sessions, newest first")
+    .option("--profile <profile>", "only this profile")
+    .addOption(new Option("--archived <bool>", "only archived (true) or active (false) sessions").choices(["true", "false"]))
+    .option("--limit <n>", "at most this many", wholeNumber(1, 1000), 100)
+    .option("--json", "print JSON")
+    .action(async (o: { profile?: string; archived?: string; limit: number; json?: boolean }) => {
+      const core = await ctx.core();
+      const rows = await core.sessions.list({ profile: o.profile, archived: o.archived === undefined ? undefined : o.archived === "true", limit: o.limit });
+      if (o.json) io.out(JSON.stringify(rows.map(sessionView)));
+      else for (const r of rows) io.out(`${r.id}\t${r.profile}\t${r.platform}\t${r.archived ? "archived" : "active"}\t${r.token_estimate} tokens`);
+    });
+
+  sessions
+    .command("show")
+    .description("print one session (JSON)")
+    .argument("<id>")
+    .action(async (id: string) => io.out(JSON.stringify(sessionView(await (await ctx.core()).sessions.get(id)), null, 2)));
+
+  sessions
+    .command("messages")
+    .description("print a session's messages in order")
+    .argument("<id>")
+    .option("--limit <n>", "only the last n messages", wholeNumber(1, 10_000))
+    .option("--json", "print JSON")
+    .action(async (id: string, o: { limit?: number; json?: boolean }) => {
+      const rows = (await (await ctx.core()).sessions.messages(id, o.limit)).map(messageView);
+      if (o.json) io.out(JSON.stringify(rows));
+      else for (const m of rows) io.out(`${m.seq}\t${m.role}${m.tool_name ? `(${m.tool_name})` : ""}\t${m.content}`);
+    });
+
+  for (const action of ["delete", "archive"] as const) {
+    sessions
+      .command(action)
+      .description(action === "delete" ? "delete sessions (their child sessions and compaction chain go with them)" : "archive sessions")
+      .argument("<ids...>")
+      .action(async (ids: string[]) => {
+        const core = await ctx.core();
+        await requireExisting(core, ids);
+        const res = await core.deletion.remove({ reason: action, ids });
+        if (!res.fired) throw new AppError(409, "already_archived", `already archived: ${ids.join(", ")}`);
+        for (const id of res.deleted_ids) io.out(`${action === "delete" ? "deleted" : "archived"} ${id}`);
+      });
+  }
+
+  sessions
+    .command("unarchive")
+    .description("bring archived sessions back")
+    .argument("<ids...>")
+    .action(async (ids: string[]) => {
+      const core = await ctx.core();
+      await requireExisting(core, ids);
+      for (const id of ids) io.out(`unarchived ${(await core.sessions.unarchive(id)).id}`);
+    });
+
+  registerSweeps(sessions.command("sweep").description("maintenance sweeps; --dry-run lists what would go"), ctx);
+
+  program
+    .command("compress")
+    .description("compact a session's stored conversation")
+    .argument("<id>")
+    .addOption(new Option("--kind <kind>", "how to compact").choices(COMPACTION_KINDS).default("summarize"))
+    .option("--rotate", "summarize into a new session (kind summarize only)")
+    .action(async (id: string, o: { kind: CompactionKind; rotate?: boolean }) => {
+      if (o.rotate && o.kind !== "summarize") throw ctx.usage("--rotate applies to --kind summarize only");
+      const out = await (await ctx.core()).compaction.compact({ session_id: id, kind: o.kind, reason: "manual", rotate: o.rotate === true });
+      io.out(
+        out.compacted
+          ? `compacted ${out.before_tokens} -> ${out.after_tokens} tokens (${out.kind}) session ${out.session_id}`
+          : `nothing compacted (${out.skipped}): ${out.detail ?? out.skipped}`,
+      );
+    });
+
+  program
+    .command("turn")
+    .description("run one turn (or /command) in a session and print the answer")
+    .argument("<id>")
+    .argument("<message...>")
+    .option("--json", "print the whole turn result as JSON")
+    .action(async (id: string, words: string[], o: { json?: boolean }) => {
+      const res = await (await ctx.core()).turns.run(id, words.join(" "));
+      if (o.json) io.out(JSON.stringify(res, null, 2));
+      else io.out(res.type === "reply" ? res.reply : res.output);
+    });
+}
+
+/** delete/archive/unarchive name every id that does not exist, and then do nothing at all. */
+async function requireExisting(core: Core, ids: string[]): Promise<void> {
+  const found = new Set((await core.storage.db.selectFrom("sessions").select("id").where("id", "in", ids).execute()).map((r) => r.id));
+  const missing = ids.filter((id) => !found.has(id));
+  if (missing.length) throw new AppError(404, "not_found", `no such session: ${missing.join(", ")}`);
+}
+
+function registerSweeps(sweep: Command, ctx: CliContext): void {
+  const { io } = ctx;
+  const print = (res: RemoveResult & { dry_run?: boolean }, name: string, dry: boolean) => {
+    for (const id of res.deleted_ids) io.out(`${dry ? "would delete" : "deleted"} ${id}`);
+    io.out(`${name}: ${res.deleted_ids.length} ${dry ? "would be deleted (dry run, nothing changed)" : "deleted"}`);
+  };
+  const dryRun = ["--dry-run", "list what would be removed; change nothing"] as const;
+
+  sweep
+    .command("empty_sweep")
+    .description("delete sessions without messages or children, older than a grace period")
+    .option("--grace-seconds <n>", "only sessions at least this old (default 3600)", positiveNumber(true))
+    .option(...dryRun)
+    .action(async (o: { graceSeconds?: number; dryRun?: boolean }) =>
+      print(await (await ctx.core()).maintenance.sweep("empty_sweep", { grace_seconds: o.graceSeconds }, { dryRun: o.dryRun === true }), "empty_sweep", o.dryRun === true),
+    );
+  sweep
+    .command("prune")
+    .description("delete sessions not updated for retention.prune_after_days")
+    .option("--older-than-days <n>", "override retention.prune_after_days", positiveNumber(true))
+    .option(...dryRun)
+    .action(async (o: { olderThanDays?: number; dryRun?: boolean }) =>
+      print(await (await ctx.core()).maintenance.sweep("prune", { older_than_days: o.olderThanDays }, { dryRun: o.dryRun === true }), "prune", o.dryRun === true),
+    );
+  for (const [name, what] of [
+    ["ghost_prune", "delete sessions whose parent or compaction predecessor is gone"],
+    ["profile_repair", "delete sessions with a blank profile or another profile than their parent"],
+  ] as const) {
+    sweep
+      .command(name)
+      .description(what)
+      .option(...dryRun)
+      .action(async (o: { dryRun?: boolean }) => print(await (await ctx.core()).maintenance.sweep(name, {}, { dryRun: o.dryRun === true }), name, o.dryRun === true));
+  }
+  sweep
+    .command("idle_archive")
+    .description("archive sessions idle for retention.idle_archive_after_days (no hook fires)")
+    .option("--older-than-days <n>", "override retention.idle_archive_after_days", positiveNumber())
+    .option(...dryRun)
+    .action(async (o: { olderThanDays?: number; dryRun?: boolean }) => {
+      const ids = await (await ctx.core()).maintenance.idleArchive(o.olderThanDays, { dryRun: o.dryRun === true });
+      for (const id of ids) io.out(`${o.dryRun ? "would archive" : "archived"} ${id}`);
+      io.out(`idle_archive: ${ids.length} ${o.dryRun ? "would be archived (dry run, nothing changed)" : "archived"}`);
+    });
+}

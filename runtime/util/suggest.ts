@@ -1,0 +1,12 @@
+// "Did you mean ...?" for a misspelt name (config keys, plugin names, capabilities, body fields).
+import { closest, distance } from "fastest-levenshtein";
+
+/** " (did you mean X?)" when a candidate is close enough to be a typo of `name`, else "". */
+export function suggest(name: string, candidates: readonly string[]): string {
+  if (candidates.length === 0) return "";
+  const lower = name.toLowerCase();
+  const best = closest(lower, [...candidates]);
+  // closest() always answers; offer it only when at most a third of the letters differ.
+  const close = distance(lower, best.toLowerCase()) <= Math.max(1, Math.floor(Math.max(lower.length, best.length) / 3));
+  return close ? ` (did you mean ${best}?)` : "";
+}

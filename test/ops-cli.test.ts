@@ -1,0 +1,170 @@
+// The operator's command line: per-subcommand --help, one-line errors with a hint, missing ids named,
+// --dry-run for every sweep, sessions show|messages|unarchive, `turn`, `config` and `plugins reset`.
+import { describe, it, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { runCli } from "../runtime/cli.ts";
+import { ConfigError, ENV_SETTINGS, checkPluginNames, maskSecrets, parseConfig } from "../runtime/config.ts";
+import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { seed } from "./helpers/seed.ts";
+
+describe("hookbox CLI (operator)", () => {
+  let t: TestServer;
+  let clock = 1_000_000_000_000;
+  before(async () => {
+    t = await startTestServer({ now: () => clock });
+  });
+  after(() => t.close());
+
+  async function cli(...argv: string[]) {
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await runCli(argv, { out: (l) => out.push(l), err: (l) => err.push(l) }, { core: t.core });
+    return { code, out: out.join("\n"), err: err.join("\n") };
+  }
+  const create = async (body: object = {}) => (await t.api("POST", "/v1/sessions", body)).body.session.id as string;
+  const exists = async (id: string) => (await t.api("GET", `/v1/sessions/${id}`)).status === 200;
+
+  it("prints help for every subcommand with exit 0", async () => {
+    for (const argv of [["--help"], ["sessions", "--help"], ["sessions", "delete", "--help"], ["sessions", "sweep", "prune", "--help"], ["plugins", "reset", "--help"], ["turn", "--help"], ["config", "--help"]]) {
+      const r = await cli(...argv);
+      assert.equal(r.code, 0, argv.join(" "));
+      assert.match(r.out, new RegExp(`^Usage: hookbox ${argv.slice(0, -1).join(" ")}`), argv.join(" "));
+    }
+    assert.match((await cli("sessions", "sweep", "prune", "--help")).out, /--older-than-days <n>[\s\S]*--dry-run/);
+  });
+
+  it("prints one line plus a hint for a usage error (exit 2), not the whole usage", async () => {
+    for (const [argv, line] of [
+      [["sessions", "list", "--bogus"], /^hookbox: unknown option '--bogus'$/],
+      [["sesions"], /^hookbox: unknown command 'sesions' \(Did you mean sessions\?\)$/],
+      [["sessions", "sweep", "prune", "--grace-seconds", "3"], /^hookbox: unknown option '--grace-seconds'$/],
+      [["sessions", "list", "--limit", "0"], /^hookbox: option '--limit <n>' argument '0' is invalid/],
+      [["compress", "s_x", "--kind", "micro_summarize", "--rotate"], /^hookbox: --rotate applies to --kind summarize only$/],
+    ] as const) {
+      const r = await cli(...argv);
+      assert.equal(r.code, 2, argv.join(" "));
+      const lines = r.err.split("\n");
+      assert.equal(lines.length, 2, r.err);
+      assert.match(lines[0]!, line);
+      assert.match(lines[1]!, /^hint: run "hookbox .*--help" for usage$/);
+    }
+  });
+
+  it("delete, archive and unarchive of a missing id fail naming it (exit 1) and change nothing", async () => {
+    const a = await create();
+    for (const sub of ["delete", "archive", "unarchive"]) {
+      const r = await cli("sessions", sub, a, "s_missing1");
+      assert.equal(r.code, 1, sub);
+      assert.equal(r.err, "hookbox: no such session: s_missing1");
+    }
+    assert.equal(await exists(a), true);
+    assert.equal((await t.api("GET", `/v1/sessions/${a}`)).body.session.archived, false);
+    assert.equal((await cli("sessions", "archive", a)).out, `archived ${a}`);
+    assert.equal((await cli("sessions", "unarchive", a)).out, `unarchived ${a}`);
+    assert.equal((await t.api("GET", `/v1/sessions/${a}`)).body.session.archived, false);
+  });
+
+  it("--dry-run for every sweep lists what would go and changes nothing", async () => {
+    const old = await create();
+    const child = await create({ parent_session_id: old });
+    await seed(t.core, child, [["user", "hi"]]);
+    clock += 400 * 86_400_000;
+    const cases: Array<[string[], RegExp]> = [
+      [["empty_sweep"], /empty_sweep: \d+ would be deleted \(dry run, nothing changed\)/],
+      [["prune", "--older-than-days", "1"], new RegExp(`would delete ${child}[\\s\\S]*prune: \\d+ would be deleted \\(dry run, nothing changed\\)`)],
+      [["ghost_prune"], /ghost_prune: \d+ would be deleted/],
+      [["profile_repair"], /profile_repair: \d+ would be deleted/],
+      [["idle_archive", "--older-than-days", "1"], new RegExp(`would archive ${old}[\\s\\S]*idle_archive: \\d+ would be archived`)],
+    ];
+    for (const [argv, want] of cases) {
+      const r = await cli("sessions", "sweep", ...argv, "--dry-run");
+      assert.equal(r.code, 0, argv.join(" "));
+      assert.match(r.out, want, argv.join(" "));
+    }
+    // the dry prune listed the parent with its cascaded child; nothing was deleted or archived
+    assert.match((await cli("sessions", "sweep", "prune", "--older-than-days", "1", "--dry-run")).out, new RegExp(`would delete ${old}`));
+    assert.equal(await exists(old), true);
+    assert.equal(await exists(child), true);
+    assert.equal((await t.api("GET", `/v1/sessions/${old}`)).body.session.archived, false);
+    const real = await cli("sessions", "sweep", "prune", "--older-than-days", "1");
+    assert.match(real.out, new RegExp(`deleted ${child}`));
+    assert.equal(await exists(old), false);
+  });
+
+  it("shows a session and its messages, runs a turn, and says why compress did nothing", async () => {
+    const s = await create({ platform: "cli" });
+    const turn = await cli("turn", s, "calc", "(2+3)*4");
+    assert.equal(turn.code, 0, turn.err);
+    assert.match(turn.out, /20/);
+    const show = await cli("sessions", "show", s);
+    assert.equal(JSON.parse(show.out).id, s);
+    const msgs = await cli("sessions", "messages", s);
+    assert.match(msgs.out, /^1\tuser\tcalc \(2\+3\)\*4/);
+    assert.ok(JSON.parse((await cli("sessions", "messages", s, "--json")).out).length >= 2);
+    const none = await cli("compress", s);
+    assert.equal(none.code, 0);
+    assert.match(none.out, /^nothing compacted \(empty\): .*kept as they are/);
+    assert.equal((await cli("sessions", "show", "s_missing2")).code, 1);
+    assert.equal((await cli("turn", "s_missing3", "hello")).code, 1);
+  });
+
+  it("plugins reset clears persisted enable/disable overrides", async () => {
+    const db = t.core.storage.db;
+    await db.insertInto("plugin_state").values([
+      { name: "a", enabled: 0, quarantined: null, updated_at: 1 },
+      { name: "b", enabled: 1, quarantined: "x", updated_at: 1 },
+    ]).execute();
+    const one = await cli("plugins", "reset", "a");
+    assert.match(one.out, /override cleared: a\n1 override\(s\) cleared/);
+    assert.deepEqual((await db.selectFrom("plugin_state").select(["name", "enabled", "quarantined"]).orderBy("name").execute()), [
+      { name: "a", enabled: null, quarantined: null },
+      { name: "b", enabled: 1, quarantined: "x" },
+    ]);
+    assert.match((await cli("plugins", "reset")).out, /override cleared: b/);
+  });
+});
+
+describe("configuration (operator)", () => {
+  it("takes every setting from an environment variable, provider key included", () => {
+    const c = parseConfig(
+      { provider: { type: "openai", base_url: "http://127.0.0.1:1/v1", model: "m" } },
+      { HOOKBOX_PROVIDER_API_KEY: "sk-env", HOOKBOX_COMPACTION_KEEP_RECENT_MESSAGES: "7", HOOKBOX_PLUGINS_GRANTS: '{"whoami":["kv"]}', HOOKBOX_SHUTDOWN_GRACE_SECONDS: "3" },
+    );
+    assert.equal(c.provider.type === "openai" && c.provider.api_key, "sk-env");
+    assert.equal(c.compaction.keep_recent_messages, 7);
+    assert.deepEqual(c.plugins.grants, { whoami: ["kv"] });
+    assert.equal(c.shutdown_grace_seconds, 3);
+    const names = ENV_SETTINGS.map((s) => s.env);
+    for (const name of ["HOOKBOX_DB_URL", "HOOKBOX_API_TOKEN", "HOOKBOX_PROVIDER_API_KEY", "HOOKBOX_PROVIDER_BASE_URL", "HOOKBOX_PLUGINS_ENABLED", "HOOKBOX_IDEMPOTENCY_TTL_SECONDS"]) {
+      assert.ok(names.includes(name), name);
+    }
+    assert.throws(() => parseConfig({}, { HOOKBOX_PORT: "http" }), /HOOKBOX_PORT \(port\): /);
+  });
+
+  it("refuses unknown keys, capabilities and plugin names with a suggestion", () => {
+    assert.throws(() => parseConfig({ plugins: { enabeld: [] } }), (e: Error) => e instanceof ConfigError && /plugins\.enabeld: unknown field "enabeld" \(did you mean enabled\?\)/.test(e.message));
+    assert.throws(() => parseConfig({ plugins: { grants: { whoami: ["KV"] } } }), /plugins\.grants\.whoami\.0: unknown capability "KV" \(did you mean kv\?\)/);
+    const c = parseConfig({ plugins: { enabled: ["whoami", "sidecar-indx"], grants: { tasktracker: ["kv"] } } });
+    assert.throws(
+      () => checkPluginNames(c, ["whoami", "sidecar-index", "task-tracker"]),
+      /plugins\.enabled: no plugin named "sidecar-indx" .*\(did you mean sidecar-index\?\); plugins\.grants: no plugin named "tasktracker" .*\(did you mean task-tracker\?\)/,
+    );
+    assert.doesNotThrow(() => checkPluginNames(parseConfig({ plugins: { enabled: ["whoami"] } }), ["whoami"]));
+  });
+
+  it("`hookbox config` prints the effective configuration with secrets masked", async () => {
+    const config = parseConfig(
+      { db_url: "libsql://user:pw@db.example:8080?authToken=abc", provider: { type: "openai", base_url: "http://127.0.0.1:1/v1", model: "m" } },
+      { HOOKBOX_API_TOKEN: "tok-secret", HOOKBOX_PROVIDER_API_KEY: "sk-secret", HOOKBOX_DB_AUTH_TOKEN: "dbsecret" },
+    );
+    const out: string[] = [];
+    assert.equal(await runCli(["config"], { out: (l) => out.push(l), err: (l) => out.push(l) }, { config }), 0);
+    const text = out.join("\n");
+    for (const secret of ["tok-secret", "sk-secret", "dbsecret", "pw@", "abc"]) assert.ok(!text.includes(secret), secret);
+    const printed = JSON.parse(text);
+    assert.equal(printed.api_token, "***");
+    assert.equal(printed.provider.api_key, "***");
+    assert.equal(printed.provider.model, "m");
+    assert.deepEqual(maskSecrets(parseConfig({})), JSON.parse(JSON.stringify(parseConfig({}))), "nothing to mask: unchanged");
+  });
+});
