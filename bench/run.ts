@@ -10,6 +10,7 @@ import { runBulkDelete } from "./suites/bulk-delete.ts";
 import { runFuel } from "./suites/fuel.ts";
 import { runHttpTurn } from "./suites/http-turn.ts";
 import { runListing } from "./suites/listing.ts";
+import { runStartup } from "./suites/startup.ts";
 
 const SUITES: Record<string, (o: BenchOptions) => Promise<Row[]>> = {
   fanout: runFanout,
@@ -17,6 +18,7 @@ const SUITES: Record<string, (o: BenchOptions) => Promise<Row[]>> = {
   fuel: runFuel,
   http: runHttpTurn,
   listing: runListing,
+  startup: runStartup,
 };
 
 function selected(argv: readonly string[]): string[] {

@@ -6,7 +6,7 @@ const find = (rows: readonly Row[], group: string, kase: string) => rows.find((r
 interface Check {
   label: string;
   /** The figure shown, and whether it meets the goal; undefined when its suite did not run. */
-  eval(rows: readonly Row[]): { value: number; met: boolean; note: string } | undefined;
+  eval(rows: readonly Row[]): { value: number; met: boolean; note: string; unit?: "ms" } | undefined;
 }
 
 /** The 10-plugin post_compaction row of one workload: p99 under 1 ms, and at most 10x the floor. */
@@ -32,6 +32,13 @@ const fanoutChecks = (workload: string): Check[] => {
 
 const CHECKS: Check[] = [
   {
+    label: "restart with 100 plugins < 2 s",
+    eval(rows) {
+      const r = find(rows, "start-up", "100 plugins, restart");
+      return r && { value: r.mean_ms!, met: r.mean_ms! < 2000, note: "median of the restarts", unit: "ms" };
+    },
+  },
+  {
     label: "listing/paging at 100,000 sessions <= 1.5x near-empty db",
     eval(rows) {
       const rs = rows.filter((r) => r.group.startsWith("GET /v1/sessions") && r.sessions === 100_000);
@@ -44,7 +51,7 @@ const CHECKS: Check[] = [
     label: "bare bulk delete of 100,000 sessions <= 1 s",
     eval(rows) {
       const r = find(rows, "bulk delete 100,000", "bare");
-      return r && { value: r.mean_ms! / 1000, met: r.mean_ms! <= 1000, note: `${r.mean_ms!.toFixed(0)} ms (value in s)` };
+      return r && { value: r.mean_ms!, met: r.mean_ms! <= 1000, note: "mean of the rounds", unit: "ms" };
     },
   },
   {
@@ -114,7 +121,8 @@ export function targetRows(rows: readonly Row[]): Row[] {
     const r = c.eval(rows);
     if (!r) continue;
     const isTime = / p99 < /.test(c.label);
-    out.push({ group: "target", case: c.label, ...(isTime ? { p99_ms: r.value } : { ratio: r.value }), met: r.met, note: r.note });
+    const figure = r.unit === "ms" ? { mean_ms: r.value } : isTime ? { p99_ms: r.value } : { ratio: r.value };
+    out.push({ group: "target", case: c.label, ...figure, met: r.met, note: r.note });
   }
   return out;
 }
