@@ -1,6 +1,7 @@
 // The hook catalogue: every hook the core emits, its payload fields and whether its return is used.
 // This is the contract plugins are written against (SPEC "Hooks"); payload schemas double as the
 // documentation served by GET /v1/hooks and as test oracles.
+import { toJsonSchema } from "@valibot/to-json-schema";
 import * as v from "valibot";
 
 export const SCHEMA_VERSION = 1;
@@ -34,10 +35,23 @@ export type Source = v.InferOutput<typeof SourceSchema>;
 const MessageSchema = v.object({ role: v.string(), content: v.string() });
 
 const session = { session_id: v.string() };
+const Args = v.record(v.string(), v.unknown());
+const UsageSchema = v.object({ prompt_tokens: v.number(), completion_tokens: v.number(), total_tokens: v.number() });
+/** How a tool call ended: ran, failed (error says why) or blocked by a pre_tool_call directive. */
+export const TOOL_STATUSES = ["ok", "error", "blocked"] as const;
+export type ToolStatus = (typeof TOOL_STATUSES)[number];
+const toolCall = { ...session, turn_id: v.string(), tool_call_id: v.string(), tool_name: v.string(), args: Args };
+const toolResult = {
+  ...toolCall,
+  result: v.string(),
+  duration_ms: v.number(),
+  status: v.picklist(TOOL_STATUSES),
+  error: v.nullable(v.string()),
+};
 
 /** Fields of each hook, without the `hook` and `schema_version` every payload also carries. */
 export const HOOK_FIELDS = {
-  on_session_start: v.object({ ...session, profile: v.string(), platform: v.string(), source: SourceSchema }),
+  on_session_start: v.object({ ...session, profile: v.string(), platform: v.string(), source: SourceSchema, model: v.string() }),
   on_session_end: v.object({ ...session, reason: v.string() }),
   on_session_finalize: v.object({ ...session }),
   on_session_reset: v.object({ ...session, old_session_id: v.string() }),
@@ -45,19 +59,18 @@ export const HOOK_FIELDS = {
     ...session,
     conversation_history: v.array(MessageSchema),
     user_message: v.string(),
+    platform: v.string(),
+    model: v.string(),
+    turn_id: v.string(),
+    is_first_turn: v.boolean(),
+    user_id: v.nullable(v.string()),
+    parent_session_id: v.nullable(v.string()),
   }),
-  post_llm_call: v.object({
-    ...session,
-    response: v.string(),
-    usage: v.object({ prompt_tokens: v.number(), completion_tokens: v.number(), total_tokens: v.number() }),
-  }),
-  pre_tool_call: v.object({ ...session, tool_name: v.string(), args: v.record(v.string(), v.unknown()) }),
-  post_tool_call: v.object({
-    ...session,
-    tool_name: v.string(),
-    args: v.record(v.string(), v.unknown()),
-    result: v.string(),
-  }),
+  post_llm_call: v.object({ ...session, response: v.string(), usage: UsageSchema, user_message: v.string(), model: v.string(), turn_id: v.string() }),
+  pre_tool_call: v.object(toolCall),
+  post_tool_call: v.object(toolResult),
+  transform_tool_result: v.object(toolResult),
+  transform_llm_output: v.object({ ...session, turn_id: v.string(), response: v.string() }),
   post_compaction: v.object({
     ...session,
     old_session_id: v.string(),
@@ -81,7 +94,9 @@ export const HOOK_NAMES = Object.keys(HOOK_FIELDS) as HookName[];
 export type HookFields<H extends HookName> = v.InferOutput<(typeof HOOK_FIELDS)[H]>;
 export type HookPayload<H extends HookName> = HookFields<H> & { hook: H; schema_version: number };
 
-/** Hooks whose return value the core uses; every other hook is an observer. */
+/** Hooks whose return value the core uses; every other hook is an observer (its output is ignored). */
+export const RETURNS_USED: ReadonlySet<HookName> = new Set<HookName>(["pre_llm_call", "pre_tool_call", "transform_tool_result", "transform_llm_output"]);
+/** Hooks whose output the dispatcher reads as pre_llm_call context. */
 export const HOOKS_WITH_RESULT: ReadonlySet<HookName> = new Set<HookName>(["pre_llm_call"]);
 
 export function isHookName(name: string): name is HookName {
@@ -95,12 +110,35 @@ export const PreLlmResultSchema = v.union([
   v.null(),
 ]);
 
-/** Catalogue as data, for GET /v1/hooks. */
-export function describeHooks(): Array<{ hook: HookName; fields: string[]; returns_used: boolean; schema_version: number }> {
+/** What a pre_tool_call plugin may return: nothing, or a block / modify directive. */
+export const ToolDirectiveSchema = v.union([
+  v.null(),
+  v.object({ action: v.literal("allow") }),
+  v.object({ action: v.literal("block"), message: v.optional(v.string(), "blocked by a plugin") }),
+  v.object({ action: v.literal("modify"), args: Args }),
+]);
+export type ToolDirective = v.InferOutput<typeof ToolDirectiveSchema>;
+
+/** What a transform hook may return: nothing (keep), a string or {"result"|"response": string}. */
+export const TransformResultSchema = v.union([
+  v.null(),
+  v.string(),
+  v.object({ result: v.string() }),
+  v.object({ response: v.string() }),
+]);
+
+/** The full payload schema of `hook` (fields plus `hook` and `schema_version`). */
+export function payloadSchema(hook: HookName) {
+  return v.object({ hook: v.literal(hook), schema_version: v.literal(SCHEMA_VERSION), ...HOOK_FIELDS[hook].entries });
+}
+
+/** Catalogue as data, for GET /v1/hooks: each payload's JSON Schema is generated from its valibot schema. */
+export function describeHooks(): Array<{ hook: HookName; fields: string[]; returns_used: boolean; schema_version: number; schema: unknown }> {
   return HOOK_NAMES.map((hook) => ({
     hook,
     fields: Object.keys(HOOK_FIELDS[hook].entries),
-    returns_used: HOOKS_WITH_RESULT.has(hook),
+    returns_used: RETURNS_USED.has(hook),
     schema_version: SCHEMA_VERSION,
+    schema: toJsonSchema(payloadSchema(hook), { typeMode: "input", errorMode: "ignore" }),
   }));
 }

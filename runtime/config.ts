@@ -6,6 +6,7 @@ import * as v from "valibot";
 import { CAPABILITY_PATTERN } from "../host-api/capabilities.ts";
 import { describeIssue, schemaLeaves } from "./util/schema-walk.ts";
 import { suggest } from "./util/suggest.ts";
+import { log } from "./log.ts";
 
 const Seconds = v.pipe(v.number(), v.minValue(0.001), v.maxValue(86_400));
 /** A plugin's name (its folder, manifest name, config key and URL segment). */
@@ -96,7 +97,8 @@ export const ConfigSchema = v.strictObject({
       disabled: v.optional(v.array(PluginName), []),
       /** Capability grants per plugin: "kv", "sessions:read", "http:<host>". */
       grants: v.optional(v.record(PluginName, v.array(Capability)), {}),
-      hook_callback_timeout: v.optional(Seconds, 30),
+      /** Seconds; edge values are normalized with a warning (see hookTimeout), never refused. */
+      hook_callback_timeout: v.optional(v.unknown()),
       cooloff_seconds: v.optional(v.pipe(v.number(), v.minValue(0)), 60),
       quarantine_after: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1)), 5),
       limits: v.optional(v.record(PluginName, PluginLimitsSchema), {}),
@@ -106,7 +108,12 @@ export const ConfigSchema = v.strictObject({
     {},
   ),
 });
-export type Config = v.InferOutput<typeof ConfigSchema>;
+type ParsedConfig = v.InferOutput<typeof ConfigSchema>;
+export type Config = Omit<ParsedConfig, "plugins"> & {
+  plugins: Omit<ParsedConfig["plugins"], "hook_callback_timeout"> & { hook_callback_timeout: number };
+  /** What parsing corrected (e.g. an out-of-range hook_callback_timeout); each was logged. */
+  warnings: string[];
+};
 export type ConfigInput = v.InferInput<typeof ConfigSchema>;
 
 export class ConfigError extends Error {
@@ -161,8 +168,12 @@ export function parseConfig(input: unknown, env: Record<string, string | undefin
       .join("; ");
     throw new ConfigError(`${origin}: ${where}`);
   }
-  checkBindHost(res.output);
-  return res.output;
+  const warnings: string[] = [];
+  const { hook_callback_timeout, ...plugins } = res.output.plugins;
+  const c: Config = { ...res.output, plugins: { ...plugins, hook_callback_timeout: hookTimeout(hook_callback_timeout, warnings) }, warnings };
+  for (const w of warnings) log("warn", w, { origin });
+  checkBindHost(c);
+  return c;
 }
 
 /**
@@ -196,6 +207,28 @@ export function maskSecrets(c: Config): unknown {
     return value;
   };
   return JSON.parse(JSON.stringify(c, mask));
+}
+
+export const DEFAULT_HOOK_TIMEOUT_SECONDS = 30;
+export const MAX_HOOK_TIMEOUT_SECONDS = 600;
+
+/**
+ * plugins.hook_callback_timeout as the reference agent reads it: above 600 s is clamped to 600,
+ * zero, negative or non-numeric values fall back to the default; each with a warning, never a
+ * refusal to start (an operator's typo must not take the agent down).
+ */
+function hookTimeout(raw: unknown, warnings: string[]): number {
+  if (raw === undefined) return DEFAULT_HOOK_TIMEOUT_SECONDS;
+  const n = typeof raw === "number" ? raw : typeof raw === "string" && raw.trim() !== "" ? Number(raw) : NaN;
+  if (!Number.isFinite(n) || n <= 0) {
+    warnings.push(`plugins.hook_callback_timeout ${JSON.stringify(raw)} is not a positive number of seconds; using the default ${DEFAULT_HOOK_TIMEOUT_SECONDS}`);
+    return DEFAULT_HOOK_TIMEOUT_SECONDS;
+  }
+  if (n > MAX_HOOK_TIMEOUT_SECONDS) {
+    warnings.push(`plugins.hook_callback_timeout ${n} is above ${MAX_HOOK_TIMEOUT_SECONDS} s; clamped to ${MAX_HOOK_TIMEOUT_SECONDS}`);
+    return MAX_HOOK_TIMEOUT_SECONDS;
+  }
+  return n;
 }
 
 /** Without a token the API must not be reachable from other machines (also for `serve --host`). */

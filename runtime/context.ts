@@ -11,6 +11,8 @@ export interface CoreContext {
   readonly dispatcher: HookDispatcher;
   readonly now: () => number;
   readonly sessionLocks: KeyedMutex;
+  /** The model turns call (the provider's model name), as hooks report it. */
+  readonly model: string;
 }
 
 export const newId = (prefix: string): string => `${prefix}_${crypto.randomUUID().replaceAll("-", "")}`;

@@ -52,9 +52,9 @@ export async function createCore(config: Config, opts: CoreOptions = {}): Promis
     maxOutputBytes: Number.MAX_SAFE_INTEGER,
     now,
   });
-  const ctx: CoreContext = { config, storage, dispatcher, now, sessionLocks: new KeyedMutex() };
-  const commands = new CommandRegistry(config.plugins.command_users);
   const provider = opts.provider ?? createProvider(config.provider);
+  const ctx: CoreContext = { config, storage, dispatcher, now, sessionLocks: new KeyedMutex(), model: provider.model };
+  const commands = new CommandRegistry(config.plugins.command_users);
   const sessions = new SessionService(ctx);
   const deletion = new DeletionService(ctx);
   const compaction = new CompactionEngine(ctx, provider);

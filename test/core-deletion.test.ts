@@ -204,7 +204,11 @@ describe("deletion", () => {
     rec.clear();
     const res = await t.api("POST", "/v1/maintenance/profile_repair", {});
     assert.deepEqual(res.body.deleted_ids, ["s_blank_profile", "s_wrong_profile_child"]);
-    assert.deepEqual(deletes().map((e) => [e.reason, e.profile]), [["profile_repair", "*"]]);
+    // One event per profile, each a real profile name (the blank one is the root's, "default").
+    assert.deepEqual(deletes().map((e) => [e.reason, e.profile, e.deleted_ids]), [
+      ["profile_repair", "default", ["s_blank_profile"]],
+      ["profile_repair", "elsewhere", ["s_wrong_profile_child"]],
+    ]);
     assert.equal(await exists(parent), true);
     // The API itself refuses to create such a child.
     const refused = await t.api("POST", "/v1/sessions", { profile: "elsewhere", parent_session_id: parent });

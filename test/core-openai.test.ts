@@ -139,6 +139,19 @@ describe("OpenAI-compatible provider", () => {
     assert.deepEqual(roles, ["summary", "user", "user", "assistant"]);
   });
 
+  it("an upstream's own trigger maps to provider (its context filled) or unknown, never to another reason", async () => {
+    const seen: Array<[string, string]> = [];
+    for (const trigger of ["context_window", "manual", "between_turns", "overflow", "whatever"]) {
+      const id = await newSession();
+      await seed(t.core, id, [["user", words(80)], ["assistant", words(80)], ["user", words(80)]]);
+      handler = () => reply("ok", { compaction: { summary: `upstream folded two (${trigger})`, replaced: 2, trigger } });
+      rec.clear();
+      assert.equal((await t.api("POST", `/v1/sessions/${id}/turns`, { message: "next" })).status, 200);
+      for (const e of rec.of("post_compaction")) seen.push([trigger, e.reason]);
+    }
+    assert.deepEqual(seen, [["context_window", "provider"], ["manual", "unknown"], ["between_turns", "unknown"], ["overflow", "unknown"], ["whatever", "unknown"]]);
+  });
+
   it("an upstream failure is a 502 and leaves no half-written turn", async () => {
     const id = await newSession();
     handler = () => ({ status: 503, json: { error: { message: "overloaded" } } });

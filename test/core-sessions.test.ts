@@ -22,7 +22,7 @@ describe("sessions over HTTP", () => {
     const [ev] = rec.of("on_session_start");
     assert.deepEqual(
       { ...ev },
-      { hook: "on_session_start", schema_version: 1, session_id: s.id, profile: "work", platform: "telegram", source: { user_id: "u1", chat_id: "c1", thread_id: null } },
+      { hook: "on_session_start", schema_version: 1, session_id: s.id, profile: "work", platform: "telegram", source: { user_id: "u1", chat_id: "c1", thread_id: null }, model: "local" },
     );
     const got = await t.api("GET", `/v1/sessions/${s.id}`);
     assert.equal(got.status, 200);

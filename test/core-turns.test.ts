@@ -61,7 +61,10 @@ describe("turns", () => {
     rec.clear();
     const calc = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "calc (2 + 3) * 4" });
     assert.equal(calc.status, 200);
-    assert.deepEqual(calc.body.tool_calls, [{ tool_name: "calculator", args: { expression: "(2 + 3) * 4" }, result: "(2 + 3) * 4 = 20" }]);
+    assert.deepEqual(
+      calc.body.tool_calls.map((r: any) => ({ tool_name: r.tool_name, args: r.args, result: r.result, status: r.status, error: r.error })),
+      [{ tool_name: "calculator", args: { expression: "(2 + 3) * 4" }, result: "(2 + 3) * 4 = 20", status: "ok", error: null }],
+    );
     assert.match(calc.body.reply, /returned \(2 \+ 3\) \* 4 = 20/);
     assert.deepEqual(rec.of("pre_tool_call").map((e) => [e.tool_name, e.args]), [["calculator", { expression: "(2 + 3) * 4" }]]);
     assert.deepEqual(rec.of("post_tool_call").map((e) => [e.session_id, e.result]), [[id, "(2 + 3) * 4 = 20"]]);
@@ -124,12 +127,20 @@ describe("turns", () => {
     assert.equal(refused.body.error.code, "forbidden");
     const bare = await t.api("POST", "/v1/commands/secret", {});
     assert.equal(bare.status, 403);
-    const noUser = await t.api("POST", "/v1/commands/secret", { source: { chat_id: "c" } });
+    const as = async (source: object) => (await t.api("POST", "/v1/sessions", { source })).body.session.id as string;
+    const noUser = await t.api("POST", "/v1/commands/secret", { session_id: await as({ chat_id: "c" }) });
     assert.equal(noUser.status, 403);
-    const ok = await t.api("POST", "/v1/commands/secret", { source: { user_id: "carol" } });
+    const carol = await as({ user_id: "carol" });
+    const ok = await t.api("POST", "/v1/commands/secret", { session_id: carol });
     assert.deepEqual([ok.status, ok.body.output], [200, "ok carol"]);
-    assert.equal((await t.api("POST", "/v1/commands/admin-only", { source: { user_id: "carol" } })).status, 403);
-    assert.equal((await t.api("POST", "/v1/commands/admin-only", { source: { user_id: "alice" } })).body.output, "admin ok");
+    assert.equal((await t.api("POST", "/v1/commands/admin-only", { session_id: carol })).status, 403);
+    assert.equal((await t.api("POST", "/v1/commands/admin-only", { session_id: await as({ user_id: "alice" }) })).body.output, "admin ok");
+    // The identity is the session's: a body claiming alice's source or a platform is refused outright.
+    for (const claim of [{ source: { user_id: "alice" } }, { session_id: carol, source: { user_id: "alice" } }, { session_id: carol, platform: "admin" }]) {
+      const forged = await t.api("POST", "/v1/commands/admin-only", claim);
+      assert.equal(forged.status, 400, JSON.stringify(claim));
+      assert.match(forged.body.error.message, /identity comes from the session/);
+    }
     const listed = await t.api("GET", "/v1/commands");
     assert.ok(listed.body.commands.some((c: any) => c.name === "secret" && c.sensitive === true));
   });

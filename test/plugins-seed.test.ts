@@ -93,11 +93,12 @@ describe("seed plugins over HTTP", () => {
   });
 
   it("a plugin's KV survives a restart of the runtime", async () => {
-    await command(s, "conventions", { raw_args: "Tabs, not spaces.", source: { user_id: "ops" } });
+    const ops = await newSession(s, "ops");
+    await command(s, "conventions", { raw_args: "Tabs, not spaces.", session_id: ops });
     await s.plugins.flush();
     await s.core.plugins.disable("memory-reinject");
     await s.core.plugins.enable("memory-reinject");
-    const shown = await command(s, "conventions", { source: { user_id: "ops" } });
+    const shown = await command(s, "conventions", { session_id: ops });
     assert.equal(JSON.parse(shown.body.output).conventions, "Tabs, not spaces.");
   });
 });

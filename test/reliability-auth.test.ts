@@ -167,10 +167,12 @@ describe("reliability: sensitive plugin commands need an identity", () => {
     assert.equal((await pluginInfo(s, "memory-reinject")).status, "active");
     const anonymous = (await s.api("POST", "/v1/sessions", { platform: "web" })).body.session.id;
     const blank = (await s.api("POST", "/v1/sessions", { source: { user_id: "  " } })).body.session.id;
+    // Identity comes from the session: each empty identity is a session created with it.
+    const sessionsOf = await Promise.all(NO_IDENTITY.map(async ([what, body]) => [what, { session_id: (await s.api("POST", "/v1/sessions", body)).body.session.id }] as const));
     const before = await state();
     const calls = (await pluginInfo(s, "memory-reinject")).stats?.calls ?? 0;
     const failures: string[] = [];
-    for (const [what, body] of [...NO_IDENTITY, ["anonymous session", { session_id: anonymous }], ["blank-user session", { session_id: blank }]] as const) {
+    for (const [what, body] of [["no session", {}], ...sessionsOf, ["anonymous session", { session_id: anonymous }], ["blank-user session", { session_id: blank }]] as const) {
       const res = await command(s, "conventions", { ...body, raw_args: "all your base" });
       if (res.status !== 403 || res.body.error?.code !== "forbidden") failures.push(`${what}: ${res.status} ${JSON.stringify(res.body)}`);
     }
@@ -182,12 +184,12 @@ describe("reliability: sensitive plugin commands need an identity", () => {
     assert.equal(await state(), before, "a refused command changed the plugin's KV");
     assert.equal((await pluginInfo(s, "memory-reinject")).stats?.calls ?? 0, calls, "a refused command reached the plugin");
     // The same command with an identity runs (so the refusals above are about identity).
-    const ok = await command(s, "conventions", { source: { user_id: "ana" } });
+    const ok = await command(s, "conventions", { session_id: await newSession(s, "ana") });
     assert.equal(ok.status, 200, JSON.stringify(ok.body));
     // A non-sensitive plugin command runs without one.
     assert.equal((await command(s, "whoami", {})).status, 200);
     // And the token still guards the command endpoint.
-    assert.equal((await s.api("POST", "/v1/commands/conventions", { source: { user_id: "ana" } }, { authorization: "Bearer nope" })).status, 401);
+    assert.equal((await s.api("POST", "/v1/commands/conventions", { session_id: anonymous }, { authorization: "Bearer nope" })).status, 401);
   });
 });
 
@@ -201,8 +203,12 @@ describe("reliability: sensitive commands limited to listed users", () => {
   it("runs for a listed user only", async () => {
     const bob = await newSession(s, "bob");
     assert.equal((await command(s, "conventions", { session_id: bob, raw_args: "bob was here" })).status, 403);
-    assert.equal((await command(s, "conventions", { source: { user_id: "ana " } })).status, 403);
-    const ana = await command(s, "conventions", { source: { user_id: "ana" }, raw_args: "ana rules" });
+    assert.equal((await command(s, "conventions", { session_id: await newSession(s, "ana ") })).status, 403);
+    // An anonymous session cannot borrow ana's identity through the body (the seed's bypass).
+    const anon = (await s.api("POST", "/v1/sessions", {})).body.session.id;
+    const forged = await command(s, "conventions", { session_id: anon, source: { user_id: "ana" }, platform: "telegram", raw_args: "not ana" });
+    assert.equal(forged.status, 400, JSON.stringify(forged.body));
+    const ana = await command(s, "conventions", { session_id: await newSession(s, "ana"), raw_args: "ana rules" });
     assert.equal(ana.status, 200);
     assert.match(ana.body.output, /ana rules/);
   });

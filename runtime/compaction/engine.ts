@@ -3,7 +3,7 @@
 // changed. Attempts that change nothing (empty, cooldown, aborted summary, result not shorter,
 // unsupported, session gone) report why and emit nothing.
 import { sql } from "kysely";
-import { COMPACTION_REASONS, type CompactionKind, type CompactionReason } from "../../hooks/catalogue.ts";
+import { type CompactionKind, type CompactionReason } from "../../hooks/catalogue.ts";
 import { newId, type CoreContext } from "../context.ts";
 import { AppError, conflict, notFound } from "../errors.ts";
 import { estimateTokens } from "../tokens.ts";
@@ -50,10 +50,16 @@ interface Plan {
 const UNTHROTTLED: ReadonlySet<CompactionReason> = new Set(["manual", "overflow", "provider", "unknown"]);
 const PRUNED = /^\[tool result pruned: \d+ chars\]$/;
 
-/** Maps what a provider said about its own compaction onto a post_compaction reason. */
+/** Triggers by which a provider says it compacted because its own context filled up. */
+const PROVIDER_TRIGGERS: ReadonlySet<string> = new Set(["context_window", "provider", "context_length", "auto"]);
+
+/**
+ * Maps what a provider said about its own compaction onto a post_compaction reason: `provider` for a
+ * recognised own trigger, else `unknown` — never passed through as another reason (a gateway saying
+ * "manual" did not get a manual /compress from this host).
+ */
 export function reasonForTrigger(trigger: string | undefined): CompactionReason {
-  if (trigger === "context_window") return "provider";
-  return (COMPACTION_REASONS as readonly string[]).includes(trigger ?? "") ? (trigger as CompactionReason) : "unknown";
+  return trigger !== undefined && PROVIDER_TRIGGERS.has(trigger) ? "provider" : "unknown";
 }
 
 export class CompactionEngine {

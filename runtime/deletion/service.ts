@@ -4,7 +4,8 @@
 //   2. expands them to the cascade closure (child sessions and the compaction chain both ways)
 //      with one recursive CTE,
 //   3. deletes messages, session-scoped plugin KV rows and sessions set-based, in ONE transaction,
-//   4. after commit, emits on_session_delete once with every id actually removed.
+//   4. after commit, emits on_session_delete once per profile touched, each event with the ids
+//      actually removed in that profile (profile names are sorted; seeds first within each).
 // Ids that are already gone are simply not in the result, so a retry or an overlapping bulk delete
 // fires nothing for them. Archive uses the same path but flips the flag instead of deleting.
 import { resolve } from "node:path";
@@ -30,8 +31,8 @@ export interface RemoveResult {
   session_id: string;
   /** Every row removed (or, for archive, flipped), cascade included, sorted. */
   deleted_ids: string[];
-  /** The profile the removed sessions share, "*" when they span several. */
-  profile: string;
+  /** The profiles the removed sessions were in, sorted: one on_session_delete fired for each. */
+  profiles: string[];
   fired: boolean;
   /** Set when the request was a dry run (nothing changed). */
   dry_run?: true;
@@ -64,28 +65,45 @@ export class DeletionService {
         if (err instanceof DryRun) return err.value;
         throw err;
       });
+    const byProfile = groupByProfile(rows);
     const deleted = new Set(rows.map((r) => r.id));
-    const profiles = new Set(rows.map((r) => r.profile));
     const result: RemoveResult = {
       reason: req.reason,
-      session_id: seeds.find((id) => deleted.has(id)) ?? rows[0]?.id ?? "",
+      session_id: firstSeed(seeds, deleted) ?? rows[0]?.id ?? "",
       deleted_ids: [...deleted].sort(),
-      profile: profiles.size === 1 ? [...profiles][0]! : profiles.size === 0 ? "" : "*",
+      profiles: [...byProfile.keys()],
       fired: rows.length > 0 && !req.dryRun,
     };
     if (req.dryRun) return { ...result, dry_run: true };
-    if (result.fired) {
+    const sessions_dir = resolve(this.ctx.config.sessions_dir);
+    for (const [profile, ids] of byProfile) {
       await this.ctx.dispatcher.emit("on_session_delete", {
-        session_id: result.session_id,
+        // The event's session: a seed removed in this profile, else (cascade only) its first row.
+        session_id: firstSeed(seeds, ids) ?? [...ids][0]!,
         reason: req.reason,
-        profile: result.profile,
-        deleted_ids: result.deleted_ids,
-        sessions_dir: resolve(this.ctx.config.sessions_dir),
+        profile,
+        deleted_ids: [...ids].sort(),
+        sessions_dir,
       });
     }
     return result;
   }
 }
+
+/** A row's profile as plugins see it: a blank one (legacy rows profile_repair removes) is the root's. */
+const realProfile = (p: string) => (p.trim() === "" ? "default" : p);
+
+/** The removed ids per profile, profiles in name order. */
+function groupByProfile(rows: readonly IdProfile[]): Map<string, Set<string>> {
+  const groups = new Map<string, Set<string>>();
+  for (const r of rows) {
+    const p = realProfile(r.profile);
+    (groups.get(p) ?? groups.set(p, new Set()).get(p)!).add(r.id);
+  }
+  return new Map([...groups].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
+
+const firstSeed = (seeds: readonly string[], removed: ReadonlySet<string>) => seeds.find((id) => removed.has(id));
 
 /** Deletes the seeds and everything that cascades from them; returns what was removed. */
 async function deleteClosureIn(trx: Trx, seedJson: string): Promise<IdProfile[]> {

@@ -6,7 +6,8 @@ import type { Core } from "../core.ts";
 import { PluginName } from "../config.ts";
 import { AppError } from "../errors.ts";
 import { SWEEP_NAMES } from "../maintenance/sweeps.ts";
-import { Id, Platform, SourceInput, check, readBody } from "./validate.ts";
+import { sourceOf } from "../sessions/view.ts";
+import { Id, check, readBody } from "./validate.ts";
 
 const Days = v.pipe(v.number(), v.minValue(0), v.maxValue(36_500));
 const MAINTENANCE = {
@@ -19,11 +20,14 @@ const MAINTENANCE = {
 } as const;
 const Task = v.picklist(Object.keys(MAINTENANCE) as Array<keyof typeof MAINTENANCE>);
 const CommandName = v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/i, "command names are [a-z0-9_-]"));
+// The caller's identity (source, platform) is the session's: a body that could claim them could
+// claim another user's and pass plugins.command_users. Without a session a command runs anonymous.
+const FROM_SESSION = "identity comes from the session named by session_id; a request body cannot set it";
 const CommandBody = v.strictObject({
   raw_args: v.optional(v.pipe(v.string(), v.maxLength(10_000)), ""),
   session_id: v.optional(Id),
-  platform: v.optional(Platform),
-  source: v.optional(SourceInput),
+  platform: v.optional(v.never(FROM_SESSION)),
+  source: v.optional(v.never(FROM_SESSION)),
 });
 
 export function adminRoutes(core: Core): Hono {
@@ -66,15 +70,10 @@ export function adminRoutes(core: Core): Hono {
     const name = check(CommandName, c.req.param("name"), "command name", "invalid_id").toLowerCase();
     const body = await readBody(c, CommandBody);
     const session = body.session_id !== undefined ? await core.sessions.get(body.session_id) : undefined;
-    const source = body.source
-      ? { user_id: body.source.user_id ?? null, chat_id: body.source.chat_id ?? null, thread_id: body.source.thread_id ?? null }
-      : session
-        ? { user_id: session.user_id, chat_id: session.chat_id, thread_id: session.thread_id }
-        : null;
     const output = await core.commands.run(name, body.raw_args, {
       session_id: session?.id ?? null,
-      platform: body.platform ?? session?.platform ?? null,
-      source,
+      platform: session?.platform ?? null,
+      source: session ? sourceOf(session) : null,
     });
     return c.json({ command: name, output });
   });

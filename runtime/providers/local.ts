@@ -28,6 +28,7 @@ export function extractiveSummary(messages: ChatMessage[], words: number): strin
 
 export class LocalProvider implements Provider {
   readonly name = "local";
+  readonly model = "local";
   constructor(private readonly opts: LocalProviderOptions = {}) {}
 
   async complete(req: { messages: ChatMessage[]; tools: ToolSpec[] }): Promise<ProviderReply> {

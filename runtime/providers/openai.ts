@@ -42,7 +42,10 @@ const SUMMARY_PROMPT =
 
 export class OpenAIProvider implements Provider {
   readonly name = "openai";
-  constructor(private readonly opts: OpenAIOptions) {}
+  readonly model: string;
+  constructor(private readonly opts: OpenAIOptions) {
+    this.model = opts.model;
+  }
 
   async complete(req: { messages: ChatMessage[]; tools: ToolSpec[] }): Promise<ProviderReply> {
     const body: Record<string, unknown> = { model: this.opts.model, messages: req.messages.map(toWire) };

@@ -46,6 +46,8 @@ export interface ProviderReply {
 
 export interface Provider {
   readonly name: string;
+  /** The model this provider answers with (payload field `model` of the hooks). */
+  readonly model: string;
   complete(req: { messages: ChatMessage[]; tools: ToolSpec[] }): Promise<ProviderReply>;
   /** A summary of `messages`; throws SummaryAborted when it cannot produce one. */
   summarize(messages: ChatMessage[]): Promise<string>;

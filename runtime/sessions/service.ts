@@ -65,6 +65,7 @@ export class SessionService {
       profile: row.profile,
       platform: row.platform,
       source: sourceOf(row),
+      model: this.ctx.model,
     });
     return row;
   }

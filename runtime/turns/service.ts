@@ -7,10 +7,11 @@
 // Write path: the history is read once per turn and the turn's messages (user, tool results,
 // answer) are stored in ONE write transaction when the answer is in (see TurnLog); only a
 // compaction in the middle of a turn stores them earlier, because it must see them.
+import type { ToolStatus } from "../../hooks/catalogue.ts";
 import type { CommandRegistry } from "../commands/registry.ts";
 import { parseSlash } from "../commands/registry.ts";
 import type { CompactionEngine, CompactOutcome } from "../compaction/engine.ts";
-import type { CoreContext } from "../context.ts";
+import { newId, type CoreContext } from "../context.ts";
 import { AppError, conflict } from "../errors.ts";
 import { estimateTokens } from "../tokens.ts";
 import { ContextOverflowError, ProviderError, sumUsage, ZERO_USAGE, type ChatMessage, type Provider, type ProviderReply, type ToolSpec, type Usage } from "../providers/types.ts";
@@ -25,9 +26,13 @@ const MAX_MODEL_CALLS = 5;
 const HISTORY_FOR_HOOK = 20;
 
 export interface ToolRun {
+  tool_call_id: string;
   tool_name: string;
   args: Record<string, unknown>;
   result: string;
+  status: ToolStatus;
+  error: string | null;
+  duration_ms: number;
 }
 
 export type TurnResult =
@@ -35,6 +40,7 @@ export type TurnResult =
   | {
       type: "reply";
       session_id: string;
+      turn_id: string;
       reply: string;
       injected: Array<{ plugin: string; context: string }>;
       tool_calls: ToolRun[];
@@ -87,16 +93,23 @@ export class TurnService {
       if (out.compacted) compactions.push(out);
       return out;
     };
+    const turnId = newId("t");
     const pre = await this.ctx.dispatcher.emit("pre_llm_call", {
       session_id: sessionId,
       conversation_history: turn.before.slice(-HISTORY_FOR_HOOK).map((m) => ({ role: m.role, content: m.content })),
       user_message: text,
+      platform: session.platform,
+      model: this.ctx.model,
+      turn_id: turnId,
+      is_first_turn: !turn.before.some((m) => m.role === "user"),
+      user_id: session.user_id,
+      parent_session_id: session.parent_session_id,
     });
     // Injected context rides on the current user message for this turn's model calls only.
     const injected = pre.injected;
 
     try {
-      return await this.converse(turn, text, injected, compactions, auto);
+      return await this.converse(turn, turnId, text, injected, compactions, auto);
     } catch (err) {
       // A failed turn leaves no half-written exchange behind: what it stored goes, so a retry is clean.
       await turn.discard();
@@ -106,6 +119,7 @@ export class TurnService {
 
   private async converse(
     turn: TurnLog,
+    turnId: string,
     text: string,
     injected: Array<{ plugin: string; context: string }>,
     compactions: CompactOutcome[],
@@ -131,22 +145,22 @@ export class TurnService {
       if (reply.tool_calls.length === 0 || lastCall) break;
       transcript.push({ role: "assistant", content: reply.content, tool_calls: reply.tool_calls });
       for (const tc of reply.tool_calls) {
-        const result = await this.runTool(turn, tc.name, tc.args);
-        toolRuns.push({ tool_name: tc.name, args: tc.args, result });
-        transcript.push({ role: "tool", tool_call_id: tc.id, name: tc.name, content: result });
+        const run = await this.runTool(turn, turnId, tc.id, tc.name, tc.args);
+        toolRuns.push(run);
+        transcript.push({ role: "tool", tool_call_id: tc.id, name: tc.name, content: run.result });
       }
       if (turn.tokens > budget) await auto("prune_tool_results", "post_tool");
     }
     const answer = reply?.content ?? "";
     turn.add({ role: "assistant", content: answer });
     await turn.flush();
-    await this.ctx.dispatcher.emit("post_llm_call", { session_id: sessionId, response: answer, usage });
+    await this.ctx.dispatcher.emit("post_llm_call", { session_id: sessionId, response: answer, usage, user_message: text, model: this.ctx.model, turn_id: turnId });
 
     // Between turns: summarize when over budget; prune old tool output when getting close.
     const tokens = turn.tokens;
     if (tokens > budget) await auto("micro_summarize", "between_turns");
     else if (tokens > budget * 0.75) await auto("prune_tool_results", "proactive_prune");
-    return { type: "reply", session_id: sessionId, reply: answer, injected, tool_calls: toolRuns, usage, compactions };
+    return { type: "reply", session_id: sessionId, turn_id: turnId, reply: answer, injected, tool_calls: toolRuns, usage, compactions };
   }
 
   /** Calls the provider; on a context overflow compacts once ("overflow") and retries. */
@@ -174,14 +188,18 @@ export class TurnService {
     }
   }
 
-  private async runTool(turn: TurnLog, name: string, args: Record<string, unknown>): Promise<string> {
-    const sessionId = turn.sessionId;
-    await this.ctx.dispatcher.emit("pre_tool_call", { session_id: sessionId, tool_name: name, args });
+  private async runTool(turn: TurnLog, turnId: string, callId: string, name: string, args: Record<string, unknown>): Promise<ToolRun> {
+    const call = { session_id: turn.sessionId, turn_id: turnId, tool_call_id: callId, tool_name: name, args };
+    await this.ctx.dispatcher.emit("pre_tool_call", call);
+    const t0 = performance.now();
     const tool = this.tools.get(name);
-    const result = tool ? tool.run(args) : `error: unknown tool ${name}`;
+    const error = tool ? null : `unknown tool ${name}`;
+    const result = tool ? tool.run(args) : `error: ${error}`;
+    const duration_ms = performance.now() - t0;
+    const status: ToolStatus = error ? "error" : "ok";
     turn.add({ role: "tool", content: result, tool_name: name });
-    await this.ctx.dispatcher.emit("post_tool_call", { session_id: sessionId, tool_name: name, args, result });
-    return result;
+    await this.ctx.dispatcher.emit("post_tool_call", { ...call, result, duration_ms, status, error });
+    return { tool_call_id: callId, tool_name: name, args, result, status, error, duration_ms };
   }
 }
 
