@@ -2,8 +2,9 @@
 // Arguments are copied into Extism blocks and released after the call; returned blocks are read
 // and released too, so a long-lived instance does not accumulate host-side memory.
 import { free } from "./env";
-import { loadBlock, storeString } from "./mem";
-import { decodeStringArray } from "./json";
+import { loadBlock, storeRaw, storeString } from "./mem";
+import { decodeString, decodeStringArray } from "./json";
+import { ByteWriter } from "./bytes";
 
 // @ts-ignore: decorator
 @external("extism:host/user", "hookbox_log")
@@ -84,6 +85,60 @@ export function kvList(session: string, prefix: string): string[] {
   if (off == 0) return [];
   const keys = decodeStringArray(loadBlock(off), 0);
   return keys === null ? [] : keys;
+}
+
+/**
+ * The keys in `session` starting with `prefix` as the host's raw JSON array (walk it with
+ * StringCursor: no string per key; kvList decodes them all, which large namespaces cannot afford).
+ */
+export function kvListBytes(session: string, prefix: string): Uint8Array {
+  const s = storeString(session);
+  const p = storeString(prefix);
+  const off = hookbox_kv_list(s, p);
+  free(s);
+  free(p);
+  return off == 0 ? new Uint8Array(0) : loadBlock(off);
+}
+
+/** Stores the key whose raw JSON string content is buf[start, end) (decoded only if it has escapes). */
+function storeKey(buf: Uint8Array, start: i32, end: i32): u64 {
+  for (let j = start; j < end; j++) {
+    if (load<u8>(buf.dataStart + <usize>j) == 0x5c) {
+      const k = decodeString(buf, start - 1);
+      return storeString(k === null ? "" : k);
+    }
+  }
+  return storeRaw(buf.dataStart + <usize>start, end - start);
+}
+
+/** kvDelete of the key held as a raw JSON string slice (e.g. from kvListBytes). */
+export function kvDeleteSlice(session: string, buf: Uint8Array, start: i32, end: i32): void {
+  const s = storeString(session);
+  const k = storeKey(buf, start, end);
+  hookbox_kv_delete(s, k);
+  free(s);
+  free(k);
+}
+
+/** kvGetBytes of the key held as a raw JSON string slice. */
+export function kvGetSlice(session: string, buf: Uint8Array, start: i32, end: i32): Uint8Array | null {
+  const s = storeString(session);
+  const k = storeKey(buf, start, end);
+  const off = hookbox_kv_get(s, k);
+  free(s);
+  free(k);
+  return off == 0 ? null : loadBlock(off);
+}
+
+/** kvSet of the key held as a raw JSON string slice, to the bytes in `value`. */
+export function kvSetSlice(session: string, buf: Uint8Array, start: i32, end: i32, value: ByteWriter): void {
+  const s = storeString(session);
+  const k = storeKey(buf, start, end);
+  const v = storeRaw(value.buf.dataStart, value.length);
+  hookbox_kv_set(s, k, v);
+  free(s);
+  free(k);
+  free(v);
 }
 
 /** Raw JSON array of {role, content} for a session (grant sessions:read). */

@@ -2,6 +2,7 @@
 export * from "./mem";
 export * from "./json";
 export * from "./host";
+export * from "./bytes";
 export { hookboxAbort } from "./abort";
 
 import { readInput } from "./mem";

@@ -3,8 +3,8 @@
 // tasks, since their session is gone. "/task" alone lists every task.
 // KV (plugin-wide): "next_id"; "task:<session_id>:<id>" = {"id","title","session_id","status"}.
 import {
-  beginCall, bytesOf, getNumber, getRaw, getString, getStringArray, kvDelete, kvGet, kvList, kvSet,
-  outputString, quote, GLOBAL,
+  beginCall, countStrings, findField, getString, getStringArray, kvGet, kvGetSlice, kvListBytes, kvDeleteSlice,
+  kvSet, kvSetSlice, outputString, quote, skipValue, ByteWriter, SliceSet, StringCursor, GLOBAL,
 } from "../lib";
 
 const PREFIX = "task:";
@@ -23,17 +23,20 @@ function open(sid: string, title: string): string {
   return '{"opened":' + task + "}";
 }
 
-function list(): string {
-  const keys = kvList(GLOBAL, PREFIX);
-  let out = '{"tasks":[';
+/** {"tasks":[...]}: every task's stored JSON, copied byte for byte into one buffer. */
+function list(): void {
+  const keys = kvListBytes(GLOBAL, PREFIX);
+  const out = new ByteWriter(keys.length * 3 + 16);
+  out.text('{"tasks":[');
+  const k = new StringCursor(keys, 0);
   let n = 0;
-  for (let i = 0; i < keys.length; i++) {
-    const v = kvGet(GLOBAL, keys[i]);
+  while (k.next()) {
+    const v = kvGetSlice(GLOBAL, keys, k.start, k.end);
     if (v === null) continue;
-    if (n++ > 0) out += ",";
-    out += v;
+    if (n++ > 0) out.text(",");
+    out.slice(v, 0, v.length);
   }
-  return out + "]}";
+  out.text("]}").output();
 }
 
 /** `/task <title>` opens a task for the calling session; `/task` lists. */
@@ -42,7 +45,7 @@ export function command_task(): i32 {
   const args = getString(input, "raw_args");
   const title = args === null ? "" : args.trim();
   if (title.length == 0) {
-    outputString(list());
+    list();
     return 0;
   }
   const sid = getString(input, "session_id");
@@ -54,18 +57,29 @@ export function command_task(): i32 {
   return 0;
 }
 
-/** Deletes the task at `key` (session gone) or marks it closed (session archived). */
-function closeTask(key: string, sid: string, archive: bool): void {
+/**
+ * The task at keys[start, end) (raw JSON key content) of session sid[sidStart, sidEnd): deleted when
+ * the session is gone, rewritten as closed when it was archived. `scratch` is reused for the value.
+ */
+function closeTask(keys: Uint8Array, start: i32, end: i32, archive: bool, scratch: ByteWriter): void {
   if (!archive) {
-    kvDelete(GLOBAL, key);
+    kvDeleteSlice(GLOBAL, keys, start, end);
     return;
   }
-  const v = kvGet(GLOBAL, key);
+  const v = kvGetSlice(GLOBAL, keys, start, end);
   if (v === null) return;
-  const b = bytesOf(v);
-  const id = getRaw(b, "id");
-  const title = getString(b, "title");
-  kvSet(GLOBAL, key, taskJson(id === null ? "0" : id, title === null ? "" : title, sid, "closed"));
+  // {"id","title","session_id","status"} with status "closed": the other fields are copied raw.
+  const id = findField(v, "id");
+  const title = findField(v, "title");
+  const sid = findField(v, "session_id");
+  if (id < 0 || title < 0 || sid < 0) return;
+  scratch.reset();
+  scratch
+    .text('{"id":').slice(v, id, skipValue(v, id))
+    .text(',"title":').slice(v, title, skipValue(v, title))
+    .text(',"session_id":').slice(v, sid, skipValue(v, sid))
+    .text(',"status":"closed"}');
+  kvSetSlice(GLOBAL, keys, start, end, scratch);
 }
 
 /** Above this many ids, one kvList of every task beats a kvList per session (bulk deletes). */
@@ -73,25 +87,30 @@ const BULK = 16;
 
 export function on_session_delete(): i32 {
   const input = beginCall();
-  const ids = getStringArray(input, "deleted_ids");
-  if (ids === null) return 0;
+  const at = findField(input, "deleted_ids");
   const archive = getString(input, "reason") == "archive";
-  if (ids.length <= BULK) {
+  const scratch = new ByteWriter();
+  if (countStrings(input, at) <= BULK) {
+    const ids = getStringArray(input, "deleted_ids");
+    if (ids === null) return 0;
     for (let i = 0; i < ids.length; i++) {
-      const keys = kvList(GLOBAL, PREFIX + ids[i] + ":");
-      for (let k = 0; k < keys.length; k++) closeTask(keys[k], ids[i], archive);
+      const keys = kvListBytes(GLOBAL, PREFIX + ids[i] + ":");
+      const k = new StringCursor(keys, 0);
+      while (k.next()) closeTask(keys, k.start, k.end, archive, scratch);
     }
     return 0;
   }
-  // A 10k-session bulk delete cost 10k host calls (and ran out of fuel): list the tasks once.
-  const keys = kvList(GLOBAL, PREFIX);
-  if (keys.length == 0) return 0; // no tasks: nothing to look up
-  const gone = new Set<string>();
-  for (let i = 0; i < ids.length; i++) gone.add(ids[i]);
-  for (let k = 0; k < keys.length; k++) {
-    const key = keys[k];
-    const sid = key.substring(PREFIX.length, key.lastIndexOf(":")); // "task:<session_id>:<id>"
-    if (gone.has(sid)) closeTask(key, sid, archive);
+  // A bulk delete: list the tasks once and match "task:<session_id>:<n>" against the deleted ids
+  // as raw byte slices (no string per id or key: 10,000 of them ran 64 pages out of memory).
+  const keys = kvListBytes(GLOBAL, PREFIX);
+  if (keys.length <= 2) return 0; // "[]": no tasks, nothing to look up
+  const gone = SliceSet.ofArray(input, at);
+  const k = new StringCursor(keys, 0);
+  while (k.next()) {
+    let colon = k.end - 1; // the last ':' ends the session id
+    while (colon > k.start && load<u8>(keys.dataStart + <usize>colon) != 0x3a) colon--;
+    const s = k.start + PREFIX.length;
+    if (colon > s && gone.has(keys, s, colon)) closeTask(keys, k.start, k.end, archive, scratch);
   }
   return 0;
 }
