@@ -7,6 +7,7 @@ import { parseConfig, type ConfigInput } from "../../runtime/config.ts";
 import { createCore, type Core } from "../../runtime/core.ts";
 import { setLogLevel } from "../../runtime/log.ts";
 import { startPluginHost } from "../../runtime/plugins/manager.ts";
+import { openStorage, type Storage } from "../../runtime/storage/db.ts";
 
 /** `count` copies of the plugin built in plugins-wasm/<from>, named `<prefix>-00`, `<prefix>-01`, ... */
 export interface FleetSpec {
@@ -15,6 +16,8 @@ export interface FleetSpec {
   count: number;
   /** Capabilities the operator grants each copy (default: what its manifest requests). */
   grants?: string[];
+  /** The first copy keeps the manifest's slash commands (a command name can be registered once). */
+  firstKeepsCommands?: boolean;
   /** Operator limit overrides (config plugins.limits) for each copy. */
   limits?: NonNullable<NonNullable<ConfigInput["plugins"]>["limits"]>[string];
 }
@@ -41,8 +44,9 @@ function writeFleet(dir: string, specs: readonly FleetSpec[]): { names: string[]
       const target = join(dir, name);
       mkdirSync(target, { recursive: true });
       copyFileSync(join(src, "plugin.wasm"), join(target, "plugin.wasm"));
-      // Copies drop the commands: a slash command name may be registered once, and no suite calls them.
-      writeFileSync(join(target, "manifest.json"), JSON.stringify({ ...manifest, name, commands: [] }));
+      // Copies drop the commands: a slash command name may be registered once.
+      const keep = i === 0 && spec.firstKeepsCommands === true;
+      writeFileSync(join(target, "manifest.json"), JSON.stringify(keep ? { ...manifest, name } : { ...manifest, name, commands: [] }));
       grants[name] = spec.grants ?? manifest.capabilities ?? [];
       if (spec.limits) limits[name] = spec.limits;
       names.push(name);
@@ -51,8 +55,13 @@ function writeFleet(dir: string, specs: readonly FleetSpec[]): { names: string[]
   return { names: names.sort(), config: { dir, enabled: names, grants, limits } };
 }
 
-/** Opens a core on a fresh temp database; with `fleet`, starts the WASM plugin runtime on it. */
-export async function openBenchCore(opts: { fleet?: readonly FleetSpec[]; config?: ConfigInput } = {}): Promise<BenchCore> {
+/**
+ * Opens a core on a fresh temp database; with `fleet`, starts the WASM plugin runtime on it.
+ * `beforeStart` writes to the database before anything is loaded (e.g. plugin KV a plugin reads at load).
+ */
+export async function openBenchCore(
+  opts: { fleet?: readonly FleetSpec[]; config?: ConfigInput; beforeStart?: (storage: Storage) => Promise<void> } = {},
+): Promise<BenchCore> {
   setLogLevel("silent");
   const dir = mkdtempSync(join(tmpdir(), "hookbox-bench-"));
   const fleet = opts.fleet && opts.fleet.length > 0 ? writeFleet(join(dir, "plugins"), opts.fleet) : undefined;
@@ -65,6 +74,14 @@ export async function openBenchCore(opts: { fleet?: readonly FleetSpec[]; config
     },
     {},
   );
+  if (opts.beforeStart) {
+    const storage = await openStorage(config.db_url);
+    try {
+      await opts.beforeStart(storage);
+    } finally {
+      await storage.close();
+    }
+  }
   const core = await createCore(config, fleet ? { pluginHost: startPluginHost } : {});
   const failed = core.plugins.list().filter((p) => p.status !== "active");
   if (failed.length > 0) {
