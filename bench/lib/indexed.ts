@@ -53,7 +53,13 @@ export async function openIndexedCore(sessions: number): Promise<{ indexed: Inde
         for (let i = 0; i < rows.length; i += 500) await trx.insertInto("sessions").values(rows.slice(i, i + 500)).execute();
       });
       for (const id of created) {
-        await core.dispatcher.emit("on_session_start", { session_id: id, profile: "bench", platform: "bench", source: { user_id: null, chat_id: null, thread_id: null } });
+        await core.dispatcher.emit("on_session_start", {
+          session_id: id,
+          profile: "bench",
+          platform: "bench",
+          source: { user_id: null, chat_id: null, thread_id: null },
+          model: core.model,
+        });
         await core.commands.run("task", `work on ${id}`, { session_id: id, platform: "bench", source: { user_id: null, chat_id: null, thread_id: null } });
       }
       await (core.plugins as { flush?: () => Promise<void> }).flush?.();
