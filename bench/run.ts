@@ -11,6 +11,8 @@ import { runFuel } from "./suites/fuel.ts";
 import { runHttpTurn } from "./suites/http-turn.ts";
 import { runListing } from "./suites/listing.ts";
 import { runStartup } from "./suites/startup.ts";
+import { runSeedDelete } from "./suites/seed-delete.ts";
+import { runWorker } from "./suites/worker.ts";
 
 const SUITES: Record<string, (o: BenchOptions) => Promise<Row[]>> = {
   fanout: runFanout,
@@ -19,6 +21,8 @@ const SUITES: Record<string, (o: BenchOptions) => Promise<Row[]>> = {
   http: runHttpTurn,
   listing: runListing,
   startup: runStartup,
+  "seed-delete": runSeedDelete,
+  worker: runWorker,
 };
 
 function selected(argv: readonly string[]): string[] {

@@ -30,7 +30,27 @@ const fanoutChecks = (workload: string): Check[] => {
   ];
 };
 
+const seedDelete = (count: string): Check => ({
+  label: `seed bulk delete ${count} of 10,000 indexed, 7 plugins <= 2x bare`,
+  eval(rows) {
+    const r = find(rows, `bulk delete ${count} of 10,000 indexed`, "4 sidecar");
+    return r && { value: r.ratio!, met: r.ratio! <= 2, note: "0 rows left (checked)" };
+  },
+});
+
+const workerCheck = (what: string): Check => ({
+  label: `plugin with ${what} <= 2x TS callback (mean and p99)`,
+  eval(rows) {
+    const r = rows.find((x) => x.group.startsWith(`plugin that reads/fetches (${what}`) && x.case.startsWith("WASM"));
+    return r && { value: Math.max(r.ratio!, r.ratio_p99!), met: r.ratio! <= 2 && r.ratio_p99! <= 2, note: `mean ${r.ratio!.toFixed(1)}x, p99 ${r.ratio_p99!.toFixed(1)}x` };
+  },
+});
+
 const CHECKS: Check[] = [
+  workerCheck("sessions:read"),
+  workerCheck("http:"),
+  seedDelete("10,000"),
+  seedDelete("1,000"),
   {
     label: "restart with 100 plugins < 2 s",
     eval(rows) {

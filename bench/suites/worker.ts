@@ -1,0 +1,108 @@
+// Plugins that read or fetch (granted sessions:read or http:) next to the same work done by a
+// TypeScript callback: pre_llm_call reads the session's last 20 messages; post_llm_call GETs a local
+// HTTP server. The WASM side is the probe fixture through the real runtime (with these grants it
+// runs in the worker path); the floor is an in-process callback doing the same query / fetch.
+import { Hono } from "hono";
+import { callbackSubscriber } from "../../hooks/dispatcher.ts";
+import type { Core } from "../../runtime/core.ts";
+import { serveFetch } from "../../runtime/server.ts";
+import { assertNoPluginFailures, openBenchCore, type BenchCore } from "../lib/core.ts";
+import { measure, type Timing } from "../lib/measure.ts";
+import { progress, type BenchOptions } from "../lib/options.ts";
+import type { Row } from "../lib/report.ts";
+
+const GRANTS = ["kv", "sessions:read", "http:127.0.0.1"];
+
+async function sessionWithHistory(core: Core): Promise<string> {
+  const s = await core.sessions.create({ profile: "bench", platform: "bench" });
+  const msgs = Array.from({ length: 24 }, (_, i) => ({ role: i % 2 ? "assistant" : "user", content: `message ${i}: ${"lorem ipsum ".repeat(8)}` }));
+  await core.sessions.append(s.id, msgs);
+  return s.id;
+}
+
+function payloads(sid: string) {
+  const common = { session_id: sid, platform: "bench", model: "local", turn_id: "t_bench", user_message: "what is 6*7?" };
+  return {
+    pre: { ...common, conversation_history: [], is_first_turn: false, user_id: null, parent_session_id: null },
+    post: { ...common, response: "42", usage: { prompt_tokens: 10, completion_tokens: 1, total_tokens: 11 } },
+  };
+}
+
+function subscribeTs(core: Core, url: string): void {
+  core.dispatcher.subscribe(
+    callbackSubscriber("ts-probe", ["pre_llm_call", "post_llm_call"], async (p) => {
+      if ("conversation_history" in p) {
+        const rows = await core.storage.db
+          .selectFrom("messages")
+          .select(["role", "content"])
+          .where("session_id", "=", p.session_id)
+          .orderBy("seq", "desc")
+          .limit(20)
+          .execute();
+        if (rows.length < 2) throw new Error("ts probe: no messages read");
+        JSON.stringify(rows.reverse());
+      } else {
+        const res = await fetch(url);
+        if (res.status !== 200) throw new Error("ts probe: http call failed");
+        await res.text();
+      }
+    }),
+  );
+}
+
+export async function runWorker(opts: BenchOptions): Promise<Row[]> {
+  const app = new Hono().get("/data", (c) => c.json({ items: [1, 2, 3], note: "a small JSON answer" }));
+  const server = await serveFetch(app.fetch, { host: "127.0.0.1", port: 0 });
+  const url = `${server.url}/data`;
+  let ts: BenchCore | undefined;
+  let wasm: BenchCore | undefined;
+  try {
+    ts = await openBenchCore();
+    subscribeTs(ts.core, url);
+    wasm = await openBenchCore({
+      fleet: [{ from: "hostile/probe", prefix: "probe", count: 1, grants: GRANTS }],
+      beforeStart: async (storage) => {
+        await storage.write((trx) => trx.insertInto("plugin_kv").values({ plugin: "probe-00", session_id: "", key: "url", value: url, updated_at: Date.now() }).execute());
+      },
+    });
+    const rows: Row[] = [];
+    const cases = [
+      { hook: "pre_llm_call" as const, what: "sessions:read, 20 messages" },
+      { hook: "post_llm_call" as const, what: "http: GET a local server" },
+    ];
+    const tsSid = await sessionWithHistory(ts.core);
+    const wasmSid = await sessionWithHistory(wasm.core);
+    for (const c of cases) {
+      const time = async (bc: BenchCore, sid: string, label: string): Promise<Timing> => {
+        const p = payloads(sid);
+        const payload = c.hook === "pre_llm_call" ? p.pre : p.post;
+        progress(`worker path: ${c.what}, ${label}`);
+        const t = await measure(`${c.hook} ${label}`, () => bc.core.dispatcher.emit(c.hook, payload as never), {
+          time: opts.taskMs,
+          iterations: opts.minIterations,
+        });
+        assertNoPluginFailures(bc.core, `${c.hook} ${label}`);
+        return t;
+      };
+      const floor = await time(ts, tsSid, "TS callback");
+      const plug = await time(wasm, wasmSid, "WASM plugin");
+      const group = `plugin that reads/fetches (${c.what}), one ${c.hook}`;
+      rows.push({ group, case: "TS callback (floor)", plugins: 1, mean_ms: floor.mean, p99_ms: floor.p99, samples: floor.samples });
+      rows.push({
+        group,
+        case: "WASM plugin (granted: worker path)",
+        plugins: 1,
+        mean_ms: plug.mean,
+        p99_ms: plug.p99,
+        samples: plug.samples,
+        ratio: plug.mean / floor.mean,
+        ratio_p99: plug.p99 / floor.p99,
+      });
+    }
+    return rows;
+  } finally {
+    await wasm?.close();
+    await ts?.close();
+    await server.close();
+  }
+}
