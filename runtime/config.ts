@@ -104,6 +104,10 @@ export const ConfigSchema = v.strictObject({
       limits: v.optional(v.record(PluginName, PluginLimitsSchema), {}),
       /** Sensitive slash commands limited to these user_ids, per command name. */
       command_users: v.optional(v.record(v.string(), v.array(v.string())), {}),
+      /** pre_tool_call plugins whose failure (trap, time-out, quarantine...) blocks the tool call. */
+      fail_closed: v.optional(v.array(PluginName), []),
+      /** Largest tool result the model sees, bytes (longer ones are cut, with a note). */
+      tool_result_max_bytes: v.optional(v.pipe(v.number(), v.integer(), v.minValue(256), v.maxValue(1_048_576)), 16_384),
     }),
     {},
   ),

@@ -16,10 +16,13 @@ import { CompactionEngine } from "./compaction/engine.ts";
 import { TurnService } from "./turns/service.ts";
 import { MaintenanceService } from "./maintenance/service.ts";
 import { builtinTools } from "./tools/builtin.ts";
+import { ToolRegistry } from "./tools/registry.ts";
 
 export interface Core extends CoreContext {
   readonly storage: Storage;
   readonly commands: CommandRegistry;
+  /** Built-in tools and the tools enabled plugins declare. */
+  readonly tools: ToolRegistry;
   readonly provider: Provider;
   readonly sessions: SessionService;
   readonly deletion: DeletionService;
@@ -58,7 +61,8 @@ export async function createCore(config: Config, opts: CoreOptions = {}): Promis
   const sessions = new SessionService(ctx);
   const deletion = new DeletionService(ctx);
   const compaction = new CompactionEngine(ctx, provider);
-  const turns = new TurnService(ctx, sessions, compaction, provider, builtinTools(now), commands);
+  const tools = new ToolRegistry(builtinTools(now));
+  const turns = new TurnService(ctx, sessions, compaction, provider, tools, commands);
   const maintenance = new MaintenanceService(ctx, sessions, deletion, compaction);
   registerBuiltins(commands, { sessions, compaction, deletion });
   let closed = false;
@@ -66,6 +70,7 @@ export async function createCore(config: Config, opts: CoreOptions = {}): Promis
     ...ctx,
     storage,
     commands,
+    tools,
     provider,
     sessions,
     deletion,

@@ -11,10 +11,16 @@ export function errorBody(code: string, message: string, issues?: ErrorIssue[]) 
 
 const COMMAND_STATUS = { unknown_command: 404, forbidden: 403, failed: 422 } as const;
 
+/** The status and body an error answers with (also the `error` event of a streamed turn). */
+export function describeError(err: unknown, c: Context): { status: 400 | 401 | 403 | 404 | 409 | 413 | 422 | 500 | 502 | 503; body: ReturnType<typeof errorBody> } {
+  if (err instanceof AppError) return { status: err.status, body: errorBody(err.code, err.message, err.issues) };
+  if (err instanceof CommandError) return { status: COMMAND_STATUS[err.code], body: errorBody(err.code, err.message) };
+  if (err instanceof PluginNotFoundError) return { status: 404, body: errorBody("not_found", err.message) };
+  log("error", "request failed", { method: c.req.method, path: c.req.path, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
+  return { status: 500, body: errorBody("internal", "internal error") };
+}
+
 export function onError(err: Error, c: Context): Response {
-  if (err instanceof AppError) return c.json(errorBody(err.code, err.message, err.issues), err.status);
-  if (err instanceof CommandError) return c.json(errorBody(err.code, err.message), COMMAND_STATUS[err.code]);
-  if (err instanceof PluginNotFoundError) return c.json(errorBody("not_found", err.message), 404);
-  log("error", "request failed", { method: c.req.method, path: c.req.path, error: err.stack ?? String(err) });
-  return c.json(errorBody("internal", "internal error"), 500);
+  const { status, body } = describeError(err, c);
+  return c.json(body, status);
 }

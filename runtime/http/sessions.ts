@@ -6,6 +6,7 @@ import { COMPACTION_KINDS } from "../../hooks/catalogue.ts";
 import type { Core } from "../core.ts";
 import { notFound } from "../errors.ts";
 import { messageView, sessionView } from "../sessions/view.ts";
+import { streamTurn, wantsEventStream } from "./turn-stream.ts";
 import { Id, Platform, Profile, QueryBool, QueryInt, SourceInput, readBody, readId, readQuery } from "./validate.ts";
 
 const CreateBody = v.strictObject({
@@ -71,6 +72,10 @@ export function sessionRoutes(core: Core): Hono {
   app.post("/:id/turns", async (c) => {
     const id = readId(c);
     const body = await readBody(c, TurnBody);
+    if (wantsEventStream(c)) {
+      await core.sessions.get(id); // a missing session is a plain 404, not a stream
+      return streamTurn(c, core, id, body.message);
+    }
     return c.json(await core.turns.run(id, body.message));
   });
 

@@ -1,9 +1,10 @@
 // The built-in deterministic provider: offline, instant, the same answer every time. It echoes the
 // prompt it was given (so tests can see injected context reached the model), asks for the built-in
-// tools when the user asks to calculate or for the time, can simulate a context window (overflow)
-// and provider-native compaction, and summarizes by keeping the first words of each message.
+// tools when the user asks to calculate or for the time, calls any offered tool (plugin tools too)
+// on "use tool NAME {json args}", can simulate a context window (overflow) and provider-native
+// compaction, summarizes by keeping the first words of each message, and streams word by word.
 import { estimateTokens } from "../tokens.ts";
-import { ContextOverflowError, type ChatMessage, type Provider, type ProviderReply, type ToolSpec } from "./types.ts";
+import { ContextOverflowError, type ChatMessage, type CompletionRequest, type Provider, type ProviderReply, type StreamOptions } from "./types.ts";
 
 export interface LocalProviderOptions {
   /** Prompts above this many tokens fail with ContextOverflowError. */
@@ -14,6 +15,7 @@ export interface LocalProviderOptions {
 
 const CALC = /\b(?:calc|calculate|compute)\b\s*:?\s*([-+*/%().\d\s]+)/i;
 const CLOCK = /\b(?:what time|clock)\b/i;
+const USE_TOOL = /\buse tool ([A-Za-z0-9_-]+)[ \t]*(\{[^\n]*\})?/;
 
 const promptTokens = (messages: ChatMessage[]) => messages.reduce((n, m) => n + estimateTokens(m.content), 0);
 
@@ -31,7 +33,7 @@ export class LocalProvider implements Provider {
   readonly model = "local";
   constructor(private readonly opts: LocalProviderOptions = {}) {}
 
-  async complete(req: { messages: ChatMessage[]; tools: ToolSpec[] }): Promise<ProviderReply> {
+  async complete(req: CompletionRequest, stream: StreamOptions = {}): Promise<ProviderReply> {
     const prompt = promptTokens(req.messages);
     if (this.opts.context_window_tokens !== undefined && prompt > this.opts.context_window_tokens) {
       throw new ContextOverflowError(`prompt of ${prompt} tokens exceeds the context window of ${this.opts.context_window_tokens}`);
@@ -44,6 +46,8 @@ export class LocalProvider implements Provider {
     if (over !== undefined && prompt > over && older > 0) {
       reply.native_compaction = { summary: await this.compactNative(req.messages.slice(0, older)), replaced: older, trigger: "context_window" };
     }
+    // Word by word (each piece keeps its following whitespace), so a streamed turn has several deltas.
+    if (stream.onDelta) for (const piece of reply.content.match(/\S+\s*|\s+/g) ?? []) stream.onDelta(piece);
     return reply;
   }
 
@@ -60,6 +64,10 @@ export class LocalProvider implements Provider {
     const base = { tool_calls: [], usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } };
     if (!last) return { ...base, content: "Hello." };
     if (last.role === "tool") return { ...base, content: `The ${last.name ?? "tool"} tool returned ${last.content}.` };
+    const use = USE_TOOL.exec(last.content);
+    if (use && tools.has(use[1]!)) {
+      return { ...base, content: "", tool_calls: [{ id: "call_1", name: use[1]!, args: toolArgs(use[2]) }] };
+    }
     const calc = CALC.exec(last.content);
     if (calc && tools.has("calculator")) {
       return { ...base, content: "", tool_calls: [{ id: "call_1", name: "calculator", args: { expression: calc[1]!.trim() } }] };
@@ -68,5 +76,16 @@ export class LocalProvider implements Provider {
       return { ...base, content: "", tool_calls: [{ id: "call_1", name: "clock", args: {} }] };
     }
     return { ...base, content: `You said: ${last.content}` };
+  }
+}
+
+/** "{...}" after "use tool NAME": a JSON object, else no arguments (the tool's schema then decides). */
+function toolArgs(text: string | undefined): Record<string, unknown> {
+  if (text === undefined) return {};
+  try {
+    const x: unknown = JSON.parse(text);
+    return x && typeof x === "object" && !Array.isArray(x) ? (x as Record<string, unknown>) : { value: x };
+  } catch {
+    return { text };
   }
 }

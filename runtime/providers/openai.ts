@@ -1,7 +1,8 @@
 // OpenAI-compatible chat/completions provider (OpenAI, vLLM, llama.cpp server, LiteLLM, ...).
 // Replies are outside input: validated with valibot before the core trusts them.
 import * as v from "valibot";
-import { ContextOverflowError, ProviderError, SummaryAborted, type ChatMessage, type Provider, type ProviderReply, type ToolSpec } from "./types.ts";
+import { readStream } from "./openai-stream.ts";
+import { ContextOverflowError, ProviderError, SummaryAborted, type ChatMessage, type CompletionRequest, type Provider, type ProviderReply, type StreamOptions } from "./types.ts";
 
 export interface OpenAIOptions {
   base_url: string;
@@ -47,10 +48,17 @@ export class OpenAIProvider implements Provider {
     this.model = opts.model;
   }
 
-  async complete(req: { messages: ChatMessage[]; tools: ToolSpec[] }): Promise<ProviderReply> {
+  async complete(req: CompletionRequest, stream: StreamOptions = {}): Promise<ProviderReply> {
     const body: Record<string, unknown> = { model: this.opts.model, messages: req.messages.map(toWire) };
     if (req.tools.length > 0) {
       body.tools = req.tools.map((t) => ({ type: "function", function: { name: t.name, description: t.description, parameters: t.parameters } }));
+    }
+    if (stream.onDelta) {
+      body.stream = true;
+      body.stream_options = { include_usage: true };
+      const res = await this.send(body);
+      const r = await readStream(res, stream.onDelta);
+      return { ...r, tool_calls: r.tool_calls.filter((c) => c !== undefined).map((c) => ({ id: c.id, name: c.name, args: parseArgs(c.arguments) })) };
     }
     const json = await this.post(body);
     const parsed = v.safeParse(ReplySchema, json);
@@ -80,11 +88,11 @@ export class OpenAIProvider implements Provider {
     return reply.content.trim();
   }
 
-  private async post(body: unknown): Promise<unknown> {
+  /** POSTs to chat/completions; a non-2xx answer is thrown as the matching error, a 2xx returned unread. */
+  private async send(body: unknown): Promise<Response> {
     const headers: Record<string, string> = { "content-type": "application/json" };
     if (this.opts.api_key) headers.authorization = `Bearer ${this.opts.api_key}`;
     let res: Response;
-    let text: string;
     try {
       res = await fetch(`${this.opts.base_url.replace(/\/+$/, "")}/chat/completions`, {
         method: "POST",
@@ -92,26 +100,45 @@ export class OpenAIProvider implements Provider {
         body: JSON.stringify(body),
         signal: AbortSignal.timeout(this.opts.timeout_seconds * 1000),
       });
-      // The body can fail too (connection dropped, time-out mid-body): still the provider's fault.
-      text = await res.text();
     } catch (err) {
       throw new ProviderError(`provider request failed: ${(err as Error).message}`);
     }
-    let json: unknown;
+    if (!res.ok) throw failureOf(res.status, await bodyText(res));
+    return res;
+  }
+
+  private async post(body: unknown): Promise<unknown> {
+    const res = await this.send(body);
+    const text = await bodyText(res);
     try {
-      json = JSON.parse(text);
+      return JSON.parse(text);
     } catch {
       throw new ProviderError(`provider answered ${res.status} with non-JSON body`);
     }
-    if (!res.ok) {
-      const e = v.safeParse(ErrorSchema, json);
-      const code = e.success ? e.output.error.code : undefined;
-      const message = e.success ? (e.output.error.message ?? "") : text.slice(0, 200);
-      if (code === "context_length_exceeded") throw new ContextOverflowError(message || "context length exceeded");
-      throw new ProviderError(`provider answered ${res.status}: ${message}`);
-    }
-    return json;
   }
+}
+
+/** The body can fail too (connection dropped, time-out mid-body): still the provider's fault. */
+async function bodyText(res: Response): Promise<string> {
+  try {
+    return await res.text();
+  } catch (err) {
+    throw new ProviderError(`provider request failed: ${(err as Error).message}`);
+  }
+}
+
+function failureOf(status: number, text: string): Error {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    return new ProviderError(`provider answered ${status} with non-JSON body`);
+  }
+  const e = v.safeParse(ErrorSchema, json);
+  const code = e.success ? e.output.error.code : undefined;
+  const message = e.success ? (e.output.error.message ?? "") : text.slice(0, 200);
+  if (code === "context_length_exceeded") return new ContextOverflowError(message || "context length exceeded");
+  return new ProviderError(`provider answered ${status}: ${message}`);
 }
 
 function toWire(m: ChatMessage): Record<string, unknown> {

@@ -44,11 +44,21 @@ export interface ProviderReply {
   native_compaction?: NativeCompaction | undefined;
 }
 
+export interface CompletionRequest {
+  messages: ChatMessage[];
+  tools: ToolSpec[];
+}
+
+/** Streaming: the provider calls onDelta with each piece of the answer's text as it arrives. */
+export interface StreamOptions {
+  onDelta?: ((text: string) => void) | undefined;
+}
+
 export interface Provider {
   readonly name: string;
   /** The model this provider answers with (payload field `model` of the hooks). */
   readonly model: string;
-  complete(req: { messages: ChatMessage[]; tools: ToolSpec[] }): Promise<ProviderReply>;
+  complete(req: CompletionRequest, stream?: StreamOptions): Promise<ProviderReply>;
   /** A summary of `messages`; throws SummaryAborted when it cannot produce one. */
   summarize(messages: ChatMessage[]): Promise<string>;
   /** Provider-native compaction of `messages`, when the provider has one. */

@@ -1,13 +1,8 @@
 // Built-in tools the model may call: a calculator and a clock. Small, deterministic (the clock uses
 // the core's clock), and enough to exercise pre_tool_call / post_tool_call end to end.
-import type { ToolSpec } from "../providers/types.ts";
+import type { Tool } from "./registry.ts";
 
-export interface Tool {
-  spec: ToolSpec;
-  run(args: Record<string, unknown>): string;
-}
-
-export function builtinTools(now: () => number): Map<string, Tool> {
+export function builtinTools(now: () => number): Tool[] {
   const tools: Tool[] = [
     {
       spec: {
@@ -29,7 +24,7 @@ export function builtinTools(now: () => number): Map<string, Tool> {
       run: () => new Date(now()).toISOString(),
     },
   ];
-  return new Map(tools.map((t) => [t.spec.name, t]));
+  return tools;
 }
 
 /** Recursive-descent arithmetic: no eval, bounded by the input length. */

@@ -7,46 +7,26 @@
 // Write path: the history is read once per turn and the turn's messages (user, tool results,
 // answer) are stored in ONE write transaction when the answer is in (see TurnLog); only a
 // compaction in the middle of a turn stores them earlier, because it must see them.
-import type { ToolStatus } from "../../hooks/catalogue.ts";
 import type { CommandRegistry } from "../commands/registry.ts";
 import { parseSlash } from "../commands/registry.ts";
 import type { CompactionEngine, CompactOutcome } from "../compaction/engine.ts";
 import { newId, type CoreContext } from "../context.ts";
 import { AppError, conflict } from "../errors.ts";
 import { estimateTokens } from "../tokens.ts";
-import { ContextOverflowError, ProviderError, sumUsage, ZERO_USAGE, type ChatMessage, type Provider, type ProviderReply, type ToolSpec, type Usage } from "../providers/types.ts";
+import { ContextOverflowError, ProviderError, sumUsage, ZERO_USAGE, type ChatMessage, type Provider, type ProviderReply, type StreamOptions } from "../providers/types.ts";
 import type { SessionService } from "../sessions/service.ts";
 import { sourceOf } from "../sessions/view.ts";
+import type { ToolRegistry } from "../tools/registry.ts";
+import type { Injected, ToolRun, TurnEventSink, TurnResult } from "./events.ts";
 import { TurnLog } from "./turn-log.ts";
-import type { Tool } from "../tools/builtin.ts";
+import { runToolCall, type ToolStepDeps } from "./tool-step.ts";
+
+export type { ToolRun, TurnResult } from "./events.ts";
 
 /** How many model calls one turn may make (tool rounds + the answer). */
 const MAX_MODEL_CALLS = 5;
 /** pre_llm_call sees this many recent messages. */
 const HISTORY_FOR_HOOK = 20;
-
-export interface ToolRun {
-  tool_call_id: string;
-  tool_name: string;
-  args: Record<string, unknown>;
-  result: string;
-  status: ToolStatus;
-  error: string | null;
-  duration_ms: number;
-}
-
-export type TurnResult =
-  | { type: "command"; session_id: string; command: string; output: string }
-  | {
-      type: "reply";
-      session_id: string;
-      turn_id: string;
-      reply: string;
-      injected: Array<{ plugin: string; context: string }>;
-      tool_calls: ToolRun[];
-      usage: Usage;
-      compactions: CompactOutcome[];
-    };
 
 export class TurnService {
   constructor(
@@ -54,26 +34,26 @@ export class TurnService {
     private readonly sessions: SessionService,
     private readonly compaction: CompactionEngine,
     private readonly provider: Provider,
-    private readonly tools: ReadonlyMap<string, Tool>,
+    private readonly tools: ToolRegistry,
     private readonly commands: CommandRegistry,
   ) {
-    this.toolSpecs = [...tools.values()].map((t) => t.spec);
+    this.toolDeps = { dispatcher: ctx.dispatcher, tools, maxResultBytes: ctx.config.plugins.tool_result_max_bytes };
   }
 
-  /** The tools offered to the model: the same on every call. */
-  private readonly toolSpecs: ToolSpec[];
+  private readonly toolDeps: ToolStepDeps;
 
-  async run(sessionId: string, text: string): Promise<TurnResult> {
+  /** Runs one turn; `events` (a streamed turn) hears of its steps as they happen. */
+  async run(sessionId: string, text: string, events?: TurnEventSink): Promise<TurnResult> {
     const slash = parseSlash(text);
     if (slash) {
       const s = await this.sessions.get(sessionId);
       const output = await this.commands.run(slash.name, slash.raw_args, { session_id: s.id, platform: s.platform, source: sourceOf(s) });
       return { type: "command", session_id: s.id, command: slash.name, output };
     }
-    return this.ctx.sessionLocks.run(sessionId, () => this.chat(sessionId, text));
+    return this.ctx.sessionLocks.run(sessionId, () => this.chat(sessionId, text, events));
   }
 
-  private async chat(sessionId: string, text: string): Promise<TurnResult> {
+  private async chat(sessionId: string, text: string, events: TurnEventSink | undefined): Promise<TurnResult> {
     let session = await this.sessions.get(sessionId);
     if (session.ended_at !== null) throw conflict("session_ended", `session ${sessionId} has ended (${session.end_reason ?? "ended"})`);
     const compactions: CompactOutcome[] = [];
@@ -94,6 +74,7 @@ export class TurnService {
       return out;
     };
     const turnId = newId("t");
+    events?.({ event: "turn", data: { session_id: sessionId, turn_id: turnId } });
     const pre = await this.ctx.dispatcher.emit("pre_llm_call", {
       session_id: sessionId,
       conversation_history: turn.before.slice(-HISTORY_FOR_HOOK).map((m) => ({ role: m.role, content: m.content })),
@@ -107,9 +88,10 @@ export class TurnService {
     });
     // Injected context rides on the current user message for this turn's model calls only.
     const injected = pre.injected;
+    if (injected.length > 0) events?.({ event: "injected", data: { injected } });
 
     try {
-      return await this.converse(turn, turnId, text, injected, compactions, auto);
+      return await this.converse(turn, turnId, text, injected, compactions, auto, events);
     } catch (err) {
       // A failed turn leaves no half-written exchange behind: what it stored goes, so a retry is clean.
       await turn.discard();
@@ -121,9 +103,10 @@ export class TurnService {
     turn: TurnLog,
     turnId: string,
     text: string,
-    injected: Array<{ plugin: string; context: string }>,
+    injected: Injected[],
     compactions: CompactOutcome[],
     auto: (kind: CompactOutcome["kind"], reason: CompactOutcome["reason"]) => Promise<CompactOutcome>,
+    events: TurnEventSink | undefined,
   ): Promise<TurnResult> {
     const sessionId = turn.sessionId;
     const budget = this.ctx.config.compaction.context_budget_tokens;
@@ -134,7 +117,9 @@ export class TurnService {
     let reply: ProviderReply | undefined;
     for (let call = 0; call < MAX_MODEL_CALLS; call++) {
       const lastCall = call === MAX_MODEL_CALLS - 1;
-      reply = await this.callProvider(turn, prompt, transcript, lastCall, () => auto("summarize", "overflow"));
+      // Text streams as it arrives (a turn with tool calls usually has none before its last call).
+      const stream: StreamOptions = events ? { onDelta: (text) => events({ event: "delta", data: { text } }) } : {};
+      reply = await this.callProvider(turn, prompt, transcript, lastCall, () => auto("summarize", "overflow"), stream);
       usage = sumUsage(usage, reply.usage);
       if (reply.native_compaction) {
         const native = reply.native_compaction;
@@ -145,7 +130,10 @@ export class TurnService {
       if (reply.tool_calls.length === 0 || lastCall) break;
       transcript.push({ role: "assistant", content: reply.content, tool_calls: reply.tool_calls });
       for (const tc of reply.tool_calls) {
-        const run = await this.runTool(turn, turnId, tc.id, tc.name, tc.args);
+        events?.({ event: "tool_call", data: { tool_call_id: tc.id, tool_name: tc.name, args: tc.args } });
+        const run = await runToolCall(this.toolDeps, { session_id: sessionId, turn_id: turnId, tool_call_id: tc.id, tool_name: tc.name, args: tc.args });
+        turn.add({ role: "tool", content: run.result, tool_name: tc.name });
+        events?.({ event: "tool_result", data: run });
         toolRuns.push(run);
         transcript.push({ role: "tool", tool_call_id: tc.id, name: tc.name, content: run.result });
       }
@@ -160,7 +148,7 @@ export class TurnService {
     const tokens = turn.tokens;
     if (tokens > budget) await auto("micro_summarize", "between_turns");
     else if (tokens > budget * 0.75) await auto("prune_tool_results", "proactive_prune");
-    return { type: "reply", session_id: sessionId, turn_id: turnId, reply: answer, injected, tool_calls: toolRuns, usage, compactions };
+    return { type: "reply", session_id: sessionId, turn_id: turnId, reply: answer, transformed_by: null, injected, tool_calls: toolRuns, usage, compactions };
   }
 
   /** Calls the provider; on a context overflow compacts once ("overflow") and retries. */
@@ -170,36 +158,23 @@ export class TurnService {
     transcript: ChatMessage[],
     noTools: boolean,
     compactForOverflow: () => Promise<CompactOutcome>,
+    stream: StreamOptions,
   ): Promise<ProviderReply> {
-    const tools = noTools ? [] : this.toolSpecs;
+    const tools = noTools ? [] : this.tools.specs();
     const messages = (): ChatMessage[] => [...turn.chat(), { role: "user", content: prompt }, ...transcript];
     try {
-      return await this.provider.complete({ messages: messages(), tools });
+      return await this.provider.complete({ messages: messages(), tools }, stream);
     } catch (err) {
       if (!(err instanceof ContextOverflowError)) throw wrapProviderError(err);
       const out = await compactForOverflow();
       if (!out.compacted) throw new AppError(422, "context_overflow", `${err.message}; compaction could not make room (${out.skipped})`);
       try {
-        return await this.provider.complete({ messages: messages(), tools });
+        return await this.provider.complete({ messages: messages(), tools }, stream);
       } catch (again) {
         if (again instanceof ContextOverflowError) throw new AppError(422, "context_overflow", `${again.message} (after compaction)`);
         throw wrapProviderError(again);
       }
     }
-  }
-
-  private async runTool(turn: TurnLog, turnId: string, callId: string, name: string, args: Record<string, unknown>): Promise<ToolRun> {
-    const call = { session_id: turn.sessionId, turn_id: turnId, tool_call_id: callId, tool_name: name, args };
-    await this.ctx.dispatcher.emit("pre_tool_call", call);
-    const t0 = performance.now();
-    const tool = this.tools.get(name);
-    const error = tool ? null : `unknown tool ${name}`;
-    const result = tool ? tool.run(args) : `error: ${error}`;
-    const duration_ms = performance.now() - t0;
-    const status: ToolStatus = error ? "error" : "ok";
-    turn.add({ role: "tool", content: result, tool_name: name });
-    await this.ctx.dispatcher.emit("post_tool_call", { ...call, result, duration_ms, status, error });
-    return { tool_call_id: callId, tool_name: name, args, result, status, error, duration_ms };
   }
 }
 

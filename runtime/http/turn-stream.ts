@@ -1,0 +1,37 @@
+// POST /v1/sessions/:id/turns with `Accept: text/event-stream`: the turn as server-sent events
+// (turn, injected, tool_call, tool_result, delta..., then answer or error). The turn runs to its end
+// whatever the client does: one that disconnects mid-stream only stops hearing about it, so the
+// session is left exactly as after a non-streamed turn (all of the exchange stored, or none).
+import type { Context } from "hono";
+import { streamSSE } from "hono/streaming";
+import type { Core } from "../core.ts";
+import type { TurnEvent } from "../turns/events.ts";
+import { describeError } from "./errors.ts";
+
+export function wantsEventStream(c: Context): boolean {
+  return (c.req.header("accept") ?? "").split(",").some((part) => part.trim().toLowerCase().startsWith("text/event-stream"));
+}
+
+export function streamTurn(c: Context, core: Core, sessionId: string, message: string): Response {
+  return streamSSE(c, async (stream) => {
+    let id = 0;
+    // Events are written in order; a write to a client that has gone is dropped, never awaited twice.
+    let writes = Promise.resolve();
+    const send = (e: TurnEvent) => {
+      writes = writes.then(async () => {
+        if (stream.aborted || stream.closed) return;
+        try {
+          await stream.writeSSE({ event: e.event, data: JSON.stringify(e.data), id: String(++id) });
+        } catch {
+          /* the client went away: the turn goes on without it */
+        }
+      });
+    };
+    try {
+      send({ event: "answer", data: await core.turns.run(sessionId, message, send) });
+    } catch (err) {
+      send({ event: "error", data: describeError(err, c).body });
+    }
+    await writes;
+  });
+}

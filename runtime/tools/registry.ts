@@ -1,0 +1,85 @@
+// Every tool the model may call: the built-ins and the tools plugins declare in their manifests.
+// One name space, no silent collision: a name already taken is refused with the owner's name (a
+// plugin declaring it then fails to load with that reason). Arguments are checked against the
+// tool's JSON Schema here, before any tool (sandboxed or not) runs.
+import { Validator, type Schema } from "@cfworker/json-schema";
+import type { ToolSpec } from "../providers/types.ts";
+
+/** Who is calling: the turn and the tool call id, passed through to plugin tools. */
+export interface ToolCallContext {
+  session_id: string;
+  turn_id: string;
+  tool_call_id: string;
+}
+
+export interface Tool {
+  spec: ToolSpec;
+  /** The plugin that declared it; undefined for a built-in. */
+  plugin?: string | undefined;
+  run(args: Record<string, unknown>, call: ToolCallContext): Promise<string> | string;
+}
+
+export class ToolNameTaken extends Error {
+  override name = "ToolNameTaken";
+}
+
+interface Entry {
+  tool: Tool;
+  validator: Validator;
+}
+
+export class ToolRegistry {
+  private readonly tools = new Map<string, Entry>();
+  private specsCache: ToolSpec[] | null = null;
+
+  constructor(builtins: Iterable<Tool> = []) {
+    for (const t of builtins) this.register(t);
+  }
+
+  register(tool: Tool): void {
+    const name = tool.spec.name;
+    const owner = this.tools.get(name)?.tool;
+    if (owner) throw new ToolNameTaken(`tool "${name}" is already declared by ${owner.plugin ? `plugin ${owner.plugin}` : "the core (built-in)"}`);
+    // draft 2020-12, short-circuit off: every issue is reported back to the model at once.
+    this.tools.set(name, { tool, validator: new Validator(tool.spec.parameters as Schema, "2020-12", false) });
+    this.specsCache = null;
+  }
+
+  /** Removes every tool `plugin` declared (disable, unload). */
+  unregisterPlugin(plugin: string): void {
+    for (const [name, e] of this.tools) if (e.tool.plugin === plugin) this.tools.delete(name);
+    this.specsCache = null;
+  }
+
+  get(name: string): Tool | undefined {
+    return this.tools.get(name)?.tool;
+  }
+
+  /** The tools offered to the model, in name order (stable prompts). */
+  specs(): ToolSpec[] {
+    return (this.specsCache ??= [...this.tools.values()].map((e) => e.tool.spec).sort((a, b) => (a.name < b.name ? -1 : 1)));
+  }
+
+  /** Why `args` do not fit `name`'s schema (one line per issue), or null when they do. */
+  check(name: string, args: Record<string, unknown>): string | null {
+    const e = this.tools.get(name);
+    if (!e) return `unknown tool ${name}`;
+    const res = e.validator.validate(args);
+    if (res.valid) return null;
+    // The deepest issues say what is wrong; the outer ones only repeat "properties failed".
+    const leaves = res.errors.filter((x) => !res.errors.some((y) => y !== x && y.instanceLocation.startsWith(x.instanceLocation) && y.keywordLocation.startsWith(x.keywordLocation) && y.keywordLocation.length > x.keywordLocation.length));
+    return (leaves.length > 0 ? leaves : res.errors).map((x) => `${x.instanceLocation || "#"}: ${x.error}`).join("; ");
+  }
+}
+
+/** Checks that a manifest's `parameters` is a usable JSON Schema (compiles); the reason otherwise. */
+export function schemaProblem(schema: unknown): string | null {
+  if (typeof schema !== "object" || schema === null || Array.isArray(schema)) return "must be a JSON Schema object";
+  if ((schema as { type?: unknown }).type !== "object") return 'must describe an object ("type": "object")';
+  try {
+    new Validator(schema as Schema, "2020-12").validate({});
+    return null;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}

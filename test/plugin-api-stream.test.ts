@@ -1,0 +1,146 @@
+// Issue 10 item 6: streamed turns (Accept: text/event-stream) through real HTTP, with a real WASM
+// plugin (hostile/hookrec) seeing the same hooks as in a non-streamed turn; the OpenAI-compatible
+// provider's own streaming against a small upstream; a client that disconnects mid-stream.
+import { describe, it, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { createServer, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { command, HOSTILE_DIR, newSession, startPluginServer, type PluginServer } from "./helpers/plugins.ts";
+import { allEvents, postStreamedTurn, sseEvents } from "./helpers/sse.ts";
+
+const hooksOf = async (s: PluginServer, sid: string) =>
+  (JSON.parse((await command(s, "hookrec", {})).body.output) as any[]).filter((e) => e.session_id === sid).map((e) => e.hook);
+
+describe("streamed turns with the local provider", () => {
+  let s: PluginServer;
+  before(async () => {
+    s = await startPluginServer({ dir: HOSTILE_DIR, enabled: ["hookrec"], grants: { hookrec: ["kv"] } });
+  });
+  after(() => s.close());
+
+  it("streams turn, tool_call, tool_result, text deltas and the answer; hooks fire as without streaming", async () => {
+    const sid = await newSession(s);
+    const res = await postStreamedTurn(s.url, sid, "calculate 2+3");
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get("content-type") ?? "", /^text\/event-stream/);
+    const events = await allEvents(res);
+    const names = events.map((e) => e.event);
+    assert.deepEqual(names.slice(0, 3), ["turn", "tool_call", "tool_result"]);
+    assert.equal(names.at(-1), "answer");
+    const deltas = events.filter((e) => e.event === "delta").map((e) => e.data.text);
+    assert.ok(deltas.length > 1, "the answer arrives in several deltas");
+    const answer = events.at(-1)!.data;
+    assert.equal(deltas.join(""), answer.reply);
+    assert.equal(events[0]!.data.turn_id, answer.turn_id);
+    assert.deepEqual([events[2]!.data.tool_name, events[2]!.data.result, events[2]!.data.status], ["calculator", "2+3 = 5", "ok"]);
+    // The same hooks, in the same order, as the non-streamed turn that follows.
+    const streamed = await hooksOf(s, sid);
+    const plain = await newSession(s);
+    await s.api("POST", `/v1/sessions/${plain}/turns`, { message: "calculate 2+3" });
+    assert.deepEqual(streamed, await hooksOf(s, plain));
+    assert.deepEqual(streamed, ["on_session_start", "pre_llm_call", "pre_tool_call", "post_tool_call", "post_llm_call"]);
+    const stored = (await s.api("GET", `/v1/sessions/${sid}/messages`)).body.messages.map((m: any) => m.role);
+    assert.deepEqual(stored, ["user", "tool", "assistant"]);
+  });
+
+  it("a turn that fails is an error event, and stores nothing; bad input and a missing session stay plain 4xx", async () => {
+    const sid = await newSession(s);
+    await s.api("POST", `/v1/sessions/${sid}/end`, {});
+    const events = await allEvents(await postStreamedTurn(s.url, sid, "hello"));
+    assert.deepEqual(events.map((e) => [e.event, e.data.error?.code]), [["error", "session_ended"]]);
+    const missing = await postStreamedTurn(s.url, "s_nope", "hello");
+    assert.equal(missing.status, 404);
+    await missing.body?.cancel();
+    const bad = await fetch(`${s.url}/v1/sessions/${sid}/turns`, { method: "POST", headers: { accept: "text/event-stream", "content-type": "application/json" }, body: "{}" });
+    assert.equal(bad.status, 400);
+    await bad.body?.cancel();
+  });
+});
+
+describe("streamed turns with the OpenAI-compatible provider", () => {
+  let upstream: Server;
+  let s: PluginServer;
+  const requests: any[] = [];
+  /** Per request: the chunks to send; `hold` pauses before the rest until released. */
+  let plan: (body: any) => { chunks: object[]; hold?: Promise<void> };
+
+  const chunk = (content: string) => ({ choices: [{ delta: { content } }] });
+  before(async () => {
+    upstream = createServer((req, res: ServerResponse) => {
+      let data = "";
+      req.on("data", (c) => (data += c));
+      req.on("end", async () => {
+        const body = JSON.parse(data);
+        requests.push(body);
+        if (!body.stream) {
+          res.writeHead(200, { "content-type": "application/json" });
+          res.end(JSON.stringify({ choices: [{ message: { role: "assistant", content: "not streamed" } }] }));
+          return;
+        }
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        const { chunks, hold } = plan(body);
+        const [first, ...rest] = chunks;
+        res.write(`data: ${JSON.stringify(first)}\n\n`);
+        await hold;
+        for (const c of rest) res.write(`data: ${JSON.stringify(c)}\n\n`);
+        res.end("data: [DONE]\n\n");
+      });
+    });
+    await new Promise<void>((r) => upstream.listen(0, "127.0.0.1", r));
+    const port = (upstream.address() as AddressInfo).port;
+    s = await startPluginServer(
+      { dir: HOSTILE_DIR, enabled: ["hookrec"], grants: { hookrec: ["kv"] } },
+      { config: { provider: { type: "openai", base_url: `http://127.0.0.1:${port}/v1`, model: "stream-model" } } },
+    );
+  });
+  after(async () => {
+    await s.close();
+    upstream.closeAllConnections();
+    await new Promise<void>((r) => upstream.close(() => r()));
+  });
+
+  it("passes the upstream's deltas through as they come, with its usage and tool calls", async () => {
+    // The first model call streams a tool call in pieces; the one after the tool result streams text.
+    plan = (body) =>
+      body.messages.at(-1).role === "tool"
+        ? { chunks: [chunk("one "), chunk("two "), chunk("three"), { choices: [], usage: { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 } }] }
+        : {
+            chunks: [
+              { choices: [{ delta: { tool_calls: [{ index: 0, id: "c1", function: { name: "calcu", arguments: '{"expr' } }] } }] },
+              { choices: [{ delta: { tool_calls: [{ index: 0, function: { name: "lator", arguments: 'ession":"1+1"}' } }] } }] },
+            ],
+          };
+    const sid = await newSession(s);
+    const events = await allEvents(await postStreamedTurn(s.url, sid, "add"));
+    assert.deepEqual(events.filter((e) => e.event === "tool_call").map((e) => [e.data.tool_name, e.data.args]), [["calculator", { expression: "1+1" }]]);
+    assert.equal(requests.at(-1).stream, true);
+    assert.deepEqual(requests.at(-1).stream_options, { include_usage: true });
+    const deltas = events.filter((e) => e.event === "delta").map((e) => e.data.text);
+    assert.deepEqual(deltas, ["one ", "two ", "three"]);
+    const answer = events.at(-1)!;
+    assert.equal(answer.event, "answer");
+    assert.equal(answer.data.reply, "one two three");
+    assert.deepEqual(answer.data.tool_calls.map((t: any) => [t.tool_name, t.args, t.result]), [["calculator", { expression: "1+1" }, "1+1 = 2"]]);
+    assert.equal(answer.data.usage.total_tokens, 8);
+    // A plain turn does not ask the upstream to stream.
+    const plain = await s.api("POST", `/v1/sessions/${sid}/turns`, { message: "again" });
+    assert.equal(plain.body.reply, "not streamed");
+    assert.equal(requests.at(-1).stream, undefined);
+  });
+
+  it("a client that disconnects mid-stream leaves the whole exchange stored and the hooks fired", async () => {
+    let release!: () => void;
+    const hold = new Promise<void>((r) => (release = r));
+    plan = () => ({ chunks: [chunk("partial "), chunk("answer")], hold });
+    const sid = await newSession(s);
+    const res = await postStreamedTurn(s.url, sid, "tell me");
+    for await (const e of sseEvents(res)) if (e.event === "delta") break; // leaving the loop cancels the body
+    release();
+    // The session lock orders the next turn after the abandoned one has finished.
+    const next = await s.api("POST", `/v1/sessions/${sid}/turns`, { message: "next" });
+    assert.equal(next.status, 200);
+    const stored = (await s.api("GET", `/v1/sessions/${sid}/messages`)).body.messages.map((m: any) => [m.role, m.content]);
+    assert.deepEqual(stored, [["user", "tell me"], ["assistant", "partial answer"], ["user", "next"], ["assistant", "not streamed"]]);
+    assert.deepEqual(await hooksOf(s, sid), ["on_session_start", "pre_llm_call", "post_llm_call", "pre_llm_call", "post_llm_call"]);
+  });
+});
