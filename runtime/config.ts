@@ -181,7 +181,7 @@ export function parseConfig(input: unknown, env: Record<string, string | undefin
 }
 
 /**
- * Plugin names in enabled, disabled, grants and limits must be plugins that exist in plugins.dir:
+ * Plugin names in enabled, disabled, grants, limits and fail_closed must be plugins that exist in plugins.dir:
  * a typo would otherwise silently leave a plugin off or ungranted.
  */
 export function checkPluginNames(c: Config, available: readonly string[]): void {
@@ -195,6 +195,7 @@ export function checkPluginNames(c: Config, available: readonly string[]): void 
   check("plugins.disabled", c.plugins.disabled);
   check("plugins.grants", Object.keys(c.plugins.grants));
   check("plugins.limits", Object.keys(c.plugins.limits));
+  check("plugins.fail_closed", c.plugins.fail_closed);
   if (problems.length) throw new ConfigError(problems.join("; "));
 }
 

@@ -23,8 +23,16 @@ export interface RunningServer {
   close(graceMs?: number): Promise<ShutdownReport>;
 }
 
-export function startServer(core: Core, opts: { host: string; port: number }): Promise<RunningServer> {
-  return serveFetch(createApp(core).fetch, opts);
+export async function startServer(core: Core, opts: { host: string; port: number }): Promise<RunningServer> {
+  let draining = false; // /readyz answers 503 from the first moment of a shutdown
+  const server = await serveFetch(createApp(core, { draining: () => draining }).fetch, opts);
+  return {
+    ...server,
+    close: (graceMs) => {
+      draining = true;
+      return server.close(graceMs);
+    },
+  };
 }
 
 /** Serves any fetch handler (the API; the bench's outside baselines) until close(). */

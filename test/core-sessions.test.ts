@@ -77,7 +77,7 @@ describe("sessions over HTTP", () => {
       ["POST", "/v1/maintenance/everything", {}, 400, "invalid_task"],
       ["POST", "/v1/maintenance/prune", { older_than_days: "1" }, 400, "invalid_body"],
       ["POST", "/v1/commands/Bad!", {}, 400, "invalid_id"],
-      ["DELETE", "/v1/sessions", undefined, 404, "not_found"],
+      ["DELETE", "/v1/sessions", undefined, 405, "method_not_allowed"],
       ["GET", "/v1/nope", undefined, 404, "not_found"],
     ];
     for (const [method, path, body, status, code] of cases) {

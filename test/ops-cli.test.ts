@@ -2,6 +2,7 @@
 // --dry-run for every sweep, sessions show|messages|unarchive, `turn`, `config` and `plugins reset`.
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { runCli } from "../runtime/cli.ts";
 import { ConfigError, ENV_SETTINGS, checkPluginNames, maskSecrets, parseConfig } from "../runtime/config.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
@@ -139,6 +140,10 @@ describe("configuration (operator)", () => {
       assert.ok(names.includes(name), name);
     }
     assert.throws(() => parseConfig({}, { HOOKBOX_PORT: "http" }), /HOOKBOX_PORT \(port\): /);
+    assert.equal(parseConfig({}, { HOOKBOX_DB_SYNCHRONOUS: "NORMAL" }).db_synchronous, "normal");
+    // The README documents every variable.
+    const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
+    assert.deepEqual(names.filter((n) => !readme.includes(`\`${n}\``)), []);
   });
 
   it("refuses unknown keys, capabilities and plugin names with a suggestion", () => {

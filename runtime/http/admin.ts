@@ -10,20 +10,21 @@ import { sourceOf } from "../sessions/view.ts";
 import { Id, check, readBody } from "./validate.ts";
 
 const Days = v.pipe(v.number(), v.minValue(0), v.maxValue(36_500));
-const MAINTENANCE = {
-  empty_sweep: v.strictObject({ grace_seconds: v.optional(v.pipe(v.number(), v.minValue(0), v.maxValue(31_536_000))) }),
-  prune: v.strictObject({ older_than_days: v.optional(Days) }),
-  ghost_prune: v.strictObject({}),
-  profile_repair: v.strictObject({}),
-  idle_archive: v.strictObject({ older_than_days: v.optional(v.pipe(Days, v.minValue(0.000001))) }),
+const DryRun = v.optional(v.boolean());
+export const MAINTENANCE = {
+  empty_sweep: v.strictObject({ grace_seconds: v.optional(v.pipe(v.number(), v.minValue(0), v.maxValue(31_536_000))), dry_run: DryRun }),
+  prune: v.strictObject({ older_than_days: v.optional(Days), dry_run: DryRun }),
+  ghost_prune: v.strictObject({ dry_run: DryRun }),
+  profile_repair: v.strictObject({ dry_run: DryRun }),
+  idle_archive: v.strictObject({ older_than_days: v.optional(v.pipe(Days, v.minValue(0.000001))), dry_run: DryRun }),
   hygiene: v.strictObject({}),
 } as const;
 const Task = v.picklist(Object.keys(MAINTENANCE) as Array<keyof typeof MAINTENANCE>);
-const CommandName = v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/i, "command names are [a-z0-9_-]"));
+export const CommandName = v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/i, "command names are [a-z0-9_-]"));
 // The caller's identity (source, platform) is the session's: a body that could claim them could
 // claim another user's and pass plugins.command_users. Without a session a command runs anonymous.
 const FROM_SESSION = "identity comes from the session named by session_id; a request body cannot set it";
-const CommandBody = v.strictObject({
+export const CommandBody = v.strictObject({
   raw_args: v.optional(v.pipe(v.string(), v.maxLength(10_000)), ""),
   session_id: v.optional(Id),
   platform: v.optional(v.never(FROM_SESSION)),
@@ -36,13 +37,14 @@ export function adminRoutes(core: Core): Hono {
   app.post("/maintenance/:task", async (c) => {
     const task = check(Task, c.req.param("task"), "maintenance task", "invalid_task");
     if ((SWEEP_NAMES as readonly string[]).includes(task)) {
-      const params = await readBody(c, MAINTENANCE[task]);
-      const res = await core.maintenance.sweep(task as (typeof SWEEP_NAMES)[number], params);
-      return c.json({ task, deleted_ids: res.deleted_ids, fired: res.fired });
+      const { dry_run, ...params } = (await readBody(c, MAINTENANCE[task])) as { dry_run?: boolean };
+      const res = await core.maintenance.sweep(task as (typeof SWEEP_NAMES)[number], params, { dryRun: dry_run === true });
+      return c.json(dry_run ? { task, would_delete_ids: res.deleted_ids, dry_run: true } : { task, deleted_ids: res.deleted_ids, fired: res.fired });
     }
     if (task === "idle_archive") {
       const body = await readBody(c, MAINTENANCE.idle_archive);
-      return c.json({ task, archived_ids: await core.maintenance.idleArchive(body.older_than_days) });
+      const ids = await core.maintenance.idleArchive(body.older_than_days, { dryRun: body.dry_run === true });
+      return c.json(body.dry_run ? { task, would_archive_ids: ids, dry_run: true } : { task, archived_ids: ids });
     }
     await readBody(c, MAINTENANCE.hygiene);
     return c.json({ task, compactions: await core.maintenance.hygiene() });

@@ -1,10 +1,15 @@
-// The HTTP API (Hono, JSON, /v1): auth, body limit and idempotency first, then the routes.
+// The HTTP API (Hono, JSON, /v1): request id and access log first, then the public probes and docs,
+// then auth, body limit and idempotency, then the routes. A known path with a wrong method is a 405.
 import { Hono, type MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import { methodNotAllowed } from "hono/method-not-allowed";
 import type { Core } from "../core.ts";
 import { adminRoutes } from "./admin.ts";
 import { errorBody, onError } from "./errors.ts";
 import { bearerAuth, idempotency } from "./guards.ts";
+import { createMetrics } from "./metrics.ts";
+import { accessLog, withRequestId } from "./observe.ts";
+import { metricsRoute, publicOpsRoutes, VERSION, type OpsOptions } from "./ops.ts";
 import { sessionRoutes } from "./sessions.ts";
 
 export const MAX_BODY_BYTES = 4 * 1024 * 1024;
@@ -20,17 +25,32 @@ const closeIfBodyUnread: MiddlewareHandler = async (c, next) => {
   if (c.req.raw.body !== null && !c.req.raw.bodyUsed) c.res.headers.set("connection", "close");
 };
 
-export function createApp(core: Core): Hono {
+export function createApp(core: Core, opts: OpsOptions = {}): Hono {
   const app = new Hono();
+  const metrics = createMetrics(core, VERSION);
   app.onError(onError);
   app.notFound((c) => c.json(errorBody("not_found", `no route for ${c.req.method} ${c.req.path}`), 404));
+  app.use("*", withRequestId);
+  app.use("*", accessLog(metrics));
   app.use("*", closeIfBodyUnread);
+  app.use(
+    "*",
+    methodNotAllowed({
+      app,
+      onMethodNotAllowed: (c, methods) => {
+        const allowed = [...methods].sort().join(", ");
+        return c.json(errorBody("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use ${allowed}`), 405, { allow: allowed });
+      },
+    }),
+  );
+  publicOpsRoutes(app, core, opts);
   app.use("*", bearerAuth(core.config.api_token));
   app.use(
     "*",
     bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => c.json(errorBody("body_too_large", `request body exceeds ${MAX_BODY_BYTES} bytes`), 413) }),
   );
   app.use("/v1/*", idempotency(core));
+  metricsRoute(app, metrics);
   app.get("/v1/health", (c) => c.json({ ok: true }));
   app.route("/v1/sessions", sessionRoutes(core));
   app.route("/v1", adminRoutes(core));

@@ -25,10 +25,13 @@ const KEY = /^[\x21-\x7e]{1,200}$/;
 /**
  * Idempotency-Key: the first response (status < 500) to a key is stored with a hash of method,
  * path and body. A retry with the same request gets the stored response back and runs nothing (so
- * no hook fires twice); the same key with a different request is refused with 422.
+ * no hook fires twice); the same key with a different request is refused with 422. A stored answer
+ * expires after idempotency_ttl_seconds: then the key is free again (expired rows are purged).
  */
 export function idempotency(core: Core): MiddlewareHandler {
   const locks = new KeyedMutex();
+  const ttlMs = core.config.idempotency_ttl_seconds * 1000;
+  let lastPurge = 0;
   return async (c, next) => {
     const key = c.req.header("idempotency-key");
     if (key === undefined || c.req.method === "GET" || c.req.method === "HEAD") return next();
@@ -37,7 +40,8 @@ export function idempotency(core: Core): MiddlewareHandler {
     const hash = digest(`${c.req.method} ${url.pathname}${url.search}\n${await c.req.text()}`).toString("hex");
     return locks.run(key, async () => {
       const db = core.storage.db;
-      const seen = await db.selectFrom("idempotency").selectAll().where("key", "=", key).executeTakeFirst();
+      const now = core.now();
+      const seen = await db.selectFrom("idempotency").selectAll().where("key", "=", key).where("created_at", ">", now - ttlMs).executeTakeFirst();
       if (seen) {
         if (seen.request_hash !== hash) {
           return c.json(errorBody("idempotency_key_reused", "this Idempotency-Key was used for a different request"), 422);
@@ -47,8 +51,18 @@ export function idempotency(core: Core): MiddlewareHandler {
       await next();
       if (c.res.status < 500) {
         const response = await c.res.clone().text();
-        const row = { key, request_hash: hash, status: c.res.status, response, created_at: core.now() };
-        await core.storage.write((trx) => trx.insertInto("idempotency").values(row).onConflict((oc) => oc.doNothing()).execute());
+        const row = { key, request_hash: hash, status: c.res.status, response, created_at: now };
+        const purge = now - lastPurge > 60_000;
+        if (purge) lastPurge = now;
+        await core.storage.write(async (trx) => {
+          if (purge) await trx.deleteFrom("idempotency").where("created_at", "<=", now - ttlMs).execute();
+          // An expired row for this key (not purged yet) is replaced.
+          await trx
+            .insertInto("idempotency")
+            .values(row)
+            .onConflict((oc) => oc.column("key").doUpdateSet(row).where("idempotency.created_at", "<=", now - ttlMs))
+            .execute();
+        });
       }
       return;
     });

@@ -9,28 +9,28 @@ import { messageView, sessionView } from "../sessions/view.ts";
 import { streamTurn, wantsEventStream } from "./turn-stream.ts";
 import { Id, Platform, Profile, QueryBool, QueryInt, SourceInput, readBody, readId, readQuery } from "./validate.ts";
 
-const CreateBody = v.strictObject({
+export const CreateBody = v.strictObject({
   profile: v.optional(Profile),
   platform: v.optional(Platform),
   source: v.optional(SourceInput),
   parent_session_id: v.optional(Id),
 });
-const ListQuery = v.strictObject({
+export const ListQuery = v.strictObject({
   profile: v.optional(Profile),
   archived: v.optional(QueryBool),
   limit: v.optional(QueryInt(1, 1000), "100"),
   after: v.optional(Id),
 });
-const MessagesQuery = v.strictObject({ limit: v.optional(QueryInt(1, 10_000)) });
-const TurnBody = v.strictObject({ message: v.pipe(v.string(), v.minLength(1), v.maxLength(100_000)) });
-const CompressBody = v.strictObject({ kind: v.optional(v.picklist(COMPACTION_KINDS), "summarize"), rotate: v.optional(v.boolean(), false) });
-const EndBody = v.strictObject({ reason: v.optional(v.pipe(v.string(), v.regex(/^[a-z0-9_-]{1,64}$/, "reasons are 1-64 chars of [a-z0-9_-]")), "user") });
-const Empty = v.strictObject({});
-const BulkDeleteBody = v.pipe(
+export const MessagesQuery = v.strictObject({ limit: v.optional(QueryInt(1, 10_000)) });
+export const TurnBody = v.strictObject({ message: v.pipe(v.string(), v.minLength(1), v.maxLength(100_000)) });
+export const CompressBody = v.strictObject({ kind: v.optional(v.picklist(COMPACTION_KINDS), "summarize"), rotate: v.optional(v.boolean(), false) });
+export const EndBody = v.strictObject({ reason: v.optional(v.pipe(v.string(), v.regex(/^[a-z0-9_-]{1,64}$/, "reasons are 1-64 chars of [a-z0-9_-]")), "user") });
+export const Empty = v.strictObject({});
+export const BulkDeleteBody = v.pipe(
   v.strictObject({ ids: v.optional(v.pipe(v.array(Id), v.maxLength(100_000))), profile: v.optional(Profile) }),
   v.check((b) => (b.ids === undefined) !== (b.profile === undefined), "give exactly one of ids or profile"),
 );
-const AdoptBody = v.strictObject({ ids: v.pipe(v.array(Id), v.minLength(1), v.maxLength(100_000)), profile: Profile });
+export const AdoptBody = v.strictObject({ ids: v.pipe(v.array(Id), v.minLength(1), v.maxLength(100_000)), profile: Profile });
 
 export function sessionRoutes(core: Core): Hono {
   const app = new Hono();

@@ -3,31 +3,36 @@
 import * as v from "valibot";
 import type { Context } from "hono";
 import { AppError } from "../errors.ts";
+import { describeIssue } from "../util/schema-walk.ts";
 
 export const Id = v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]{1,128}$/, "ids are 1-128 chars of [A-Za-z0-9_-]"));
 export const Profile = v.pipe(v.string(), v.regex(/^[A-Za-z0-9._-]{1,64}$/, "profiles are 1-64 chars of [A-Za-z0-9._-]"));
 const Text = (max: number) => v.pipe(v.string(), v.maxLength(max));
 const isObject = (x: unknown) => typeof x === "object" && x !== null && !Array.isArray(x);
+/** For docs: the object schema each "must be a JSON object" check is piped into. */
+export const OBJECT_AFTER_CHECK = new WeakMap<object, v.GenericSchema>();
+
 // valibot's object schemas accept arrays (objects without extra keys); nested objects say no first.
-export const SourceInput = v.pipe(
-  v.custom<Record<string, unknown>>(isObject, "must be a JSON object"),
-  v.strictObject({
-    user_id: v.optional(v.nullable(Text(256))),
-    chat_id: v.optional(v.nullable(Text(256))),
-    thread_id: v.optional(v.nullable(Text(256))),
-  }),
-);
+const sourceIsObject = v.custom<Record<string, unknown>>(isObject, "must be a JSON object");
+const SourceFields = v.strictObject({
+  user_id: v.optional(v.nullable(Text(256))),
+  chat_id: v.optional(v.nullable(Text(256))),
+  thread_id: v.optional(v.nullable(Text(256))),
+});
+OBJECT_AFTER_CHECK.set(sourceIsObject, SourceFields);
+export const SourceInput = v.pipe(sourceIsObject, SourceFields);
 export const Platform = v.pipe(v.string(), v.regex(/^[A-Za-z0-9._-]{1,64}$/, "platforms are 1-64 chars of [A-Za-z0-9._-]"));
 
-function fail(code: string, what: string, issues: v.BaseIssue<unknown>[]): never {
-  const list = issues.map((i) => ({ path: v.getDotPath(i) ?? "", message: i.message }));
+function fail(code: string, what: string, schema: v.GenericSchema, issues: v.BaseIssue<unknown>[]): never {
+  // An unknown field is named (with the nearest allowed one), not "Expected never but received ...".
+  const list = issues.map((i) => describeIssue(schema, i));
   const first = list[0]!;
   throw new AppError(400, code, `invalid ${what}: ${first.path ? `${first.path}: ` : ""}${first.message}`, list);
 }
 
 export function check<S extends v.GenericSchema>(schema: S, input: unknown, what: string, code = "invalid_body"): v.InferOutput<S> {
   const res = v.safeParse(schema, input);
-  if (!res.success) fail(code, what, res.issues);
+  if (!res.success) fail(code, what, schema, res.issues);
   return res.output;
 }
 

@@ -3,32 +3,50 @@
 import * as v from "valibot";
 import { suggest } from "./suggest.ts";
 
-type AnySchema = { type: string; wrapped?: AnySchema; entries?: Record<string, AnySchema>; options?: AnySchema[]; item?: AnySchema; value?: AnySchema };
+type AnySchema = {
+  type: string;
+  kind?: string;
+  wrapped?: AnySchema;
+  entries?: Record<string, AnySchema>;
+  options?: AnySchema[];
+  item?: AnySchema;
+  value?: AnySchema;
+  pipe?: AnySchema[];
+};
 
-const unwrap = (s: AnySchema): AnySchema => (s.wrapped ? unwrap(s.wrapped) : s);
+/** Through optional/nullable wrappers, and from a custom check into the object schema piped after it. */
+function unwrap(s: AnySchema): AnySchema {
+  if (s.wrapped) return unwrap(s.wrapped);
+  const piped = s.type === "custom" ? s.pipe?.find((x) => x.kind === "schema" && x.type !== "custom") : undefined;
+  return piped ? unwrap(piped) : s;
+}
 
 /** The object schemas that may sit at `path` inside `schema` (several for a variant). */
+/** The alternatives of a variant/union (a picklist's `options` are values, not schemas). */
+const alternatives = (s: AnySchema): AnySchema[] | undefined => (s.type === "variant" || s.type === "union" ? s.options!.map(unwrap) : undefined);
+
 function objectsAt(schema: AnySchema, path: Array<string | number>): AnySchema[] {
   let here = [unwrap(schema)];
   for (const key of path) {
     const next: AnySchema[] = [];
-    for (const s of here.flatMap((x) => (x.options ? x.options.map(unwrap) : [x]))) {
+    for (const s of here.flatMap((x) => alternatives(x) ?? [x])) {
       if (s.entries && typeof key === "string" && s.entries[key]) next.push(unwrap(s.entries[key]));
       else if (s.type === "array" && s.item) next.push(unwrap(s.item));
       else if (s.type === "record" && s.value) next.push(unwrap(s.value));
     }
     here = next;
   }
-  return here.flatMap((x) => (x.options ? x.options.map(unwrap) : [x])).filter((x) => x.entries);
+  return here.flatMap((x) => alternatives(x) ?? [x]).filter((x) => x.entries);
 }
 
 /** One readable line per issue; an unknown field is named, with the nearest allowed field. */
 export function describeIssue(schema: v.GenericSchema, issue: v.BaseIssue<unknown>): { path: string; message: string } {
   const keys = (issue.path ?? []).map((p) => p.key as string | number);
   const path = v.getDotPath(issue) ?? "";
-  if (issue.expected === "never" && keys.length > 0) {
-    const field = String(keys.at(-1));
-    const allowed = objectsAt(schema as unknown as AnySchema, keys.slice(0, -1)).flatMap((o) => Object.keys(o.entries!));
+  const field = String(keys.at(-1));
+  const allowed = issue.expected === "never" && keys.length > 0 ? objectsAt(schema as unknown as AnySchema, keys.slice(0, -1)).flatMap((o) => Object.keys(o.entries!)) : [];
+  // A strict object's extra key (a field declared v.never() keeps its own message).
+  if (issue.expected === "never" && keys.length > 0 && !allowed.includes(field)) {
     const known = allowed.length ? `; allowed: ${[...new Set(allowed)].join(", ")}` : "";
     return { path, message: `unknown field "${field}"${suggest(field, allowed)}${known}` };
   }
@@ -42,12 +60,12 @@ export function schemaLeaves(schema: v.GenericSchema): Array<{ path: string[]; k
   const out = new Map<string, { path: string[]; kind: LeafKind }>();
   const walk = (s: AnySchema, path: string[]) => {
     s = unwrap(s);
-    const objects = s.options ? s.options.map(unwrap) : s.entries ? [s] : [];
+    const objects = alternatives(s) ?? (s.entries ? [s] : []);
     if (objects.length) {
       for (const o of objects) for (const [k, child] of Object.entries(o.entries ?? {})) walk(child, [...path, k]);
       return;
     }
-    const kind: LeafKind = s.type === "picklist" ? "choice" : s.type === "number" ? "number" : s.type === "array" ? "list" : s.type === "record" ? "json" : "string";
+    const kind: LeafKind = s.type === "picklist" ? "choice" : s.type === "number" || s.type === "unknown" ? "number" : s.type === "array" ? "list" : s.type === "record" ? "json" : "string";
     out.set(path.join("."), { path, kind });
   };
   walk(schema as unknown as AnySchema, []);

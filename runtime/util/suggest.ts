@@ -7,6 +7,9 @@ export function suggest(name: string, candidates: readonly string[]): string {
   const lower = name.toLowerCase();
   const best = closest(lower, [...candidates]);
   // closest() always answers; offer it only when at most a third of the letters differ.
-  const close = distance(lower, best.toLowerCase()) <= Math.max(1, Math.floor(Math.max(lower.length, best.length) / 3));
+  const other = best.toLowerCase();
+  const close =
+    distance(lower, other) <= Math.max(1, Math.floor(Math.max(lower.length, other.length) / 3)) ||
+    (lower.length >= 3 && (other.startsWith(lower) || lower.startsWith(other)));
   return close ? ` (did you mean ${best}?)` : "";
 }

@@ -1,0 +1,138 @@
+// Prometheus metrics (prom-client: the standard Node client, plain JS, runs on Deno too). One
+// registry per app, so several servers in one process (tests) do not mix. HTTP metrics are
+// observed per request; plugin metrics are read at scrape time from the plugin runtime's stats
+// and the database (KV size), so they cost nothing between scrapes.
+import { sql } from "kysely";
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { Core } from "../core.ts";
+
+export interface HttpMetrics {
+  registry: Registry;
+  /** Records one answered request. */
+  observe(method: string, route: string, status: number, seconds: number): void;
+  inFlight: Gauge;
+}
+
+const runtime = "Deno" in globalThis ? "deno" : "node";
+
+export function createMetrics(core: Core, version: string): HttpMetrics {
+  const registry = new Registry();
+  const registers = [registry];
+  new Gauge({ name: "hookbox_build_info", help: "hookbox version and JavaScript runtime", labelNames: ["version", "runtime"], registers }).set({ version, runtime }, 1);
+  const requests = new Counter({ name: "hookbox_http_requests_total", help: "HTTP requests answered, by route and status", labelNames: ["method", "route", "status"], registers });
+  const latency = new Histogram({
+    name: "hookbox_http_request_duration_seconds",
+    help: "HTTP request latency until the response headers, by route",
+    labelNames: ["method", "route"],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers,
+  });
+  const inFlight = new Gauge({ name: "hookbox_http_requests_in_flight", help: "HTTP requests being answered", registers });
+
+  const stats = () => core.plugins.list();
+  new Counter({
+    name: "hookbox_plugin_hook_calls_total",
+    help: "hook calls delivered to each plugin",
+    labelNames: ["plugin"],
+    registers,
+    collect() {
+      this.reset();
+      for (const p of stats()) this.inc({ plugin: p.name }, p.stats?.calls ?? 0);
+    },
+  });
+  new Counter({
+    name: "hookbox_plugin_hook_failures_total",
+    help: "failed hook calls by plugin and kind (trap, fuel, timeout, memory, bad_output, denied, unavailable)",
+    labelNames: ["plugin", "kind"],
+    registers,
+    collect() {
+      this.reset();
+      for (const p of stats()) for (const [kind, n] of Object.entries(p.stats?.failures ?? {})) this.inc({ plugin: p.name, kind }, n);
+    },
+  });
+  new Counter({
+    name: "hookbox_plugin_hook_skipped_total",
+    help: "hook calls skipped during a time-out cool-off",
+    labelNames: ["plugin"],
+    registers,
+    collect() {
+      this.reset();
+      for (const p of stats()) this.inc({ plugin: p.name }, p.stats?.skipped_cooloff ?? 0);
+    },
+  });
+  new Counter({
+    name: "hookbox_plugin_fuel_used_total",
+    help: "fuel (metered WASM instructions) spent by each plugin",
+    labelNames: ["plugin"],
+    registers,
+    collect() {
+      this.reset();
+      for (const p of stats()) this.inc({ plugin: p.name }, p.stats?.fuel_used ?? 0);
+    },
+  });
+  new Gauge({
+    name: "hookbox_plugin_hook_latency_seconds",
+    help: "hook call latency quantiles over each plugin's last 1024 calls",
+    labelNames: ["plugin", "quantile"],
+    registers,
+    collect() {
+      this.reset();
+      for (const p of stats()) {
+        if (!p.stats || p.stats.latency_ms.samples === 0) continue;
+        this.set({ plugin: p.name, quantile: "0.5" }, p.stats.latency_ms.p50 / 1000);
+        this.set({ plugin: p.name, quantile: "0.99" }, p.stats.latency_ms.p99 / 1000);
+      }
+    },
+  });
+  new Gauge({
+    name: "hookbox_plugin_status",
+    help: "1 for each plugin's current status (active, disabled, quarantined, failed)",
+    labelNames: ["plugin", "status"],
+    registers,
+    collect() {
+      this.reset();
+      for (const p of stats()) this.set({ plugin: p.name, status: p.status }, 1);
+    },
+  });
+  new Gauge({
+    name: "hookbox_plugins_quarantined",
+    help: "plugins quarantined right now",
+    registers,
+    collect() {
+      this.set(stats().filter((p) => p.status === "quarantined").length);
+    },
+  });
+  const kvSizes = async () =>
+    (await sql<{ plugin: string; n: number; bytes: number | null }>`
+      select plugin, count(*) as n, sum(length(key) + length(value)) as bytes from plugin_kv group by plugin`.execute(core.storage.db)).rows;
+  new Gauge({
+    name: "hookbox_plugin_kv_keys",
+    help: "KV entries stored by each plugin",
+    labelNames: ["plugin"],
+    registers,
+    async collect() {
+      const rows = await kvSizes();
+      this.reset();
+      for (const r of rows) this.set({ plugin: r.plugin }, Number(r.n));
+    },
+  });
+  new Gauge({
+    name: "hookbox_plugin_kv_bytes",
+    help: "bytes of KV keys and values stored by each plugin",
+    labelNames: ["plugin"],
+    registers,
+    async collect() {
+      const rows = await kvSizes();
+      this.reset();
+      for (const r of rows) this.set({ plugin: r.plugin }, Number(r.bytes ?? 0));
+    },
+  });
+  return {
+    registry,
+    inFlight,
+    observe(method, route, status, seconds) {
+      requests.inc({ method, route, status: String(status) });
+      latency.observe({ method, route }, seconds);
+    },
+  };
+}
