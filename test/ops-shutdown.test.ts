@@ -1,0 +1,152 @@
+// Graceful shutdown, in real child processes started the documented ways (`npm start` and
+// `hookbox serve` under Node; `deno task serve` and `hookbox serve` under Deno): N turns are in
+// flight (held by a model upstream this test controls) when SIGTERM arrives; the server stops
+// accepting connections, lets all N finish (their post_llm_call hooks included), flushes plugin KV,
+// closes the database, logs each step and exits 0.
+import { describe, it, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import { connect, type AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { createClient } from "@libsql/client";
+import { SEED_DIR } from "./helpers/plugins.ts";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const isDeno = "Deno" in globalThis;
+const N = 6;
+const SERVE = ["--host", "127.0.0.1", "--port", "0"];
+const LAUNCHERS: Array<[string, string, string[]]> = isDeno
+  ? [
+      ["deno task serve", process.execPath, ["task", "serve", ...SERVE]],
+      ["hookbox serve (deno)", process.execPath, ["run", "-A", "runtime/cli.ts", "serve", ...SERVE]],
+    ]
+  : [
+      ["npm start", "npm", ["start", "--", ...SERVE]],
+      ["hookbox serve (node)", process.execPath, ["--import", "tsx", "runtime/cli.ts", "serve", ...SERVE]],
+    ];
+
+/** An OpenAI-compatible upstream that holds every chat request until release(). */
+async function heldUpstream() {
+  const held: Array<() => void> = [];
+  const server: Server = createServer((req, res) => {
+    req.resume();
+    req.on("end", () =>
+      held.push(() => {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify({ choices: [{ message: { role: "assistant", content: "drained answer" } }], usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 } }));
+      }),
+    );
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+    held,
+    release: () => held.splice(0).forEach((f) => f()),
+    close: () => new Promise<void>((r) => (server.closeAllConnections(), server.close(() => r()))),
+  };
+}
+
+const until = async (what: string, cond: () => boolean) => {
+  for (let i = 0; !cond(); i++) {
+    if (i > 3000) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+};
+
+/** Resolves true when a fresh TCP connection to the port is refused. */
+const refused = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const sock = connect(port, "127.0.0.1");
+    sock.once("connect", () => (sock.destroy(), resolve(false)));
+    sock.once("error", () => resolve(true));
+  });
+
+describe("graceful shutdown on SIGTERM", () => {
+  let upstream: Awaited<ReturnType<typeof heldUpstream>>;
+  const children: ChildProcess[] = [];
+  before(async () => {
+    upstream = await heldUpstream();
+  });
+  after(async () => {
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+    await upstream.close();
+  });
+
+  for (const [name, command, args] of LAUNCHERS) {
+    it(`${name}: ${N} requests in flight all complete, then plugins and database close`, async () => {
+      const dir = mkdtempSync(join(tmpdir(), "hookbox-shutdown-"));
+      const dbFile = join(dir, "hookbox.db");
+      const configPath = join(dir, "hookbox.config.json");
+      writeFileSync(
+        configPath,
+        JSON.stringify({
+          db_url: `file:${dbFile}`,
+          sessions_dir: join(dir, "sessions"),
+          provider: { type: "openai", base_url: upstream.url, model: "held", api_key: "k" },
+          shutdown_grace_seconds: 120,
+          plugins: { dir: SEED_DIR, enabled: ["sidecar-index"], grants: { "sidecar-index": ["kv"] } },
+        }),
+      );
+      const child = spawn(command, args, {
+        cwd: ROOT,
+        env: { ...process.env, HOOKBOX_CONFIG: configPath, HOOKBOX_LOG: "info", DENO_NO_UPDATE_CHECK: "1" },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      children.push(child);
+      let out = "";
+      child.stdout!.on("data", (b: Buffer) => (out += b.toString()));
+      child.stderr!.on("data", (b: Buffer) => (out += b.toString()));
+      const exited = new Promise<number | string>((r) => child.once("exit", (code, signal) => r(code ?? signal ?? "?")));
+      try {
+        await until("the server to listen", () => /listening on http:\/\/\S+/.test(out) || child.exitCode !== null);
+        const url = /listening on (http:\/\/\S+)/.exec(out)?.[1];
+        assert.ok(url, out);
+        const port = Number(new URL(url).port);
+        const post = (path: string, body: object) =>
+          fetch(url + path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+        const ids: string[] = [];
+        for (let i = 0; i < N; i++) ids.push((await (await post("/v1/sessions", {})).json()).session.id);
+        const turns = ids.map((id) => post(`/v1/sessions/${id}/turns`, { message: `question ${id}` }).then(async (r) => ({ status: r.status, body: await r.json() })));
+        await until("every turn to reach the model", () => upstream.held.length === N);
+
+        // process.kill, not child.kill: Deno's child_process reports a child it signalled as killed by
+        // that signal even when the child handled it and exited 0.
+        process.kill(child.pid!, "SIGTERM");
+        await until("the shutdown to start", () => out.includes("shutting down"));
+        assert.equal(await refused(port), true, "a new connection is refused once the drain started");
+        upstream.release();
+
+        const answers = await Promise.all(turns);
+        assert.deepEqual(answers.map((a) => [a.status, a.body.reply]), ids.map(() => [200, "drained answer"]));
+        assert.equal(await exited, 0, out);
+        const logs = out.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l));
+        const stop = logs.find((l) => l.msg === "shutting down: no new connections, draining in-flight requests");
+        assert.equal(stop?.signal, "SIGTERM");
+        assert.equal(stop?.in_flight, N);
+        const http = logs.find((l) => l.msg === "http server stopped");
+        assert.deepEqual([http?.drained, http?.dropped], [N, 0]);
+        assert.ok(logs.some((l) => l.msg === "hookbox stopped"), out);
+
+        // Everything those turns did is in the database: both messages of each, and the KV the
+        // plugin wrote in post_llm_call during the drain (flushed before the database closed).
+        const db = createClient({ url: `file:${dbFile}` });
+        try {
+          const msgs = await db.execute("select session_id, count(*) as n from messages group by session_id");
+          assert.deepEqual(new Map(msgs.rows.map((r) => [String(r.session_id), Number(r.n)])), new Map(ids.map((id) => [id, 2])));
+          const kv = await db.execute("select value from plugin_kv where plugin = 'sidecar-index' and value like '%\"llm_calls\":1%'");
+          assert.equal(kv.rows.length, N, "each session's post_llm_call KV write is on disk");
+        } finally {
+          db.close();
+        }
+      } finally {
+        if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+        await exited;
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  }
+});
