@@ -1,64 +1,162 @@
-// Compiles every plugins-wasm/<name>/plugin.ts and plugins-wasm/hostile/<name>/plugin.ts to
-// plugin.wasm beside it with the AssemblyScript compiler from node_modules (no downloads), all in
-// this one process. Run by `npm run build:plugins` and by `npm ci` ("prepare").
-//   node plugins-wasm/build.mjs [name ...]   (names filter which plugins to build)
-import { existsSync, readdirSync } from "node:fs";
-import { dirname, join, relative } from "node:path";
+// Builds plugins from source to plugin.wasm beside their manifest, all in this one process:
+//   plugin.ts  AssemblyScript, with the compiler from node_modules (no downloads);
+//   plugin.rs  Rust `#![no_std]` cdylib, with /usr/bin/rustc (apt: rustc libstd-rust-dev-wasm32);
+//   plugin.c   C with wasi-libc, with clang (apt: clang lld wasi-libc libclang-rt-14-dev-wasm32).
+// A plugin whose toolchain is missing is skipped with a message saying what to install. A failed
+// build deletes the old plugin.wasm and leaves plugin.build-error (the loader shows it as the
+// reason), so a stale module never looks current. Run by `npm run build:plugins` and `npm ci`.
+//   node plugins-wasm/build.mjs [name ...]           plugins of this folder (and hostile/) by name
+//   node plugins-wasm/build.mjs PATH [PATH ...]      plugin folders anywhere, or folders of plugins
+import { spawnSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import asc from "assemblyscript/asc";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = dirname(here);
+const LIB_PACKAGE = "@hookbox/plugin-lib";
 
 // --runtime stub: no GC; lib/index.ts beginCall() resets the heap at every call (see there).
-// Extism provides no env.abort, so every plugin links lib/abort.ts's handler instead.
-const FLAGS = ["-O3", "--noAssert", "--runtime", "stub", "--use", "abort=plugins-wasm/lib/abort/hookboxAbort"];
-
-function pluginDirs() {
-  const dirs = [];
-  for (const base of [here, join(here, "hostile")]) {
-    if (!existsSync(base)) continue;
-    for (const e of readdirSync(base, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
-      if (e.isDirectory() && existsSync(join(base, e.name, "plugin.ts"))) dirs.push(join(base, e.name));
-    }
-  }
-  return dirs;
-}
+// Extism provides no env.abort, so every plugin links lib/abort.ts's handler instead: by its path
+// in this repo, or by its package path for a plugin that imports the library as a package.
+const AS_FLAGS = ["-O3", "--noAssert", "--runtime", "stub"];
+const RUSTC = process.env.HOOKBOX_RUSTC ?? "/usr/bin/rustc";
+const CLANG = process.env.HOOKBOX_CLANG ?? "clang";
+const WASI_SYSROOT = process.env.HOOKBOX_WASI_SYSROOT ?? "/usr";
 
 function collect() {
   let text = "";
   return { write: (chunk) => void (text += String(chunk)), toString: () => text };
 }
 
-async function build(dir) {
-  const entry = relative(root, join(dir, "plugin.ts"));
-  const out = relative(root, join(dir, "plugin.wasm"));
-  const stderr = collect();
-  const { error } = await asc.main([entry, "--outFile", out, "--baseDir", root, ...FLAGS], {
-    stdout: collect(),
-    stderr,
-  });
-  return error ? `${error.message}\n${stderr}` : null;
+function run(cmd, args) {
+  const r = spawnSync(cmd, args, { encoding: "utf8" });
+  if (r.error) return `${cmd}: ${r.error.message}`;
+  return r.status === 0 ? null : `${r.stderr}${r.stdout}`.trim() || `${cmd} exited with ${r.status}`;
 }
 
-const only = new Set(process.argv.slice(2));
-const dirs = pluginDirs().filter((d) => only.size === 0 || only.has(relative(here, d)) || only.has(d.split(/[\\/]/).pop()));
+let rustMissing;
+let clangMissing;
+const LANGUAGES = {
+  "plugin.ts": {
+    missing: () => null,
+    async build(dir, source, out) {
+      const external = readFileSync(source, "utf8").includes(`"${LIB_PACKAGE}"`);
+      const abort = external ? `~lib/${LIB_PACKAGE}/abort/hookboxAbort` : `${relative(root, join(here, "lib")).split("\\").join("/")}/abort/hookboxAbort`;
+      const stderr = collect();
+      const base = external ? dir : root;
+      const { error } = await asc.main(
+        [relative(base, source), "--outFile", relative(base, out), "--baseDir", base, ...AS_FLAGS, "--use", `abort=${abort}`,
+          // The plugin's own node_modules first, then this repo's (where the library is linked).
+          ...(external ? ["--path", join(root, "node_modules")] : [])],
+        { stdout: collect(), stderr },
+      );
+      return error ? `${error.message}\n${stderr}` : null;
+    },
+  },
+  "plugin.rs": {
+    missing() {
+      rustMissing ??= toolMissing(RUSTC, ["--print", "target-libdir", "--target", "wasm32-unknown-unknown"], (libdir) => existsSync(libdir.trim()))
+        ? `Rust toolchain with the wasm32 target not found at ${RUSTC} (apt-get install rustc libstd-rust-dev-wasm32; or set HOOKBOX_RUSTC)`
+        : "";
+      return rustMissing || null;
+    },
+    build: (_dir, source, out) =>
+      run(RUSTC, ["--edition", "2021", "--target", "wasm32-unknown-unknown", "--crate-type", "cdylib", "-O", "-C", "panic=abort", "-C", "strip=symbols", source, "-o", out]),
+  },
+  "plugin.c": {
+    missing() {
+      clangMissing ??=
+        toolMissing(CLANG, ["--version"], () => true) || !existsSync(join(WASI_SYSROOT, "include", "wasm32-wasi", "stdio.h"))
+          ? `clang with wasi-libc not found (${CLANG}, sysroot ${WASI_SYSROOT}; apt-get install clang lld wasi-libc libclang-rt-14-dev-wasm32)`
+          : "";
+      return clangMissing || null;
+    },
+    build: (_dir, source, out) =>
+      run(CLANG, ["--target=wasm32-wasi", `--sysroot=${WASI_SYSROOT}`, "-mexec-model=reactor", "-O2", "-Wl,--strip-all", "-o", out, source]),
+  },
+};
+
+/** True when `cmd args` cannot run or its output fails `ok`. */
+function toolMissing(cmd, args, ok) {
+  const r = spawnSync(cmd, args, { encoding: "utf8" });
+  return r.error !== undefined || r.status !== 0 || !ok(r.stdout);
+}
+
+function sourceOf(dir) {
+  return Object.keys(LANGUAGES).find((f) => existsSync(join(dir, f)));
+}
+
+/** Plugin folders directly inside `base` (one level, like the loader's scan). */
+function pluginDirsIn(base) {
+  if (!existsSync(base)) return [];
+  return readdirSync(base, { withFileTypes: true })
+    .filter((e) => e.isDirectory() && sourceOf(join(base, e.name)))
+    .sort((a, b) => a.name.localeCompare(b.name))
+    .map((e) => join(base, e.name));
+}
+
+function selected(args) {
+  const paths = args.filter((a) => a.includes("/") || a.includes("\\") || a === "." || isAbsolute(a));
+  const names = new Set(args.filter((a) => !paths.includes(a)));
+  const dirs = [];
+  for (const p of paths.map((p) => resolve(p))) {
+    if (sourceOf(p)) dirs.push(p);
+    else if (pluginDirsIn(p).length > 0) dirs.push(...pluginDirsIn(p));
+    else throw new Error(`${p}: no plugin.ts, plugin.rs or plugin.c there, nor in a folder inside it`);
+  }
+  if (paths.length === 0 || names.size > 0) {
+    const own = [...pluginDirsIn(here), ...pluginDirsIn(join(here, "hostile"))];
+    dirs.push(...own.filter((d) => names.size === 0 || names.has(relative(here, d)) || names.has(d.split(/[\\/]/).pop())));
+  }
+  return dirs;
+}
+
+/** Builds one plugin; returns "skipped: why", an error text, or null on success. */
+async function build(dir) {
+  const file = sourceOf(dir);
+  const lang = LANGUAGES[file];
+  const missing = lang.missing();
+  if (missing) return { skipped: missing };
+  const out = join(dir, "plugin.wasm");
+  const tmp = join(dir, ".plugin.wasm.tmp");
+  const marker = join(dir, "plugin.build-error");
+  rmSync(tmp, { force: true });
+  const error = await lang.build(dir, join(dir, file), tmp);
+  if (error || !existsSync(tmp)) {
+    // Never leave the previous build looking current.
+    rmSync(out, { force: true });
+    rmSync(tmp, { force: true });
+    writeFileSync(marker, `${error ?? "no output"}\n`);
+    return { error: error ?? "the compiler wrote no plugin.wasm" };
+  }
+  renameSync(tmp, out);
+  rmSync(marker, { force: true });
+  return {};
+}
+
+const dirs = selected(process.argv.slice(2));
 const started = Date.now();
 let failed = 0;
+let skipped = 0;
 let lastErr = "";
 for (const dir of dirs) {
   const t0 = Date.now();
-  const err = await build(dir);
-  const name = relative(here, dir);
-  if (err) {
+  const r = await build(dir);
+  const name = dir.startsWith(here) ? relative(here, dir) : dir;
+  if (r.skipped) {
+    skipped++;
+    console.log(`build-plugins: SKIPPED ${name}: ${r.skipped}`);
+  } else if (r.error) {
     failed++;
     // A broken lib/ file fails every plugin the same way: print its errors once.
-    console.error(`build-plugins: FAILED ${name}\n${err === lastErr ? "(same errors as above)" : err}`);
-    lastErr = err;
+    console.error(`build-plugins: FAILED ${name}\n${r.error === lastErr ? "(same errors as above)" : r.error}`);
+    lastErr = r.error;
   } else {
-    console.log(`build-plugins: ${name} -> ${relative(root, join(dir, "plugin.wasm"))} (${Date.now() - t0} ms)`);
+    console.log(`build-plugins: ${name} -> ${relative(process.cwd(), join(dir, "plugin.wasm"))} (${Date.now() - t0} ms)`);
   }
 }
 const secs = ((Date.now() - started) / 1000).toFixed(1);
-console.log(`build-plugins: ${dirs.length - failed}/${dirs.length} built in ${secs} s`);
+console.log(`build-plugins: ${dirs.length - failed - skipped}/${dirs.length} built in ${secs} s${skipped ? `, ${skipped} skipped (toolchain missing)` : ""}`);
 if (failed > 0 || dirs.length === 0) process.exit(1);
