@@ -89,7 +89,7 @@ export function createWasi(host: WasiHost): Record<string, WasiFunction> {
     random_get: guarded((v, buf: number, len: number) => {
       if (len > MAX_RANDOM_BYTES) return INVAL;
       check(v, buf, len);
-      const bytes = new Uint8Array(v.buffer, buf, len);
+      const bytes = new Uint8Array(v.buffer as ArrayBuffer, buf, len);
       for (let at = 0; at < len; at += 65536) crypto.getRandomValues(bytes.subarray(at, Math.min(len, at + 65536)));
       return SUCCESS;
     }),

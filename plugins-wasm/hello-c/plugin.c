@@ -57,7 +57,7 @@ __attribute__((export_name("post_llm_call"))) int32_t post_llm_call(void) {
   return 0;
 }
 
-__attribute__((export_name("command_hello-c"))) int32_t command_hello(void) {
+__attribute__((export_name("command_hello_c"))) int32_t command_hello_c(void) {
   char args[256];
   string_field(read_input(), "raw_args", args, sizeof args);
   if (strcmp(args, "fail") == 0) {

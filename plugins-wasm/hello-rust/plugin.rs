@@ -154,7 +154,7 @@ pub extern "C" fn on_session_start() -> i32 {
     0
 }
 
-#[export_name = "command_hello-rust"]
+#[no_mangle]
 pub extern "C" fn command_hello_rust() -> i32 {
     let payload = input();
     let args = string_field(payload.bytes(), b"raw_args").unwrap_or(b"");

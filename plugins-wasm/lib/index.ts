@@ -3,6 +3,7 @@ export * from "./mem";
 export * from "./json";
 export * from "./host";
 export * from "./bytes";
+export * from "./payloads";
 export { hookboxAbort } from "./abort";
 
 import { readInput } from "./mem";

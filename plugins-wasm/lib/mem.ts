@@ -13,6 +13,7 @@ import {
   input_load_u8,
   input_load_u64,
   output_set,
+  error_set,
 } from "./env";
 
 /** Copies `len` bytes at `ptr` (linear memory) into a fresh Extism block; returns its offset. */
@@ -68,6 +69,15 @@ export function outputRaw(ptr: usize, len: i32): void {
 export function outputString(s: string): void {
   const buf = String.UTF8.encode(s);
   outputRaw(changetype<usize>(buf), buf.byteLength);
+}
+
+/**
+ * Ends an export as a failure whose text is `message`: `return fail("why");`. A non-zero return
+ * without a message fails too, but then the host can only say which code it was.
+ */
+export function fail(message: string, code: i32 = 1): i32 {
+  error_set(storeString(message));
+  return code;
 }
 
 export function outputBytes(b: Uint8Array): void {
