@@ -1,10 +1,12 @@
 // `hookbox plugins list [--json] | enable NAME | disable NAME | reset [NAME...]`: the operator's view
 // of the plugin runtime (status, reason, grants, stats) and the persisted enable/disable overrides.
 // A change takes effect in this process at once and in a running server at its next start.
+// `hookbox plugins new | build`: the plugin author's loop (scaffold.ts).
 import type { Command } from "commander";
 import type { CliContext } from "../cli/context.ts";
 import { AppError } from "../errors.ts";
 import { PluginNotFoundError, type PluginInfo } from "./host.ts";
+import { buildPlugins, scaffoldPlugin, SCAFFOLD_LANGS, type ScaffoldLang } from "./scaffold.ts";
 
 /** Registers the `plugins` subcommands on `plugins` (the `hookbox plugins` command). */
 export function registerPluginCommands(plugins: Command, ctx: CliContext): void {
@@ -45,6 +47,37 @@ export function registerPluginCommands(plugins: Command, ctx: CliContext): void 
       for (const name of cleared) io.out(`override cleared: ${name}`);
       io.out(`${cleared.length} override(s) cleared; a running server applies this at its next start`);
     });
+  registerAuthorCommands(plugins, ctx);
+}
+
+function registerAuthorCommands(plugins: Command, ctx: CliContext): void {
+  const { io } = ctx;
+  plugins
+    .command("new")
+    .description("scaffold a plugin folder (manifest + source of the language's example plugin) and build it")
+    .argument("<name>")
+    .option("--lang <lang>", `source language: ${Object.keys(SCAFFOLD_LANGS).join(", ")}`, "as")
+    .option("--dir <dir>", "folder to create it in (default: plugins.dir)")
+    .option("--no-build", "only write the files")
+    .action((name: string, o: { lang: string; dir?: string; build: boolean }) => {
+      if (!Object.hasOwn(SCAFFOLD_LANGS, o.lang)) throw ctx.usage(`--lang must be one of ${Object.keys(SCAFFOLD_LANGS).join(", ")}`);
+      const made = scaffoldPlugin(o.dir ?? ctx.config().plugins.dir, name, o.lang as ScaffoldLang);
+      io.out(`created ${made.path} (${made.files.join(", ")}); command /${made.command}`);
+      if (o.build) build(ctx, [made.path]);
+      io.out(`next: add "${name}" to plugins.enabled (and its capabilities to plugins.grants), then try it with`);
+      io.out(`  hookbox plugins call ${name} command ${made.command} hi`);
+    });
+  plugins
+    .command("build")
+    .description("build plugin folders (paths) or plugins of plugins-wasm (names); all of plugins.dir when none given")
+    .argument("[plugins...]")
+    .action((names: string[]) => build(ctx, names.length ? names : [ctx.config().plugins.dir]));
+}
+
+function build(ctx: CliContext, paths: string[]): void {
+  const r = buildPlugins(paths);
+  for (const line of r.output.split("\n")) if (line) ctx.io.out(line);
+  if (!r.ok) throw new AppError(422, "build_failed", "build failed (see above); the plugin keeps no plugin.wasm until it builds");
 }
 
 function describe(p: PluginInfo): string {

@@ -1,0 +1,51 @@
+// `hookbox plugins new NAME [--lang as|rust|c]`: a new plugin folder made from the example plugin of
+// that language (plugins-wasm/hello-as, hello-rust, hello-c: built and tested in this repo), renamed.
+// Its command is /NAME (hyphens become underscores: AssemblyScript cannot export hyphenated names).
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import * as v from "valibot";
+import { PluginName } from "../config.ts";
+import { AppError } from "../errors.ts";
+
+export const SCAFFOLD_LANGS = { as: "plugin.ts", rust: "plugin.rs", c: "plugin.c" } as const;
+export type ScaffoldLang = keyof typeof SCAFFOLD_LANGS;
+
+const EXAMPLES = fileURLToPath(new URL("../../plugins-wasm", import.meta.url));
+export const BUILD_SCRIPT = join(EXAMPLES, "build.mjs");
+
+export interface Scaffolded {
+  path: string;
+  command: string;
+  files: string[];
+}
+
+export function scaffoldPlugin(pluginsDir: string, name: string, lang: ScaffoldLang): Scaffolded {
+  if (!v.is(PluginName, name)) throw new AppError(400, "bad_request", `"${name}" is not a plugin name: lowercase [a-z0-9_-], at most 64 chars`);
+  const path = resolve(pluginsDir, name);
+  if (existsSync(path)) throw new AppError(409, "conflict", `${path} already exists`);
+  const example = join(EXAMPLES, `hello-${lang}`);
+  const exampleCommand = `hello_${lang}`;
+  const command = name.replace(/-/g, "_");
+  const manifest = JSON.parse(readFileSync(join(example, "manifest.json"), "utf8"));
+  manifest.name = name;
+  manifest.version = "0.1.0";
+  manifest.description = `${name}: a hookbox plugin (${lang}), made by hookbox plugins new`;
+  manifest.commands = [{ name: command, description: `what /${command} does` }];
+  const source = SCAFFOLD_LANGS[lang];
+  const code = readFileSync(join(example, source), "utf8").split(exampleCommand).join(command);
+  mkdirSync(path, { recursive: true });
+  writeFileSync(join(path, "manifest.json"), JSON.stringify(manifest, null, 2) + "\n");
+  writeFileSync(join(path, source), code);
+  return { path, command, files: ["manifest.json", source] };
+}
+
+/** Runs plugins-wasm/build.mjs on plugin folders (in a child process of the same runtime). */
+export function buildPlugins(paths: string[]): { ok: boolean; output: string } {
+  const deno = (globalThis as { Deno?: unknown }).Deno !== undefined;
+  const args = deno ? ["run", "-A", BUILD_SCRIPT, ...paths] : [BUILD_SCRIPT, ...paths];
+  const r = spawnSync(process.execPath, args, { encoding: "utf8" });
+  const output = `${r.stdout ?? ""}${r.stderr ?? ""}${r.error ? r.error.message : ""}`.trim();
+  return { ok: r.status === 0, output };
+}
