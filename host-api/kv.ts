@@ -2,6 +2,7 @@
 // namespace lives in memory (loaded from plugin_kv at plugin load); a call's writes are buffered and
 // applied only when the call succeeds (a failed call leaves nothing half-written), then persisted to
 // libSQL in the background, in order. `flush()` waits for the writes made so far.
+import { sql } from "kysely";
 import { PluginCallError } from "../hooks/dispatcher.ts";
 import { log } from "../runtime/log.ts";
 import type { Storage } from "../runtime/storage/db.ts";
@@ -167,16 +168,19 @@ class KvWriter {
                 }
                 alive.add(session_id);
               }
+              // Deletes are set-based: a bulk delete's clean-up removes thousands of keys per plugin.
+              const deleted = [...writes].filter(([, value]) => value === null).map(([key]) => key);
+              if (deleted.length > 0) {
+                await sql`delete from plugin_kv where plugin = ${plugin} and session_id = ${session_id}
+                  and key in (select value from json_each(${JSON.stringify(deleted)}))`.execute(trx);
+              }
               for (const [key, value] of writes) {
-                if (value === null) {
-                  await trx.deleteFrom("plugin_kv").where("plugin", "=", plugin).where("session_id", "=", session_id).where("key", "=", key).execute();
-                } else {
-                  await trx
-                    .insertInto("plugin_kv")
-                    .values({ plugin, session_id, key, value, updated_at })
-                    .onConflict((oc) => oc.columns(["plugin", "session_id", "key"]).doUpdateSet({ value, updated_at }))
-                    .execute();
-                }
+                if (value === null) continue;
+                await trx
+                  .insertInto("plugin_kv")
+                  .values({ plugin, session_id, key, value, updated_at })
+                  .onConflict((oc) => oc.columns(["plugin", "session_id", "key"]).doUpdateSet({ value, updated_at }))
+                  .execute();
               }
             }
           }

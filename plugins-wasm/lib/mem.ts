@@ -19,10 +19,15 @@ import {
 /** Copies `len` bytes at `ptr` (linear memory) into a fresh Extism block; returns its offset. */
 export function storeRaw(ptr: usize, len: i32): u64 {
   const off = alloc(<u64>len);
+  writeBlock(off, ptr, len);
+  return off;
+}
+
+/** Overwrites the Extism block at `off` (exactly `len` bytes long) with `len` bytes at `ptr`. */
+export function writeBlock(off: u64, ptr: usize, len: i32): void {
   let i = 0;
   for (; i + 8 <= len; i += 8) store_u64(off + <u64>i, load<u64>(ptr + <usize>i));
   for (; i < len; i++) store_u8(off + <u64>i, load<u8>(ptr + <usize>i));
-  return off;
 }
 
 /** A UTF-8 copy of `s` in Extism memory (what host functions take as a string argument). */

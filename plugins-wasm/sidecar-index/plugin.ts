@@ -3,8 +3,8 @@
 // compaction moves the entry to the new id; on_session_delete drops the entry of every id in
 // deleted_ids (cascaded children and chain rows included), so no entry outlives its session.
 import {
-  beginCall, countStrings, findField, getNumber, getString, getStringArray, kvDelete, kvDeleteSlice, kvGetBytes,
-  kvListBytes, kvSet, quote, ByteWriter, SliceSet, StringCursor, GLOBAL,
+  beginCall, countStrings, findField, getNumber, getString, getStringArray, kvDelete, kvGetBytes,
+  kvListBytes, kvSet, quote, ByteWriter, KvKeys, SliceSet, StringCursor, GLOBAL,
 } from "../lib";
 
 const PREFIX = "entry:";
@@ -106,9 +106,11 @@ export function on_session_delete(): i32 {
   const gone = SliceSet.ofArray(input, at);
   const k = new StringCursor(keys, 0);
   const p = PREFIX.length; // ASCII: bytes = chars
+  const kv = new KvKeys(GLOBAL);
   while (k.next()) {
-    if (k.end - k.start > p && gone.has(keys, k.start + p, k.end)) kvDeleteSlice(GLOBAL, keys, k.start, k.end);
+    if (k.end - k.start > p && gone.has(keys, k.start + p, k.end)) kv.delete(keys, k.start, k.end);
   }
+  kv.close();
   return 0;
 }
 

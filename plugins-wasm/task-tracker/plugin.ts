@@ -3,8 +3,8 @@
 // tasks, since their session is gone. "/task" alone lists every task.
 // KV (plugin-wide): "next_id"; "task:<session_id>:<id>" = {"id","title","session_id","status"}.
 import {
-  beginCall, countStrings, findField, getString, getStringArray, kvGet, kvGetSlice, kvListBytes, kvDeleteSlice,
-  kvSet, kvSetSlice, outputString, quote, skipValue, ByteWriter, SliceSet, StringCursor, GLOBAL,
+  beginCall, countStrings, findField, getString, getStringArray, kvGet, kvListBytes,
+  kvSet, outputString, quote, skipValue, ByteWriter, KvKeys, SliceSet, StringCursor, GLOBAL,
 } from "../lib";
 
 const PREFIX = "task:";
@@ -29,13 +29,15 @@ function list(): void {
   const out = new ByteWriter(keys.length * 3 + 16);
   out.text('{"tasks":[');
   const k = new StringCursor(keys, 0);
+  const kv = new KvKeys(GLOBAL);
   let n = 0;
   while (k.next()) {
-    const v = kvGetSlice(GLOBAL, keys, k.start, k.end);
+    const v = kv.get(keys, k.start, k.end);
     if (v === null) continue;
     if (n++ > 0) out.text(",");
     out.slice(v, 0, v.length);
   }
+  kv.close();
   out.text("]}").output();
 }
 
@@ -58,15 +60,15 @@ export function command_task(): i32 {
 }
 
 /**
- * The task at keys[start, end) (raw JSON key content) of session sid[sidStart, sidEnd): deleted when
- * the session is gone, rewritten as closed when it was archived. `scratch` is reused for the value.
+ * The task at keys[start, end) (raw JSON key content): deleted when its session is gone, rewritten
+ * as closed when the session was archived. `scratch` is reused for the value.
  */
-function closeTask(keys: Uint8Array, start: i32, end: i32, archive: bool, scratch: ByteWriter): void {
+function closeTask(kv: KvKeys, keys: Uint8Array, start: i32, end: i32, archive: bool, scratch: ByteWriter): void {
   if (!archive) {
-    kvDeleteSlice(GLOBAL, keys, start, end);
+    kv.delete(keys, start, end);
     return;
   }
-  const v = kvGetSlice(GLOBAL, keys, start, end);
+  const v = kv.get(keys, start, end);
   if (v === null) return;
   // {"id","title","session_id","status"} with status "closed": the other fields are copied raw.
   const id = findField(v, "id");
@@ -79,7 +81,7 @@ function closeTask(keys: Uint8Array, start: i32, end: i32, archive: bool, scratc
     .text(',"title":').slice(v, title, skipValue(v, title))
     .text(',"session_id":').slice(v, sid, skipValue(v, sid))
     .text(',"status":"closed"}');
-  kvSetSlice(GLOBAL, keys, start, end, scratch);
+  kv.set(keys, start, end, scratch);
 }
 
 /** Above this many ids, one kvList of every task beats a kvList per session (bulk deletes). */
@@ -90,14 +92,16 @@ export function on_session_delete(): i32 {
   const at = findField(input, "deleted_ids");
   const archive = getString(input, "reason") == "archive";
   const scratch = new ByteWriter();
+  const kv = new KvKeys(GLOBAL);
   if (countStrings(input, at) <= BULK) {
     const ids = getStringArray(input, "deleted_ids");
     if (ids === null) return 0;
     for (let i = 0; i < ids.length; i++) {
       const keys = kvListBytes(GLOBAL, PREFIX + ids[i] + ":");
       const k = new StringCursor(keys, 0);
-      while (k.next()) closeTask(keys, k.start, k.end, archive, scratch);
+      while (k.next()) closeTask(kv, keys, k.start, k.end, archive, scratch);
     }
+    kv.close();
     return 0;
   }
   // A bulk delete: list the tasks once and match "task:<session_id>:<n>" against the deleted ids
@@ -110,7 +114,8 @@ export function on_session_delete(): i32 {
     let colon = k.end - 1; // the last ':' ends the session id
     while (colon > k.start && load<u8>(keys.dataStart + <usize>colon) != 0x3a) colon--;
     const s = k.start + PREFIX.length;
-    if (colon > s && gone.has(keys, s, colon)) closeTask(keys, k.start, k.end, archive, scratch);
+    if (colon > s && gone.has(keys, s, colon)) closeTask(kv, keys, k.start, k.end, archive, scratch);
   }
+  kv.close();
   return 0;
 }
