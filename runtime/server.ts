@@ -21,6 +21,8 @@ export interface RunningServer {
   inFlight(): number;
   /** Stops accepting, waits up to `graceMs` (default 0: drop at once) for in-flight requests. */
   close(graceMs?: number): Promise<ShutdownReport>;
+  /** Cuts a running close() short: what is still in flight is dropped now (a second Ctrl-C). */
+  dropNow(): void;
 }
 
 export async function startServer(core: Core, opts: { host: string; port: number }): Promise<RunningServer> {
@@ -40,8 +42,14 @@ export function serveFetch(fetch: (req: Request) => Response | Promise<Response>
   return new Promise((resolve, reject) => {
     const server = serve({ fetch, hostname: opts.host, port: opts.port }, (info: AddressInfo) => {
       const host = info.family === "IPv6" ? `[${info.address}]` : info.address;
-      resolve({ url: `http://${host}:${info.port}`, inFlight: () => active.size, close: (graceMs = 0) => drain(server as Server, active, graceMs) });
+      resolve({
+        url: `http://${host}:${info.port}`,
+        inFlight: () => active.size,
+        close: (graceMs = 0) => drain(server as Server, active, graceMs, () => cut),
+        dropNow: () => void (cut = true),
+      });
     });
+    let cut = false;
     const active = new Set<object>();
     server.on("request", (_req, res) => {
       active.add(res);
@@ -53,12 +61,12 @@ export function serveFetch(fetch: (req: Request) => Response | Promise<Response>
 
 const POLL_MS = 25;
 
-async function drain(server: Server, active: Set<object>, graceMs: number): Promise<ShutdownReport> {
+async function drain(server: Server, active: Set<object>, graceMs: number, cut: () => boolean): Promise<ShutdownReport> {
   const started = Date.now();
   const before = active.size;
   const closed = new Promise<void>((done) => server.close(() => done()));
   // Keep-alive connections stay open after their response; close each one as soon as it is idle.
-  while (active.size > 0 && Date.now() - started < graceMs) {
+  while (active.size > 0 && Date.now() - started < graceMs && !cut()) {
     server.closeIdleConnections?.();
     await new Promise((r) => setTimeout(r, POLL_MS));
   }

@@ -150,6 +150,14 @@ describe("operations endpoints", () => {
     assert.match(nested.body.error.message, /source\.user: unknown field "user" \(did you mean user_id\?\)/);
   });
 
+  it("suggests the nearest plugin for a misspelt name", async () => {
+    for (const [method, path] of [["GET", "/v1/plugins/whoam"], ["POST", "/v1/plugins/sidecar-indx/disable"]] as const) {
+      const res = await s.api(method, path);
+      assert.equal(res.status, 404, path);
+      assert.match(res.body.error.message, /not found \(did you mean (whoami|sidecar-index)\?\)$/, path);
+    }
+  });
+
   it("forgets an Idempotency-Key after idempotency_ttl_seconds", async () => {
     const key = { "idempotency-key": "ttl-key-1" };
     const first = await s.api("POST", "/v1/sessions", { profile: "a" }, key);

@@ -76,64 +76,85 @@ describe("graceful shutdown on SIGTERM", () => {
     await upstream.close();
   });
 
+  /** Starts hookbox by `command args` on a fresh config and database; resolves once it listens. */
+  async function launch(command: string, args: string[]) {
+    const dir = mkdtempSync(join(tmpdir(), "hookbox-shutdown-"));
+    const dbFile = join(dir, "hookbox.db");
+    const configPath = join(dir, "hookbox.config.json");
+    writeFileSync(
+      configPath,
+      JSON.stringify({
+        db_url: `file:${dbFile}`,
+        sessions_dir: join(dir, "sessions"),
+        provider: { type: "openai", base_url: upstream.url, model: "held", api_key: "k" },
+        shutdown_grace_seconds: 120,
+        plugins: { dir: SEED_DIR, enabled: ["sidecar-index"], grants: { "sidecar-index": ["kv"] } },
+      }),
+    );
+    const child = spawn(command, args, {
+      cwd: ROOT,
+      env: { ...process.env, HOOKBOX_CONFIG: configPath, HOOKBOX_LOG: "info", DENO_NO_UPDATE_CHECK: "1" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    children.push(child);
+    let out = "";
+    child.stdout!.on("data", (b: Buffer) => (out += b.toString()));
+    child.stderr!.on("data", (b: Buffer) => (out += b.toString()));
+    const exited = new Promise<number | string>((r) => child.once("exit", (code, signal) => r(code ?? signal ?? "?")));
+    await until("the server to listen", () => /listening on http:\/\/\S+/.test(out) || child.exitCode !== null);
+    const url = /listening on (http:\/\/\S+)/.exec(out)?.[1];
+    assert.ok(url, out);
+    const post = (path: string, body: object) =>
+      fetch(url + path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    /** Creates n sessions and starts a turn in each; resolves once all n are held at the model. */
+    const turnsInFlight = async (n: number) => {
+      const ids: string[] = [];
+      for (let i = 0; i < n; i++) ids.push((await (await post("/v1/sessions", {})).json()).session.id);
+      const turns = ids.map((id) =>
+        post(`/v1/sessions/${id}/turns`, { message: `question ${id}` }).then(
+          async (r) => ({ status: r.status, body: await r.json() }),
+          (err: Error) => ({ status: 0, body: { error: String(err) } }),
+        ),
+      );
+      await until("every turn to reach the model", () => upstream.held.length === n);
+      return { ids, turns: Promise.all(turns) };
+    };
+    // process.kill, not child.kill: Deno's child_process reports a child it signalled as killed by
+    // that signal even when the child handled it and exited 0.
+    const signal = (name: NodeJS.Signals) => process.kill(child.pid!, name);
+    const logs = () => out.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l));
+    const cleanup = async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+      await exited;
+      rmSync(dir, { recursive: true, force: true });
+    };
+    return { url, port: Number(new URL(url).port), dbFile, exited, out: () => out, logs, turnsInFlight, signal, cleanup };
+  }
+
   for (const [name, command, args] of LAUNCHERS) {
     it(`${name}: ${N} requests in flight all complete, then plugins and database close`, async () => {
-      const dir = mkdtempSync(join(tmpdir(), "hookbox-shutdown-"));
-      const dbFile = join(dir, "hookbox.db");
-      const configPath = join(dir, "hookbox.config.json");
-      writeFileSync(
-        configPath,
-        JSON.stringify({
-          db_url: `file:${dbFile}`,
-          sessions_dir: join(dir, "sessions"),
-          provider: { type: "openai", base_url: upstream.url, model: "held", api_key: "k" },
-          shutdown_grace_seconds: 120,
-          plugins: { dir: SEED_DIR, enabled: ["sidecar-index"], grants: { "sidecar-index": ["kv"] } },
-        }),
-      );
-      const child = spawn(command, args, {
-        cwd: ROOT,
-        env: { ...process.env, HOOKBOX_CONFIG: configPath, HOOKBOX_LOG: "info", DENO_NO_UPDATE_CHECK: "1" },
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      children.push(child);
-      let out = "";
-      child.stdout!.on("data", (b: Buffer) => (out += b.toString()));
-      child.stderr!.on("data", (b: Buffer) => (out += b.toString()));
-      const exited = new Promise<number | string>((r) => child.once("exit", (code, signal) => r(code ?? signal ?? "?")));
+      const h = await launch(command, args);
       try {
-        await until("the server to listen", () => /listening on http:\/\/\S+/.test(out) || child.exitCode !== null);
-        const url = /listening on (http:\/\/\S+)/.exec(out)?.[1];
-        assert.ok(url, out);
-        const port = Number(new URL(url).port);
-        const post = (path: string, body: object) =>
-          fetch(url + path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
-        const ids: string[] = [];
-        for (let i = 0; i < N; i++) ids.push((await (await post("/v1/sessions", {})).json()).session.id);
-        const turns = ids.map((id) => post(`/v1/sessions/${id}/turns`, { message: `question ${id}` }).then(async (r) => ({ status: r.status, body: await r.json() })));
-        await until("every turn to reach the model", () => upstream.held.length === N);
-
-        // process.kill, not child.kill: Deno's child_process reports a child it signalled as killed by
-        // that signal even when the child handled it and exited 0.
-        process.kill(child.pid!, "SIGTERM");
-        await until("the shutdown to start", () => out.includes("shutting down"));
-        assert.equal(await refused(port), true, "a new connection is refused once the drain started");
+        const { ids, turns } = await h.turnsInFlight(N);
+        h.signal("SIGTERM");
+        await until("the shutdown to start", () => h.out().includes("shutting down"));
+        assert.equal(await refused(h.port), true, "a new connection is refused once the drain started");
         upstream.release();
 
-        const answers = await Promise.all(turns);
+        const answers = await turns;
         assert.deepEqual(answers.map((a) => [a.status, a.body.reply]), ids.map(() => [200, "drained answer"]));
-        assert.equal(await exited, 0, out);
-        const logs = out.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l));
+        assert.equal(await h.exited, 0, h.out());
+        const logs = h.logs();
         const stop = logs.find((l) => l.msg === "shutting down: no new connections, draining in-flight requests");
         assert.equal(stop?.signal, "SIGTERM");
         assert.equal(stop?.in_flight, N);
         const http = logs.find((l) => l.msg === "http server stopped");
         assert.deepEqual([http?.drained, http?.dropped], [N, 0]);
-        assert.ok(logs.some((l) => l.msg === "hookbox stopped"), out);
+        assert.ok(logs.some((l) => l.msg === "hookbox stopped"), h.out());
 
         // Everything those turns did is in the database: both messages of each, and the KV the
         // plugin wrote in post_llm_call during the drain (flushed before the database closed).
-        const db = createClient({ url: `file:${dbFile}` });
+        const db = createClient({ url: `file:${h.dbFile}` });
         try {
           const msgs = await db.execute("select session_id, count(*) as n from messages group by session_id");
           assert.deepEqual(new Map(msgs.rows.map((r) => [String(r.session_id), Number(r.n)])), new Map(ids.map((id) => [id, 2])));
@@ -143,10 +164,28 @@ describe("graceful shutdown on SIGTERM", () => {
           db.close();
         }
       } finally {
-        if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-        await exited;
-        rmSync(dir, { recursive: true, force: true });
+        await h.cleanup();
       }
     });
   }
+
+  it("a second signal drops what is still in flight at once, and the process still closes cleanly", async () => {
+    const [, command, args] = LAUNCHERS[1]!;
+    const h = await launch(command, args);
+    try {
+      const { turns } = await h.turnsInFlight(2);
+      h.signal("SIGINT");
+      await until("the shutdown to start", () => h.out().includes("shutting down"));
+      h.signal("SIGINT");
+      assert.equal(await h.exited, 0, h.out());
+      upstream.release();
+      assert.deepEqual((await turns).map((a) => a.status), [0, 0], "both connections were dropped");
+      const logs = h.logs();
+      assert.ok(logs.some((l) => l.msg === "second signal: dropping in-flight requests now"), h.out());
+      assert.deepEqual([logs.find((l) => l.msg === "http server stopped")?.dropped], [2]);
+      assert.ok(logs.some((l) => l.msg === "hookbox stopped"), h.out());
+    } finally {
+      await h.cleanup();
+    }
+  });
 });

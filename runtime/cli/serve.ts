@@ -45,6 +45,13 @@ async function serveUntilSignal(config: Config, ctx: CliContext): Promise<void> 
   });
   const graceMs = config.shutdown_grace_seconds * 1000;
   log("info", "shutting down: no new connections, draining in-flight requests", { signal, in_flight: server.inFlight(), grace_ms: graceMs });
+  // A second signal (Ctrl-C again) does not wait out the grace period.
+  const impatient = (again: string) => {
+    log("warn", "second signal: dropping in-flight requests now", { signal: again, in_flight: server.inFlight() });
+    server.dropNow();
+  };
+  process.once("SIGINT", () => impatient("SIGINT"));
+  process.once("SIGTERM", () => impatient("SIGTERM"));
   if (timer) clearInterval(timer);
   const report = await server.close(graceMs);
   log(report.dropped ? "warn" : "info", "http server stopped", { ...report });

@@ -5,6 +5,7 @@ import { describeHooks } from "../../hooks/catalogue.ts";
 import type { Core } from "../core.ts";
 import { PluginName } from "../config.ts";
 import { AppError } from "../errors.ts";
+import { suggest } from "../util/suggest.ts";
 import { SWEEP_NAMES } from "../maintenance/sweeps.ts";
 import { sourceOf } from "../sessions/view.ts";
 import { Id, check, readBody } from "./validate.ts";
@@ -31,6 +32,9 @@ export const CommandBody = v.strictObject({
   source: v.optional(v.never(FROM_SESSION)),
 });
 
+const pluginNotFound = (core: Core, name: string) =>
+  new AppError(404, "not_found", `plugin ${name} not found${suggest(name, core.plugins.list().map((p) => p.name))}`);
+
 export function adminRoutes(core: Core): Hono {
   const app = new Hono();
 
@@ -56,13 +60,14 @@ export function adminRoutes(core: Core): Hono {
   app.get("/plugins/:name", (c) => {
     const name = check(PluginName, c.req.param("name"), "plugin name", "invalid_id");
     const info = core.plugins.get(name);
-    if (!info) throw new AppError(404, "not_found", `plugin ${name} not found`);
+    if (!info) throw pluginNotFound(core, name);
     return c.json({ plugin: info });
   });
   app.post("/plugins/:name/:action", async (c) => {
     const name = check(PluginName, c.req.param("name"), "plugin name", "invalid_id");
     const action = check(v.picklist(["enable", "disable"]), c.req.param("action"), "plugin action", "invalid_action");
     await readBody(c, v.strictObject({}));
+    if (!core.plugins.get(name)) throw pluginNotFound(core, name);
     const info = action === "enable" ? await core.plugins.enable(name) : await core.plugins.disable(name);
     return c.json({ plugin: info });
   });

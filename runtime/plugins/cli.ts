@@ -5,6 +5,7 @@
 import type { Command } from "commander";
 import type { CliContext } from "../cli/context.ts";
 import { AppError } from "../errors.ts";
+import { suggest } from "../util/suggest.ts";
 import { PluginNotFoundError, type PluginInfo } from "./host.ts";
 import { buildPlugins, scaffoldPlugin, SCAFFOLD_LANGS, type ScaffoldLang } from "./scaffold.ts";
 
@@ -30,7 +31,9 @@ export function registerPluginCommands(plugins: Command, ctx: CliContext): void 
         try {
           io.out(describe(action === "enable" ? await core.plugins.enable(name) : await core.plugins.disable(name)));
         } catch (err) {
-          if (err instanceof PluginNotFoundError) throw new AppError(404, "not_found", err.message);
+          if (err instanceof PluginNotFoundError) {
+            throw new AppError(404, "not_found", `${err.message}${suggest(name, core.plugins.list().map((p) => p.name))}`);
+          }
           throw err;
         }
       });
