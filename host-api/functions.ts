@@ -18,6 +18,7 @@ export const HOST_FUNCTION_NAMES = [
   "hookbox_kv_set",
   "hookbox_kv_delete",
   "hookbox_kv_list",
+  "hookbox_kv_delete_sessions",
   "hookbox_session_messages",
   "hookbox_http",
 ] as const;
@@ -63,6 +64,22 @@ export function bindHostApi(h: HostContext): HostBinding {
     hookbox_kv_delete(ctx: CallContext, session: bigint, key: bigint) {
       needKv("hookbox_kv_delete");
       kv.delete(readText(ctx, session, "kv session"), readText(ctx, key, "kv key"));
+    },
+    // Bulk clean-up in one call: the keys of the sessions in `ids` (a JSON array, e.g. the raw
+    // deleted_ids of on_session_delete); mode 0: prefix + id, mode 1: prefix + id + ":" + anything.
+    hookbox_kv_delete_sessions(ctx: CallContext, session: bigint, prefix: bigint, ids: bigint, mode: bigint) {
+      needKv("hookbox_kv_delete_sessions");
+      let list: unknown;
+      try {
+        list = JSON.parse(readText(ctx, ids, "session ids"));
+      } catch {
+        throw new PluginCallError("trap", "hookbox_kv_delete_sessions: ids is not JSON");
+      }
+      if (!Array.isArray(list) || !list.every((x) => typeof x === "string")) {
+        throw new PluginCallError("trap", "hookbox_kv_delete_sessions: ids must be a JSON array of strings");
+      }
+      const n = kv.deleteForSessions(readText(ctx, session, "kv session"), readText(ctx, prefix, "kv prefix"), list as string[], mode === 1n);
+      return BigInt(n);
     },
     hookbox_kv_list(ctx: CallContext, session: bigint, prefix: bigint) {
       needKv("hookbox_kv_list");

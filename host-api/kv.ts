@@ -50,6 +50,34 @@ export class PluginKv {
     this.stage(session).set(key, null);
   }
 
+  /**
+   * Deletes, in one step, the keys of `session` that belong to the sessions `ids`: `prefix + id`
+   * (byIdPrefix false), or every `prefix + id + ":" + suffix` (byIdPrefix true; the id ends at the
+   * key's last ":"). Returns how many keys it deleted. Costs O(ids) or O(keys in the scope), never
+   * ids x keys, and one host call instead of one per key.
+   */
+  deleteForSessions(session: string, prefix: string, ids: readonly string[], byIdPrefix: boolean): number {
+    const stage = this.stage(session);
+    let n = 0;
+    if (!byIdPrefix) {
+      for (const id of ids) {
+        const key = prefix + id;
+        if (this.get(session, key) === undefined) continue;
+        stage.set(key, null);
+        n++;
+      }
+      return n;
+    }
+    const wanted = new Set(ids);
+    for (const key of this.list(session, prefix)) {
+      const colon = key.lastIndexOf(":");
+      if (colon <= prefix.length || !wanted.has(key.slice(prefix.length, colon))) continue;
+      stage.set(key, null);
+      n++;
+    }
+    return n;
+  }
+
   /** Keys of `session` starting with `prefix`, sorted. */
   list(session: string, prefix: string): string[] {
     const keys = new Set<string>();

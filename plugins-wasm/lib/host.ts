@@ -22,6 +22,9 @@ declare function hookbox_kv_delete(session: u64, key: u64): void;
 @external("extism:host/user", "hookbox_kv_list")
 declare function hookbox_kv_list(session: u64, prefix: u64): u64;
 // @ts-ignore: decorator
+@external("extism:host/user", "hookbox_kv_delete_sessions")
+declare function hookbox_kv_delete_sessions(session: u64, prefix: u64, ids: u64, mode: u64): u64;
+// @ts-ignore: decorator
 @external("extism:host/user", "hookbox_session_messages")
 declare function hookbox_session_messages(session: u64, limit: i64): u64;
 // @ts-ignore: decorator
@@ -98,6 +101,26 @@ export function kvListBytes(session: string, prefix: string): Uint8Array {
   free(s);
   free(p);
   return off == 0 ? new Uint8Array(0) : loadBlock(off);
+}
+
+/** How kvDeleteSessions matches keys to session ids. */
+export const KEY_IS_PREFIX_ID: u64 = 0; // prefix + id
+export const KEY_STARTS_PREFIX_ID: u64 = 1; // prefix + id + ":" + anything
+
+/**
+ * Deletes the keys of many sessions in ONE host call: `buf[start, end)` is a JSON array of session
+ * ids, passed as is (e.g. the raw `deleted_ids` of on_session_delete: nothing is decoded here).
+ * Returns how many keys were deleted.
+ */
+export function kvDeleteSessions(session: string, prefix: string, buf: Uint8Array, start: i32, end: i32, mode: u64): i64 {
+  const s = storeString(session);
+  const p = storeString(prefix);
+  const ids = storeRaw(buf.dataStart + <usize>start, end - start);
+  const n = hookbox_kv_delete_sessions(s, p, ids, mode);
+  free(s);
+  free(p);
+  free(ids);
+  return <i64>n;
 }
 
 /**

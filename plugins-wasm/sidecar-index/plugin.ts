@@ -3,8 +3,8 @@
 // compaction moves the entry to the new id; on_session_delete drops the entry of every id in
 // deleted_ids (cascaded children and chain rows included), so no entry outlives its session.
 import {
-  beginCall, countStrings, findField, getNumber, getString, getStringArray, kvDelete, kvGetBytes,
-  kvListBytes, kvSet, quote, ByteWriter, KvKeys, SliceSet, StringCursor, GLOBAL,
+  beginCall, countStrings, findField, getNumber, getString, kvDelete, kvDeleteSessions, kvGetBytes, kvListBytes,
+  kvSet, quote, skipValue, ByteWriter, StringCursor, GLOBAL, KEY_IS_PREFIX_ID,
 } from "../lib";
 
 const PREFIX = "entry:";
@@ -88,29 +88,15 @@ export function post_compaction(): i32 {
   return 0;
 }
 
-/** Above this many deleted ids, one kvList beats a host call per id (bulk deletes, sweeps). */
-const BULK = 16;
-
 export function on_session_delete(): i32 {
   const input = beginCall();
   const at = findField(input, "deleted_ids");
-  if (countStrings(input, at) <= BULK) {
-    const ids = getStringArray(input, "deleted_ids");
-    if (ids !== null) for (let i = 0; i < ids.length; i++) kvDelete(GLOBAL, PREFIX + ids[i]);
-    return 0;
-  }
-  // A bulk delete: list the index once and delete the entries of deleted sessions, matching raw
-  // byte slices (10,000 ids as strings plus a Set of keys ran 64 pages out of memory).
-  const keys = kvListBytes(GLOBAL, PREFIX);
-  if (keys.length <= 2) return 0; // "[]": empty index, nothing to look up
-  const gone = SliceSet.ofArray(input, at);
-  const k = new StringCursor(keys, 0);
-  const p = PREFIX.length; // ASCII: bytes = chars
-  const kv = new KvKeys(GLOBAL);
-  while (k.next()) {
-    if (k.end - k.start > p && gone.has(keys, k.start + p, k.end)) kv.delete(keys, k.start, k.end);
-  }
-  kv.close();
+  if (at < 0) return 0;
+  const end = skipValue(input, at);
+  if (end < 0) return 0;
+  // One host call for all of them, the id list passed as the raw JSON it arrived in: a 10,000-id
+  // bulk delete decodes nothing and allocates nothing here.
+  kvDeleteSessions(GLOBAL, PREFIX, input, at, end, KEY_IS_PREFIX_ID);
   return 0;
 }
 

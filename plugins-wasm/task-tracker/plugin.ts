@@ -4,7 +4,7 @@
 // KV (plugin-wide): "next_id"; "task:<session_id>:<id>" = {"id","title","session_id","status"}.
 import {
   beginCall, countStrings, findField, getString, getStringArray, kvGet, kvListBytes,
-  kvSet, outputString, quote, skipValue, ByteWriter, KvKeys, SliceSet, StringCursor, GLOBAL,
+  kvSet, outputString, quote, skipValue, ByteWriter, KvKeys, SliceSet, StringCursor, GLOBAL, kvDeleteSessions, KEY_STARTS_PREFIX_ID,
 } from "../lib";
 
 const PREFIX = "task:";
@@ -84,13 +84,20 @@ function closeTask(kv: KvKeys, keys: Uint8Array, start: i32, end: i32, archive: 
   kv.set(keys, start, end, scratch);
 }
 
-/** Above this many ids, one kvList of every task beats a kvList per session (bulk deletes). */
+/** Above this many archived ids, one kvList of every task beats a kvList per session. */
 const BULK = 16;
 
 export function on_session_delete(): i32 {
   const input = beginCall();
   const at = findField(input, "deleted_ids");
   const archive = getString(input, "reason") == "archive";
+  if (!archive) {
+    // The sessions are gone: their tasks go, in one host call with the raw id list.
+    const end = at < 0 ? -1 : skipValue(input, at);
+    if (end > at) kvDeleteSessions(GLOBAL, PREFIX, input, at, end, KEY_STARTS_PREFIX_ID);
+    return 0;
+  }
+  // Archived: each of their tasks is rewritten as closed.
   const scratch = new ByteWriter();
   const kv = new KvKeys(GLOBAL);
   if (countStrings(input, at) <= BULK) {
@@ -104,7 +111,7 @@ export function on_session_delete(): i32 {
     kv.close();
     return 0;
   }
-  // A bulk delete: list the tasks once and match "task:<session_id>:<n>" against the deleted ids
+  // A bulk archive: list the tasks once and match "task:<session_id>:<n>" against the archived ids
   // as raw byte slices (no string per id or key: 10,000 of them ran 64 pages out of memory).
   const keys = kvListBytes(GLOBAL, PREFIX);
   if (keys.length <= 2) return 0; // "[]": no tasks, nothing to look up
