@@ -5,6 +5,7 @@ import { COMPACTION_KINDS, type CompactionKind } from "../../hooks/catalogue.ts"
 import type { Core } from "../core.ts";
 import { AppError } from "../errors.ts";
 import type { RemoveResult } from "../deletion/service.ts";
+import type { SweepName, SweepParams } from "../maintenance/sweeps.ts";
 import { messageView, sessionView } from "../sessions/view.ts";
 import { positiveNumber, wholeNumber, type CliContext } from "./context.ts";
 
@@ -114,31 +115,22 @@ function registerSweeps(sweep: Command, ctx: CliContext): void {
   };
   const dryRun = ["--dry-run", "list what would be removed; change nothing"] as const;
 
-  sweep
-    .command("empty_sweep")
-    .description("delete sessions without messages or children, older than a grace period")
-    .option("--grace-seconds <n>", "only sessions at least this old (default 3600)", positiveNumber(true))
-    .option(...dryRun)
-    .action(async (o: { graceSeconds?: number; dryRun?: boolean }) =>
-      print(await (await ctx.core()).maintenance.sweep("empty_sweep", { grace_seconds: o.graceSeconds }, { dryRun: o.dryRun === true }), "empty_sweep", o.dryRun === true),
-    );
-  sweep
-    .command("prune")
-    .description("delete sessions not updated for retention.prune_after_days")
-    .option("--older-than-days <n>", "override retention.prune_after_days", positiveNumber(true))
-    .option(...dryRun)
-    .action(async (o: { olderThanDays?: number; dryRun?: boolean }) =>
-      print(await (await ctx.core()).maintenance.sweep("prune", { older_than_days: o.olderThanDays }, { dryRun: o.dryRun === true }), "prune", o.dryRun === true),
-    );
-  for (const [name, what] of [
-    ["ghost_prune", "delete sessions whose parent or compaction predecessor is gone"],
-    ["profile_repair", "delete sessions with a blank profile or another profile than their parent"],
-  ] as const) {
-    sweep
-      .command(name)
-      .description(what)
-      .option(...dryRun)
-      .action(async (o: { dryRun?: boolean }) => print(await (await ctx.core()).maintenance.sweep(name, {}, { dryRun: o.dryRun === true }), name, o.dryRun === true));
+  // Each delete sweep: its own subcommand with only the option it takes (anything else is refused).
+  const SWEEPS: Array<{ name: SweepName; what: string; option?: [flag: string, help: string, param: keyof SweepParams] }> = [
+    { name: "empty_sweep", what: "delete sessions without messages or children, older than a grace period", option: ["--grace-seconds <n>", "only sessions at least this old (default 3600)", "grace_seconds"] },
+    { name: "prune", what: "delete sessions not updated for retention.prune_after_days", option: ["--older-than-days <n>", "override retention.prune_after_days", "older_than_days"] },
+    { name: "ghost_prune", what: "delete sessions whose parent or compaction predecessor is gone" },
+    { name: "profile_repair", what: "delete sessions with a blank profile or another profile than their parent" },
+  ];
+  for (const { name, what, option } of SWEEPS) {
+    const cmd = sweep.command(name).description(what);
+    const opt = option && new Option(option[0], option[1]).argParser(positiveNumber(true));
+    if (opt) cmd.addOption(opt);
+    cmd.option(...dryRun).action(async (o: { dryRun?: boolean } & Record<string, number | undefined>) => {
+      const params: SweepParams = option && opt ? { [option[2]]: o[opt.attributeName()] } : {};
+      const res = await (await ctx.core()).maintenance.sweep(name, params, { dryRun: o.dryRun === true });
+      print(res, name, o.dryRun === true);
+    });
   }
   sweep
     .command("idle_archive")

@@ -4,6 +4,7 @@
 // and the database (KV size), so they cost nothing between scrapes.
 import { sql } from "kysely";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { PluginStats } from "../../hooks/dispatcher.ts";
 import type { Core } from "../core.ts";
 
 export interface HttpMetrics {
@@ -30,16 +31,24 @@ export function createMetrics(core: Core, version: string): HttpMetrics {
   const inFlight = new Gauge({ name: "hookbox_http_requests_in_flight", help: "HTTP requests being answered", registers });
 
   const stats = () => core.plugins.list();
-  new Counter({
-    name: "hookbox_plugin_hook_calls_total",
-    help: "hook calls delivered to each plugin",
-    labelNames: ["plugin"],
-    registers,
-    collect() {
-      this.reset();
-      for (const p of stats()) this.inc({ plugin: p.name }, p.stats?.calls ?? 0);
-    },
-  });
+  // Per-plugin totals kept by the dispatcher, copied at scrape time.
+  const totals: Array<[name: string, help: string, read: (s: PluginStats) => number]> = [
+    ["hookbox_plugin_hook_calls_total", "hook calls delivered to each plugin", (s) => s.calls],
+    ["hookbox_plugin_hook_skipped_total", "hook calls skipped during a time-out cool-off", (s) => s.skipped_cooloff],
+    ["hookbox_plugin_fuel_used_total", "fuel (metered WASM instructions) spent by each plugin", (s) => s.fuel_used],
+  ];
+  for (const [name, help, read] of totals) {
+    new Counter({
+      name,
+      help,
+      labelNames: ["plugin"],
+      registers,
+      collect() {
+        this.reset();
+        for (const p of stats()) this.inc({ plugin: p.name }, p.stats ? read(p.stats) : 0);
+      },
+    });
+  }
   new Counter({
     name: "hookbox_plugin_hook_failures_total",
     help: "failed hook calls by plugin and kind (trap, fuel, timeout, memory, bad_output, denied, unavailable)",
@@ -48,26 +57,6 @@ export function createMetrics(core: Core, version: string): HttpMetrics {
     collect() {
       this.reset();
       for (const p of stats()) for (const [kind, n] of Object.entries(p.stats?.failures ?? {})) this.inc({ plugin: p.name, kind }, n);
-    },
-  });
-  new Counter({
-    name: "hookbox_plugin_hook_skipped_total",
-    help: "hook calls skipped during a time-out cool-off",
-    labelNames: ["plugin"],
-    registers,
-    collect() {
-      this.reset();
-      for (const p of stats()) this.inc({ plugin: p.name }, p.stats?.skipped_cooloff ?? 0);
-    },
-  });
-  new Counter({
-    name: "hookbox_plugin_fuel_used_total",
-    help: "fuel (metered WASM instructions) spent by each plugin",
-    labelNames: ["plugin"],
-    registers,
-    collect() {
-      this.reset();
-      for (const p of stats()) this.inc({ plugin: p.name }, p.stats?.fuel_used ?? 0);
     },
   });
   new Gauge({
