@@ -8,6 +8,7 @@ import { createApp } from "../runtime/http/app.ts";
 import { setLogLevel } from "../runtime/log.ts";
 import { parseExposition } from "./helpers/prometheus.ts";
 import { startPluginServer, SEED_DIR, newSession, turn, type PluginServer } from "./helpers/plugins.ts";
+import { startTestServer } from "./helpers/server.ts";
 
 const TOKEN = "ops-test-token";
 
@@ -171,5 +172,23 @@ describe("operations endpoints", () => {
     assert.equal(again.status, 201, "expired: the key is free");
     assert.notEqual(again.body.session.id, first.body.session.id);
     assert.equal((await s.api("POST", "/v1/sessions", { profile: "b" }, key)).body.session.id, again.body.session.id, "and replays the new answer");
+  });
+});
+
+describe("readiness", () => {
+  it("answers 503 naming the failing check: plugins not loaded, database unreachable", async () => {
+    const t = await startTestServer(); // a core without the plugin runtime
+    try {
+      const res = await fetch(`${t.url}/readyz`);
+      assert.equal(res.status, 503);
+      assert.deepEqual((await res.json()).checks, { database: "ok", plugins: "not loaded" });
+      await t.core.storage.close();
+      const down = await (await fetch(`${t.url}/readyz`)).json();
+      assert.equal(down.ready, false);
+      assert.match(down.checks.database, /^unreachable: /);
+      assert.equal((await fetch(`${t.url}/healthz`)).status, 200, "liveness does not depend on the database");
+    } finally {
+      await t.close().catch(() => {});
+    }
   });
 });
