@@ -32,6 +32,8 @@ describe("hookbox CLI (operator)", () => {
       assert.match(r.out, new RegExp(`^Usage: hookbox ${argv.slice(0, -1).join(" ")}`), argv.join(" "));
     }
     assert.match((await cli("sessions", "sweep", "prune", "--help")).out, /--older-than-days <n>[\s\S]*--dry-run/);
+    const version = await cli("--version");
+    assert.deepEqual([version.code, version.out], [0, JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).version]);
   });
 
   it("prints one line plus a hint for a usage error (exit 2), not the whole usage", async () => {

@@ -8,6 +8,7 @@ import { checkPluginNames, ConfigError, loadConfig, type Config } from "../confi
 import { createCore, type Core, type PluginHostFactory } from "../core.ts";
 import { AppError } from "../errors.ts";
 import { log } from "../log.ts";
+import { VERSION } from "../version.ts";
 import { scanPluginDir } from "../plugins/loader.ts";
 import { startPluginHost } from "../plugins/manager.ts";
 import { registerPluginCommands } from "../plugins/cli.ts";
@@ -39,6 +40,7 @@ const hint = (cmd: Command) => `hint: run "${fullName(cmd)} --help" for usage`;
 function buildProgram(ctx: CliContext): Command {
   const program = new Command("hookbox")
     .description("hookbox: an agent core with WebAssembly plugins")
+    .version(VERSION)
     .exitOverride()
     .configureOutput({ writeOut: (s) => ctx.io.out(s.trimEnd()), writeErr: (s) => ctx.io.err(s.trimEnd()) });
   registerServe(program, ctx);

@@ -9,7 +9,8 @@ import { errorBody, onError } from "./errors.ts";
 import { bearerAuth, idempotency } from "./guards.ts";
 import { createMetrics } from "./metrics.ts";
 import { accessLog, withRequestId } from "./observe.ts";
-import { metricsRoute, publicOpsRoutes, VERSION, type OpsOptions } from "./ops.ts";
+import { VERSION } from "../version.ts";
+import { metricsRoute, publicOpsRoutes, type OpsOptions } from "./ops.ts";
 import { sessionRoutes } from "./sessions.ts";
 
 export const MAX_BODY_BYTES = 4 * 1024 * 1024;

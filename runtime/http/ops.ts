@@ -8,10 +8,10 @@ import { sql } from "kysely";
 import type { Hono } from "hono";
 import type { Core } from "../core.ts";
 import { noPlugins } from "../plugins/host.ts";
+import { VERSION } from "../version.ts";
 import type { HttpMetrics } from "./metrics.ts";
 import { openApiDocument } from "./openapi.ts";
 
-export const VERSION: string = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")).version;
 
 export interface OpsOptions {
   /** True once a graceful shutdown started: /readyz answers 503 so balancers stop sending. */
