@@ -176,6 +176,9 @@ describe("graceful shutdown on SIGTERM", () => {
       const { turns } = await h.turnsInFlight(2);
       h.signal("SIGINT");
       await until("the shutdown to start", () => h.out().includes("shutting down"));
+      // More than a second after the first (one within a second is taken for the same Ctrl-C passed on
+      // by a wrapper such as npm, and ignored).
+      await new Promise((r) => setTimeout(r, 1_500));
       h.signal("SIGINT");
       assert.equal(await h.exited, 0, h.out());
       upstream.release();

@@ -45,8 +45,12 @@ async function serveUntilSignal(config: Config, ctx: CliContext): Promise<void> 
   });
   const graceMs = config.shutdown_grace_seconds * 1000;
   log("info", "shutting down: no new connections, draining in-flight requests", { signal, in_flight: server.inFlight(), grace_ms: graceMs });
-  // A second signal (Ctrl-C again) does not wait out the grace period.
+  // A second signal (Ctrl-C again) does not wait out the grace period. One arriving within a second
+  // of the first is the same Ctrl-C passed on by a wrapper (npm forwards the terminal's SIGINT that
+  // the whole process group already got): ignored.
+  const first = Date.now();
   const impatient = (again: string) => {
+    if (Date.now() - first < 1_000) return void process.once(again, () => impatient(again));
     log("warn", "second signal: dropping in-flight requests now", { signal: again, in_flight: server.inFlight() });
     server.dropNow();
   };
