@@ -96,8 +96,6 @@ export type HookPayload<H extends HookName> = HookFields<H> & { hook: H; schema_
 
 /** Hooks whose return value the core uses; every other hook is an observer (its output is ignored). */
 export const RETURNS_USED: ReadonlySet<HookName> = new Set<HookName>(["pre_llm_call", "pre_tool_call", "transform_tool_result", "transform_llm_output"]);
-/** Hooks whose output the dispatcher reads as pre_llm_call context. */
-export const HOOKS_WITH_RESULT: ReadonlySet<HookName> = new Set<HookName>(["pre_llm_call"]);
 
 export function isHookName(name: string): name is HookName {
   return Object.hasOwn(HOOK_FIELDS, name);

@@ -1,15 +1,8 @@
 // Hook fan-out: delivers one payload to every subscribed plugin in name order, fails open on any
 // plugin failure, and keeps the per-plugin bookkeeping the SPEC promises (stats, time-out cool-off,
 // quarantine after repeated failures). WASM plugins and in-process TS callbacks share this interface.
-import * as v from "valibot";
-import {
-  HOOKS_WITH_RESULT,
-  PreLlmResultSchema,
-  SCHEMA_VERSION,
-  type HookFields,
-  type HookName,
-  type HookPayload,
-} from "./catalogue.ts";
+import { SCHEMA_VERSION, type HookFields, type HookName, type HookPayload } from "./catalogue.ts";
+import { checkHookResult, readsOutput } from "./results.ts";
 import { log } from "../runtime/log.ts";
 
 export const FAILURE_KINDS = ["trap", "fuel", "timeout", "memory", "bad_output", "denied", "unavailable"] as const;
@@ -42,9 +35,9 @@ export interface CallResult {
   fuel?: number | undefined;
   /**
    * Set when the subscriber already ran readHookOutput on its output before committing the call's
-   * effects (a WASM call's KV writes must not land when its output is refused): the context it got.
+   * effects (a WASM call's KV writes must not land when its output is refused): what it read.
    */
-  checked?: { context: string | undefined } | undefined;
+  checked?: { output: HookOutput | undefined } | undefined;
 }
 
 export interface HookSubscriber {
@@ -71,6 +64,13 @@ export interface PluginStats {
   consecutive_failures: number;
   quarantined: string | null;
   last_error: string | null;
+  /** The hook whose call failed last (the one that led to a quarantine, if any). */
+  failing_hook: string | null;
+  /**
+   * Hooks quarantined on their own (their consecutive failures reached quarantine_after while the
+   * plugin's other hooks kept succeeding): only that hook is skipped; reason per hook.
+   */
+  quarantined_hooks: Record<string, string>;
 }
 
 export interface HookFailure {
@@ -86,6 +86,8 @@ export interface HookReport {
   skipped: Array<{ plugin: string; why: "cooloff" | "quarantined" }>;
   /** pre_llm_call only: non-empty context strings in plugin (name) order. */
   injected: Array<{ plugin: string; context: string }>;
+  /** Hooks whose return is used: each plugin's parsed, non-empty result in plugin (name) order. */
+  results: Array<{ plugin: string; value: unknown }>;
 }
 
 export interface DispatcherOptions {
@@ -112,7 +114,11 @@ class Bookkeeping {
   consecutiveFailures = 0;
   quarantined: string | null = null;
   lastError: string | null = null;
+  failingHook: string | null = null;
   readonly cooloffUntil = new Map<HookName, number>();
+  /** Per hook: consecutive failures of that hook alone, and its own quarantine. */
+  readonly hookStreak = new Map<HookName, number>();
+  readonly hookQuarantine = new Map<HookName, string>();
   private readonly latencies = new Float64Array(LATENCY_WINDOW);
   private samples = 0;
 
@@ -134,7 +140,9 @@ class Bookkeeping {
       latency_ms: { p50: pick(0.5), p99: pick(0.99), samples: this.samples },
       consecutive_failures: this.consecutiveFailures,
       quarantined: this.quarantined,
+      quarantined_hooks: Object.fromEntries(this.hookQuarantine),
       last_error: this.lastError,
+      failing_hook: this.failingHook,
     };
   }
 }
@@ -193,6 +201,8 @@ export class HookDispatcher {
     b.quarantined = null;
     b.consecutiveFailures = 0;
     b.cooloffUntil.clear();
+    b.hookStreak.clear();
+    b.hookQuarantine.clear();
   }
 
   stats(name: string): PluginStats | undefined {
@@ -221,7 +231,7 @@ export class HookDispatcher {
    * logged and reported; the caller's operation goes on.
    */
   async emit<H extends HookName>(hook: H, fields: HookFields<H>): Promise<HookReport> {
-    const report: HookReport = { hook, delivered: [], failed: [], skipped: [], injected: [] };
+    const report: HookReport = { hook, delivered: [], failed: [], skipped: [], injected: [], results: [] };
     const subs = this.byHook.get(hook);
     if (!subs || subs.length === 0) return report;
     const payload = Object.freeze({ hook, schema_version: SCHEMA_VERSION, ...fields }) as unknown as HookPayload<H>;
@@ -229,7 +239,7 @@ export class HookDispatcher {
     const jsonOnce = () => (json ??= JSON.stringify(payload));
     for (const sub of subs) {
       const b = this.book(sub.name);
-      if (b.quarantined !== null) {
+      if (b.quarantined !== null || b.hookQuarantine.has(hook)) {
         report.skipped.push({ plugin: sub.name, why: "quarantined" });
         continue;
       }
@@ -252,26 +262,40 @@ export class HookDispatcher {
         const result = await (sub.enforcesDeadline ? pending : this.withDeadline(pending, timeoutMs, sub.name));
         b.recordLatency(performance.now() - t0);
         if (result.fuel) b.fuelUsed += result.fuel;
-        const context = result.checked ? result.checked.context : readHookOutput(hook, result.output, this.maxOutputBytes);
+        const out = result.checked ? result.checked.output : readHookOutput(hook, result.output, this.maxOutputBytes);
         b.ok++;
         b.consecutiveFailures = 0;
+        b.hookStreak.delete(hook);
         report.delivered.push(sub.name);
-        if (context) report.injected.push({ plugin: sub.name, context });
+        if (out?.context) report.injected.push({ plugin: sub.name, context: out.context });
+        if (out) report.results.push({ plugin: sub.name, value: out.value });
       } catch (err) {
         b.recordLatency(performance.now() - t0);
         const e = toCallError(err);
         if (e.kind === "timeout") b.cooloffUntil.set(hook, this.now() + this.cooloffMs);
-        this.fail(sub.name, b, e);
+        this.fail(sub.name, b, e, hook);
         report.failed.push({ plugin: sub.name, kind: e.kind, message: e.message });
       }
     }
     return report;
   }
 
-  private fail(name: string, b: Bookkeeping, e: PluginCallError): void {
+  private fail(name: string, b: Bookkeeping, e: PluginCallError, hook?: HookName): void {
     b.failures[e.kind]++;
     b.consecutiveFailures++;
     b.lastError = `${e.kind}: ${e.message}`;
+    b.failingHook = hook ?? null;
+    if (hook !== undefined) {
+      const streak = (b.hookStreak.get(hook) ?? 0) + 1;
+      b.hookStreak.set(hook, streak);
+      // A hook that keeps failing while the plugin's other hooks succeed is quarantined alone, so
+      // it neither silences them nor fails silently forever (it shows in plugins list).
+      if (streak >= this.quarantineAfter && !b.hookQuarantine.has(hook)) {
+        const reason = `hook ${hook} quarantined after ${streak} consecutive failures; last: ${b.lastError}`;
+        b.hookQuarantine.set(hook, reason);
+        log("error", "plugin hook quarantined", { plugin: name, hook, reason });
+      }
+    }
     log("warn", "plugin call failed", { plugin: name, kind: e.kind, error: e.message });
     if (b.quarantined === null && b.consecutiveFailures >= this.quarantineAfter) {
       b.quarantined = `quarantined after ${b.consecutiveFailures} consecutive failures; last: ${b.lastError}`;
@@ -303,12 +327,19 @@ export class HookDispatcher {
   }
 }
 
+/** What the core took from one plugin's output: the parsed result, and pre_llm_call's context. */
+export interface HookOutput {
+  value: unknown;
+  context: string | undefined;
+}
+
 /**
- * Validates a plugin's output for `hook`: empty, or JSON (and for pre_llm_call a string or
- * {"context": string}); throws bad_output otherwise. Returns the context to inject, if any.
+ * Reads a plugin's output for `hook`. An observer's output is ignored, whatever it is. For a hook
+ * whose return is used: empty is "nothing"; otherwise it must be JSON of that hook's result shape
+ * (hooks/results.ts), else bad_output. A JSON null is "nothing" too.
  */
-export function readHookOutput(hook: HookName, output: string | undefined, maxOutputBytes = Number.MAX_SAFE_INTEGER): string | undefined {
-  if (output === undefined || output.length === 0) return undefined;
+export function readHookOutput(hook: HookName, output: string | undefined, maxOutputBytes = Number.MAX_SAFE_INTEGER): HookOutput | undefined {
+  if (!readsOutput(hook) || output === undefined || output.length === 0) return undefined;
   // UTF-8 length is at most 3 bytes per UTF-16 unit; count exactly only near the limit.
   if (output.length * 3 > maxOutputBytes && Buffer.byteLength(output) > maxOutputBytes) {
     throw new PluginCallError("bad_output", `output of ${Buffer.byteLength(output)} bytes exceeds ${maxOutputBytes}`);
@@ -319,11 +350,12 @@ export function readHookOutput(hook: HookName, output: string | undefined, maxOu
   } catch {
     throw new PluginCallError("bad_output", `output is not JSON: ${JSON.stringify(output.slice(0, 80))}`);
   }
-  if (!HOOKS_WITH_RESULT.has(hook)) return undefined; // observers: return values are ignored
-  const res = v.safeParse(PreLlmResultSchema, parsed);
-  if (!res.success) throw new PluginCallError("bad_output", `pre_llm_call output must be a string or {"context": string}`);
-  const ctx = typeof res.output === "string" ? res.output : res.output?.context;
-  return ctx && ctx.trim().length > 0 ? ctx : undefined;
+  const res = checkHookResult(hook, parsed);
+  if (!res.ok) throw new PluginCallError("bad_output", res.problem);
+  if (res.value === null) return undefined;
+  if (hook !== "pre_llm_call") return { value: res.value, context: undefined };
+  const ctx = typeof res.value === "string" ? res.value : (res.value as { context: string }).context;
+  return ctx.trim().length > 0 ? { value: res.value, context: ctx } : undefined;
 }
 
 

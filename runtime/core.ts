@@ -62,7 +62,8 @@ export async function createCore(config: Config, opts: CoreOptions = {}): Promis
   const deletion = new DeletionService(ctx);
   const compaction = new CompactionEngine(ctx, provider);
   const tools = new ToolRegistry(builtinTools(now));
-  const turns = new TurnService(ctx, sessions, compaction, provider, tools, commands);
+  // core.plugins is set after the core is built (and swapped by tests): read it at each call.
+  const turns = new TurnService(ctx, sessions, compaction, provider, tools, commands, (ids) => core.plugins.promptSections(ids));
   const maintenance = new MaintenanceService(ctx, sessions, deletion, compaction);
   registerBuiltins(commands, { sessions, compaction, deletion });
   let closed = false;

@@ -107,7 +107,7 @@ describe("sessions over HTTP", () => {
 describe("plugin endpoints over a plugin host", () => {
   let t: TestServer;
   const info = (name: string, status: PluginInfo["status"]): PluginInfo => ({
-    name, version: "1.0.0", description: null, hooks: ["post_compaction"], commands: [],
+    name, version: "1.0.0", description: null, hooks: ["post_compaction"], unknown_hooks: [], tools: [], system_prompt: false, commands: [],
     capabilities: { requested: [], granted: [] }, status, reason: status === "active" ? null : "disabled by operator", stats: null,
   });
   before(async () => {
@@ -115,6 +115,7 @@ describe("plugin endpoints over a plugin host", () => {
     const host: PluginHost = {
       list: () => [...state.values()],
       get: (n) => state.get(n),
+      promptSections: () => [],
       enable: async (n) => {
         if (!state.has(n)) throw new PluginNotFoundError(n);
         state.set(n, info(n, "active"));

@@ -17,17 +17,12 @@ import { parseConfig } from "../runtime/config.ts";
 import { setLogLevel } from "../runtime/log.ts";
 import { effectiveLimits } from "../runtime/plugins/limits.ts";
 import { compilePlugin, readManifest } from "../runtime/plugins/loader.ts";
+import { parseManifest } from "../runtime/plugins/manifest.ts";
 import { SANDBOX_FUNCTION_NAMES, WasmPlugin } from "../runtime/sandbox/wasm-plugin.ts";
 import { openStorage, type Storage } from "../runtime/storage/db.ts";
 
 const PLUGINS_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "plugins-wasm");
 const HOST_FUNCTIONS = new Set<string>([...HOST_FUNCTION_NAMES, ...SANDBOX_FUNCTION_NAMES]);
-
-interface Manifest {
-  name: string;
-  hooks: string[];
-  commands: Array<{ name: string }>;
-}
 
 function pluginFolders(): string[] {
   const found: string[] = [];
@@ -127,12 +122,14 @@ describe("built plugin modules", () => {
 
   for (const rel of pluginFolders()) {
     it(`${rel}: manifest name, exports and imports agree with the ABI`, async () => {
-      const manifest = JSON.parse(readFileSync(join(PLUGINS_DIR, rel, "manifest.json"), "utf8")) as Manifest;
+      // As the runtime reads it: defaults filled in, hooks this host does not know set aside.
+      const manifest = parseManifest(JSON.parse(readFileSync(join(PLUGINS_DIR, rel, "manifest.json"), "utf8")), rel);
       assert.equal(manifest.name, rel.split("/").pop());
       const module = await WebAssembly.compile(readFileSync(join(PLUGINS_DIR, rel, "plugin.wasm")));
       const exports = new Set(WebAssembly.Module.exports(module).filter((e) => e.kind === "function").map((e) => e.name));
       for (const hook of manifest.hooks) assert.ok(exports.has(hook), `missing export ${hook}`);
       for (const c of manifest.commands) assert.ok(exports.has(`command_${c.name}`), `missing export command_${c.name}`);
+      for (const t of manifest.tools) assert.ok(exports.has(`tool_${t.name}`), `missing export tool_${t.name}`);
       for (const imp of WebAssembly.Module.imports(module)) {
         if (imp.module === "extism:host/user") assert.ok(HOST_FUNCTIONS.has(imp.name), `unknown host function ${imp.name}`);
         else assert.equal(imp.module, "extism:host/env", `unexpected import ${imp.module}.${imp.name}`);

@@ -55,8 +55,11 @@ describe("hostile plugins: every limit holds and everyone else goes on", () => {
     for (const [name, kind] of Object.entries(EXPECTED)) {
       const info = await pluginInfo(s, name);
       assert.equal(info.status, "active", name);
-      assert.equal(info.stats.failures[kind], 3, `${name}: ${JSON.stringify(info.stats.failures)}`);
-      assert.equal(info.stats.ok, 0, name);
+      // badjson's garbage fails only where its return is used (pre_llm_call); the same garbage from
+      // its observer hooks (post_compaction, on_session_delete) is ignored, as the seed says.
+      const [failed, ok] = name === "badjson" ? [1, 2] : [3, 0];
+      assert.equal(info.stats.failures[kind], failed, `${name}: ${JSON.stringify(info.stats.failures)}`);
+      assert.equal(info.stats.ok, ok, name);
     }
     const counter = await pluginInfo(s, "counter");
     assert.equal(counter.stats.failures.trap + counter.stats.failures.fuel, 0);

@@ -139,7 +139,10 @@ describe("reliability: broken plugins fail at load, the others start", () => {
     "bad-json-manifest": ["{ not json", counterWasm, /manifest\.json/],
     "empty-manifest": [{}, counterWasm, /name/],
     "wrong-types": [{ name: "wrong-types", version: 1, hooks: "all" }, counterWasm, /version|hooks/],
-    "unknown-hook": [manifest("unknown-hook", { hooks: ["on_everything"] }), counterWasm, /unknown hook/],
+    // (A well-formed hook name this host does not know loads with a warning: test/plugin-api-tools.)
+    "bad-hook-name": [manifest("bad-hook-name", { hooks: ["On Everything!"] }), counterWasm, /hook names are lowercase/],
+    "tool-missing-export": [manifest("tool-missing-export", { tools: [{ name: "nope", description: "d", parameters: { type: "object" } }] }), counterWasm, /exports no function "tool_nope"/],
+    "tool-bad-schema": [manifest("tool-bad-schema", { tools: [{ name: "bad", description: "d", parameters: { type: "string" } }] }), counterWasm, /not a usable JSON Schema/],
     "wrong-name": [manifest("someone-else"), counterWasm, /does not match its folder/],
     "bad-capability": [manifest("bad-capability", { capabilities: ["fs:/"] }), counterWasm, /capabilit/],
     "bad-limits": [manifest("bad-limits", { limits: { fuel: -1 } }), counterWasm, /limits\.fuel/],

@@ -10,6 +10,12 @@ export interface PluginInfo {
   version: string | null;
   description: string | null;
   hooks: HookName[];
+  /** Hooks the manifest names that this host does not know (not subscribed; a warning at load). */
+  unknown_hooks: string[];
+  /** Tools the plugin declares (offered to the model while it is active). */
+  tools: Array<{ name: string; description: string }>;
+  /** Whether the manifest declares a durable system-prompt section. */
+  system_prompt: boolean;
   commands: Array<{ name: string; description: string; sensitive: boolean }>;
   capabilities: { requested: string[]; granted: string[] };
   status: PluginStatus;
@@ -28,6 +34,8 @@ export interface PluginHost {
   /** Operator enable: also lifts a quarantine. Throws PluginNotFoundError for an unknown name. */
   enable(name: string): Promise<PluginInfo>;
   disable(name: string): Promise<PluginInfo>;
+  /** Durable system-prompt sections for a session (its id, then its compaction predecessors). */
+  promptSections(sessionIds: readonly string[]): Array<{ plugin: string; text: string }>;
   close(): Promise<void>;
 }
 
@@ -41,5 +49,6 @@ export const noPlugins: PluginHost = {
   disable: async (name) => {
     throw new PluginNotFoundError(`no plugin named ${name}`);
   },
+  promptSections: () => [],
   close: async () => {},
 };

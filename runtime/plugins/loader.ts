@@ -62,6 +62,9 @@ export function compilePlugin(path: string, manifest: Manifest, limits: SandboxL
   for (const hook of manifest.hooks) {
     if (!exports.has(hook)) throw new PluginLoadError(`manifest lists hook ${hook} but plugin.wasm exports no function "${hook}"`);
   }
+  for (const t of manifest.tools) {
+    if (!exports.has(`tool_${t.name}`)) throw new PluginLoadError(`manifest lists tool ${t.name} but plugin.wasm exports no function "tool_${t.name}"`);
+  }
   for (const c of manifest.commands) {
     if (!exports.has(`command_${c.name}`)) {
       throw new PluginLoadError(`manifest lists command /${c.name} but plugin.wasm exports no function "command_${c.name}"`);

@@ -18,6 +18,7 @@ import { effectiveLimits } from "./limits.ts";
 import { compilePlugin, readManifest, scanPluginDir } from "./loader.ts";
 import type { Manifest } from "./manifest.ts";
 import { commandOutput } from "./command-output.ts";
+import { pluginTools, sectionOf } from "./plugin-api.ts";
 
 interface Entry {
   name: string;
@@ -167,11 +168,15 @@ export class PluginManager implements PluginHost {
           run: (call) => this.runCommand(e, c.name, call),
         });
       }
+      // A tool name already taken (built-in or another plugin's) fails the load with its owner named.
+      for (const tool of pluginTools(e.name, manifest, (fn, input) => this.runExport(e, fn, input))) this.core.tools.register(tool);
+      for (const h of manifest.unknown_hooks) log("warn", "plugin names a hook this host does not know; its other hooks run", { plugin: e.name, hook: h });
       e.kv = kv;
       e.sandbox = sandbox;
       if (manifest.hooks.length > 0) this.core.dispatcher.subscribe(this.subscriber(e.name, manifest, limits, sandbox));
     } catch (err) {
       this.core.commands.unregisterPlugin(e.name);
+      this.core.tools.unregisterPlugin(e.name);
       // e.g. a command name another plugin already registered: the instance (maybe a worker) goes too.
       await sandbox?.close();
       this.failed(e, err);
@@ -187,7 +192,7 @@ export class PluginManager implements PluginHost {
       // The output is checked inside the call, so a refused output also discards the call's KV writes.
       call: async (d) => {
         let checked: CallResult["checked"];
-        const accept = (text: string | undefined) => void (checked = { context: readHookOutput(d.hook, text) });
+        const accept = (text: string | undefined) => void (checked = { output: readHookOutput(d.hook, text) });
         const r = await sandbox.call(d.hook, d.json(), d.deadline, accept);
         return { fuel: r.fuel, checked };
       },
@@ -197,6 +202,7 @@ export class PluginManager implements PluginHost {
   private async deactivate(e: Entry): Promise<void> {
     this.core.dispatcher.unsubscribe(e.name);
     this.core.commands.unregisterPlugin(e.name);
+    this.core.tools.unregisterPlugin(e.name);
     const sandbox = e.sandbox;
     e.sandbox = undefined;
     await sandbox?.close();
@@ -205,11 +211,6 @@ export class PluginManager implements PluginHost {
   }
 
   private async runCommand(e: Entry, command: string, call: CommandCall): Promise<string> {
-    const { dispatcher } = this.core;
-    const quarantined = dispatcher.stats(e.name)?.quarantined;
-    if (quarantined) throw new CommandError("failed", `/${command}: plugin ${e.name} is quarantined (${quarantined})`);
-    const sandbox = e.sandbox;
-    if (!sandbox) throw new CommandError("failed", `/${command}: plugin ${e.name} is not active`);
     const input = JSON.stringify({
       raw_args: call.raw_args,
       session_id: call.session_id ?? null,
@@ -217,16 +218,44 @@ export class PluginManager implements PluginHost {
       platform: call.platform ?? null,
       source: call.source ?? null,
     });
+    try {
+      return commandOutput(await this.runExport(e, `command_${command}`, input));
+    } catch (err) {
+      throw new CommandError("failed", `/${command} ${(err as Error).message}`);
+    }
+  }
+
+  /**
+   * Calls one of the plugin's non-hook exports (a command or a tool) under its limits, counted in
+   * its stats; throws "failed (kind): message" when the call fails or the plugin cannot run.
+   */
+  private async runExport(e: Entry, fn: string, input: string): Promise<string | undefined> {
+    const { dispatcher } = this.core;
+    const quarantined = dispatcher.stats(e.name)?.quarantined;
+    if (quarantined) throw new Error(`failed: plugin ${e.name} is quarantined (${quarantined})`);
+    const sandbox = e.sandbox;
+    if (!sandbox) throw new Error(`failed: plugin ${e.name} is not active`);
     const t0 = performance.now();
     try {
-      const res = await sandbox.call(`command_${command}`, input, Date.now() + e.limits!.timeoutMs);
+      const res = await sandbox.call(fn, input, Date.now() + e.limits!.timeoutMs);
       dispatcher.recordExternalCall(e.name, performance.now() - t0, undefined, res.fuel);
-      return commandOutput(res.output);
+      return res.output;
     } catch (err) {
       const failure = err instanceof PluginCallError ? err : new PluginCallError("trap", String(err));
       dispatcher.recordExternalCall(e.name, performance.now() - t0, failure);
-      throw new CommandError("failed", `/${command} failed (${failure.kind}): ${failure.message}`);
+      throw new Error(`failed (${failure.kind}): ${failure.message}`);
     }
+  }
+
+  /** Durable system-prompt sections of the active plugins for a session (and its compaction chain). */
+  promptSections(sessionIds: readonly string[]): Array<{ plugin: string; text: string }> {
+    const out: Array<{ plugin: string; text: string }> = [];
+    for (const e of [...this.entries.values()].sort((a, b) => (a.name < b.name ? -1 : 1))) {
+      if (!e.sandbox || !e.manifest || this.core.dispatcher.stats(e.name)?.quarantined) continue;
+      const text = sectionOf(e.name, e.manifest, e.kv, sessionIds);
+      if (text) out.push({ plugin: e.name, text });
+    }
+    return out;
   }
 
   private info(e: Entry): PluginInfo {
@@ -245,6 +274,9 @@ export class PluginManager implements PluginHost {
       version: m?.version ?? null,
       description: m?.description ?? null,
       hooks: m ? [...m.hooks] : [],
+      unknown_hooks: m ? [...m.unknown_hooks] : [],
+      tools: m ? m.tools.map((t) => ({ name: t.name, description: t.description })) : [],
+      system_prompt: m?.system_prompt !== undefined,
       commands: m ? m.commands.map((c) => ({ name: c.name, description: c.description, sensitive: c.sensitive })) : [],
       capabilities: { requested: m ? [...m.capabilities] : [], granted: [...e.grants.list] },
       status,

@@ -1,11 +1,30 @@
 // manifest.json of a plugin (see plugins-wasm/README.md), validated with valibot: the plugin's own
-// claims (hooks, commands, requested capabilities, limits). Nothing in it grants anything.
+// claims (hooks, commands, tools, a system-prompt section, requested capabilities, limits). Nothing
+// in it grants anything. A hook this host does not know is set aside with a warning (a plugin
+// written for a newer host still runs its other hooks here).
 import * as v from "valibot";
 import { isHookName, type HookName } from "../../hooks/catalogue.ts";
+import { schemaProblem } from "../tools/registry.ts";
 import { CAPABILITY_PATTERN } from "../../host-api/capabilities.ts";
 import { PluginLimitsSchema, PluginName } from "../config.ts";
 
-const HookSchema = v.custom<HookName>((x) => typeof x === "string" && isHookName(x), "unknown hook");
+const HookSchema = v.pipe(v.string(), v.regex(/^[a-z][a-z0-9_]{0,63}$/, "hook names are lowercase [a-z0-9_]"));
+
+/** Largest durable system-prompt section of one plugin, bytes (manifest or host function). */
+export const MAX_SYSTEM_PROMPT_BYTES = 4096;
+
+const ToolSchema = v.object({
+  // Tool names follow the OpenAI function-name rule, so any provider accepts them.
+  name: v.pipe(v.string(), v.regex(/^[a-z][a-z0-9_]{0,63}$/, "tool names are lowercase [a-z0-9_], at most 64 chars")),
+  description: v.pipe(v.string(), v.minLength(1), v.maxLength(1000)),
+  parameters: v.pipe(
+    v.record(v.string(), v.unknown()),
+    v.rawCheck(({ dataset, addIssue }) => {
+      const problem = dataset.typed ? schemaProblem(dataset.value) : null;
+      if (problem) addIssue({ message: `not a usable JSON Schema: ${problem}` });
+    }),
+  ),
+});
 
 export const ManifestSchema = v.object({
   name: PluginName,
@@ -24,8 +43,16 @@ export const ManifestSchema = v.object({
   ),
   capabilities: v.optional(v.array(v.pipe(v.string(), v.regex(CAPABILITY_PATTERN, 'capabilities are "kv", "sessions:read" or "http:<host>"'))), []),
   limits: v.optional(PluginLimitsSchema, {}),
+  tools: v.optional(v.pipe(v.array(ToolSchema), v.maxLength(32)), []),
+  system_prompt: v.optional(v.pipe(v.string(), v.maxBytes(MAX_SYSTEM_PROMPT_BYTES))),
 });
-export type Manifest = v.InferOutput<typeof ManifestSchema>;
+type ParsedManifest = v.InferOutput<typeof ManifestSchema>;
+export type Manifest = Omit<ParsedManifest, "hooks"> & {
+  /** The hooks this host knows, in manifest order. */
+  hooks: HookName[];
+  /** Hooks the manifest names that this host does not know: not subscribed, shown with a warning. */
+  unknown_hooks: string[];
+};
 
 export class ManifestError extends Error {
   override name = "ManifestError";
@@ -37,5 +64,9 @@ export function parseManifest(raw: unknown, where: string): Manifest {
     const issues = res.issues.map((i) => `${v.getDotPath(i) ?? "(root)"}: ${i.message}`).join("; ");
     throw new ManifestError(`${where}: ${issues}`);
   }
-  return res.output;
+  const known = res.output.hooks.filter(isHookName);
+  const unknown = res.output.hooks.filter((h) => !isHookName(h));
+  const dupTool = res.output.tools.find((t, i, all) => all.findIndex((u) => u.name === t.name) !== i);
+  if (dupTool) throw new ManifestError(`${where}: tools: "${dupTool.name}" is declared twice`);
+  return { ...res.output, hooks: known, unknown_hooks: unknown };
 }

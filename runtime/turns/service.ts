@@ -19,7 +19,7 @@ import { sourceOf } from "../sessions/view.ts";
 import type { ToolRegistry } from "../tools/registry.ts";
 import type { Injected, ToolRun, TurnEventSink, TurnResult } from "./events.ts";
 import { TurnLog } from "./turn-log.ts";
-import { runToolCall, type ToolStepDeps } from "./tool-step.ts";
+import { firstReplacement, runToolCall, type ToolStepDeps } from "./tool-step.ts";
 
 export type { ToolRun, TurnResult } from "./events.ts";
 
@@ -36,8 +36,11 @@ export class TurnService {
     private readonly provider: Provider,
     private readonly tools: ToolRegistry,
     private readonly commands: CommandRegistry,
+    /** Plugins' durable system-prompt sections for a session and its compaction predecessors. */
+    private readonly promptSections: (sessionIds: readonly string[]) => Array<{ plugin: string; text: string }> = () => [],
   ) {
-    this.toolDeps = { dispatcher: ctx.dispatcher, tools, maxResultBytes: ctx.config.plugins.tool_result_max_bytes };
+    const { tool_result_max_bytes, fail_closed } = ctx.config.plugins;
+    this.toolDeps = { dispatcher: ctx.dispatcher, tools, maxResultBytes: tool_result_max_bytes, failClosed: new Set(fail_closed) };
   }
 
   private readonly toolDeps: ToolStepDeps;
@@ -67,6 +70,7 @@ export class TurnService {
       }
     }
     const turn = new TurnLog(this.sessions, sessionId, session.token_estimate, await this.sessions.history(sessionId));
+    turn.chain = await this.compactionChain(session.id, session.compacted_from);
     turn.add({ role: "user", content: text });
     const auto = async (kind: CompactOutcome["kind"], reason: CompactOutcome["reason"]) => {
       const out = await turn.compacting((protect) => this.compaction.compactLocked({ session_id: sessionId, kind, reason, protect_from_seq: protect }));
@@ -115,10 +119,12 @@ export class TurnService {
     const toolRuns: ToolRun[] = [];
     let usage = ZERO_USAGE;
     let reply: ProviderReply | undefined;
+    const transforming = this.ctx.dispatcher.subscribersOf("transform_llm_output").length > 0;
     for (let call = 0; call < MAX_MODEL_CALLS; call++) {
       const lastCall = call === MAX_MODEL_CALLS - 1;
-      // Text streams as it arrives (a turn with tool calls usually has none before its last call).
-      const stream: StreamOptions = events ? { onDelta: (text) => events({ event: "delta", data: { text } }) } : {};
+      // Text streams as it arrives (a turn with tool calls usually has none before its last call),
+      // unless a plugin may replace the answer: then only the final `answer` event carries it.
+      const stream: StreamOptions = events && !transforming ? { onDelta: (text) => events({ event: "delta", data: { text } }) } : {};
       reply = await this.callProvider(turn, prompt, transcript, lastCall, () => auto("summarize", "overflow"), stream);
       usage = sumUsage(usage, reply.usage);
       if (reply.native_compaction) {
@@ -139,7 +145,11 @@ export class TurnService {
       }
       if (turn.tokens > budget) await auto("prune_tool_results", "post_tool");
     }
-    const answer = reply?.content ?? "";
+    const raw = reply?.content ?? "";
+    const transformed = transforming
+      ? firstReplacement(await this.ctx.dispatcher.emit("transform_llm_output", { session_id: sessionId, turn_id: turnId, response: raw }), "response")
+      : undefined;
+    const answer = transformed?.text ?? raw;
     turn.add({ role: "assistant", content: answer });
     await turn.flush();
     await this.ctx.dispatcher.emit("post_llm_call", { session_id: sessionId, response: answer, usage, user_message: text, model: this.ctx.model, turn_id: turnId });
@@ -148,7 +158,17 @@ export class TurnService {
     const tokens = turn.tokens;
     if (tokens > budget) await auto("micro_summarize", "between_turns");
     else if (tokens > budget * 0.75) await auto("prune_tool_results", "proactive_prune");
-    return { type: "reply", session_id: sessionId, turn_id: turnId, reply: answer, transformed_by: null, injected, tool_calls: toolRuns, usage, compactions };
+    return { type: "reply", session_id: sessionId, turn_id: turnId, reply: answer, transformed_by: transformed?.plugin ?? null, injected, tool_calls: toolRuns, usage, compactions };
+  }
+
+  /** The session's id, then its compaction predecessors' (a rotating compaction starts a new id). */
+  private async compactionChain(id: string, from: string | null): Promise<string[]> {
+    const chain = [id];
+    for (let hop = 0; from !== null && hop < 32; hop++) {
+      chain.push(from);
+      from = (await this.sessions.find(from))?.compacted_from ?? null;
+    }
+    return chain;
   }
 
   /** Calls the provider; on a context overflow compacts once ("overflow") and retries. */
@@ -161,7 +181,13 @@ export class TurnService {
     stream: StreamOptions,
   ): Promise<ProviderReply> {
     const tools = noTools ? [] : this.tools.specs();
-    const messages = (): ChatMessage[] => [...turn.chat(), { role: "user", content: prompt }, ...transcript];
+    // Plugins' durable sections lead every model call of the session (not stored, so no compaction
+    // can summarize them away), read afresh each call so a section set during the turn applies.
+    const messages = (): ChatMessage[] => {
+      const sections = this.promptSections(turn.chain);
+      const system: ChatMessage[] = sections.length === 0 ? [] : [{ role: "system", content: sections.map((s) => s.text).join("\n\n") }];
+      return [...system, ...turn.chat(), { role: "user", content: prompt }, ...transcript];
+    };
     try {
       return await this.provider.complete({ messages: messages(), tools }, stream);
     } catch (err) {

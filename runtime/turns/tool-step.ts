@@ -1,11 +1,14 @@
 // One tool call of a turn, built-in or plugin tool alike:
-//   pre_tool_call -> arguments checked against the tool's JSON Schema -> the tool runs (a plugin
-//   tool in its sandbox) -> result size-capped -> post_tool_call.
-// A tool that fails or is unknown gives the model an "error: ..." result; the turn goes on.
-import type { HookDispatcher } from "../../hooks/dispatcher.ts";
-import type { ToolStatus } from "../../hooks/catalogue.ts";
+//   pre_tool_call (directives: block beats modify, plugin name order, fail-closed plugins) ->
+//   arguments checked against the tool's JSON Schema (after any modify) -> the tool runs (a plugin
+//   tool in its sandbox) -> result size-capped -> transform_tool_result (first valid replacement in
+//   plugin name order) -> post_tool_call with what the model will see.
+// A tool that fails, is unknown or is blocked gives the model a result saying so; the turn goes on.
+import type { HookDispatcher, HookReport } from "../../hooks/dispatcher.ts";
+import type { ToolDirective, ToolStatus } from "../../hooks/catalogue.ts";
 import type { ToolCallContext, ToolRegistry } from "../tools/registry.ts";
 import { capResult } from "../tools/cap.ts";
+import { decide } from "./directives.ts";
 import type { ToolRun } from "./events.ts";
 
 export interface ToolStepDeps {
@@ -13,6 +16,8 @@ export interface ToolStepDeps {
   tools: ToolRegistry;
   /** Largest result the model sees (plugins.tool_result_max_bytes). */
   maxResultBytes: number;
+  /** plugins.fail_closed */
+  failClosed: ReadonlySet<string>;
 }
 
 export interface ToolCallRequest extends ToolCallContext {
@@ -21,14 +26,45 @@ export interface ToolCallRequest extends ToolCallContext {
 }
 
 export async function runToolCall(deps: ToolStepDeps, req: ToolCallRequest): Promise<ToolRun> {
-  await deps.dispatcher.emit("pre_tool_call", req);
+  const pre = await deps.dispatcher.emit("pre_tool_call", req);
+  const verdict = decide(req.args, {
+    results: pre.results as Array<{ plugin: string; value: ToolDirective }>,
+    missing: missingOf(pre),
+    failClosed: deps.failClosed,
+  });
+  const args = verdict.blocked ? req.args : verdict.args;
   const t0 = performance.now();
-  const { status, error, result } = await execute(deps, req, req.args);
+  const outcome = verdict.blocked ? { status: "blocked" as const, error: null, result: verdict.message } : await execute(deps, req, args);
   const duration_ms = performance.now() - t0;
-  const fields = { ...req, result, duration_ms, status, error };
+  const fields = { ...req, args, result: outcome.result, duration_ms, status: outcome.status, error: outcome.error };
+  const transformed = firstReplacement(await deps.dispatcher.emit("transform_tool_result", fields), "result");
+  if (transformed) fields.result = capResult(transformed.text, deps.maxResultBytes).text;
   await deps.dispatcher.emit("post_tool_call", fields);
-  const tool = deps.tools.get(req.tool_name);
-  return { ...fields, plugin: tool?.plugin ?? null, directives: [], transformed_by: null };
+  return {
+    ...fields,
+    requested_args: verdict.blocked || !verdict.modified ? undefined : req.args,
+    plugin: deps.tools.get(req.tool_name)?.plugin ?? null,
+    directives: verdict.applied,
+    transformed_by: transformed?.plugin ?? null,
+  };
+}
+
+/** Plugins that did not answer pre_tool_call (failed, cooling off, quarantined), with why. */
+function missingOf(report: HookReport): Array<{ plugin: string; why: string }> {
+  return [
+    ...report.failed.map((f) => ({ plugin: f.plugin, why: `${f.kind}: ${f.message}` })),
+    ...report.skipped.map((s) => ({ plugin: s.plugin, why: s.why })),
+  ];
+}
+
+/** A transform hook's first valid replacement in plugin name order (a failed plugin has none). */
+export function firstReplacement(report: HookReport, key: "result" | "response"): { plugin: string; text: string } | undefined {
+  for (const r of report.results) {
+    const v = r.value as string | Record<string, string> | null;
+    const text = typeof v === "string" ? v : v?.[key];
+    if (typeof text === "string") return { plugin: r.plugin, text };
+  }
+  return undefined;
 }
 
 async function execute(

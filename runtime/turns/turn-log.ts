@@ -9,6 +9,8 @@ import type { MessageRow } from "../sessions/view.ts";
 import { estimateTokens } from "../tokens.ts";
 
 export class TurnLog {
+  /** The session's id and its compaction predecessors' (for durable plugin prompt sections). */
+  chain: readonly string[] = [];
   private pending: NewMessage[] = [];
   private pendingTokens = 0;
   /** seq of the turn's user message once it is stored; null while nothing is. */

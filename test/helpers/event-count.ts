@@ -19,7 +19,9 @@ export function emittedCounts(rec: HookRecorder): Record<string, number> {
 /** Per hook, emitted minus counted; empty when the counter saw every event. */
 export async function lostEvents(server: TestServer, rec: HookRecorder): Promise<{ lost: Record<string, number>; emitted: number }> {
   const counted = await counterCounts(server);
-  const emitted = emittedCounts(rec);
+  // Only the hooks counter subscribes to (the recorder hears every hook, transforms included).
+  const subscribed = new Set<string>(server.core.plugins.get("counter")?.hooks ?? []);
+  const emitted = Object.fromEntries(Object.entries(emittedCounts(rec)).filter(([hook]) => subscribed.has(hook)));
   const lost: Record<string, number> = {};
   for (const hook of new Set([...Object.keys(counted), ...Object.keys(emitted)])) {
     const d = (emitted[hook] ?? 0) - (counted[hook] ?? 0);

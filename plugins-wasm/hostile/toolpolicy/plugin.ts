@@ -1,0 +1,51 @@
+// Test plugin for issue 10: reacts to cue words.
+//   pre_tool_call, cue in the arguments: "block-me" -> block; "modify-me" -> modify (expression
+//     "6*7", text "modified"); "badargs-me" -> modify to arguments the schema refuses; "trap-me" -> trap.
+//   transform_tool_result, cue in the arguments: "transform-me" -> replaced; "transform-trap" -> trap.
+//   transform_llm_output: "shout-me" in the answer -> replaced.
+//   post_tool_call (an observer): counts events in KV, then returns text that is not JSON.
+//   The manifest also names "on_gateway_restart", a hook this host does not know.
+import { beginCall, getRaw, getString, kvGet, kvSet, outputString, GLOBAL } from "../../lib";
+
+function has(s: string | null, cue: string): bool {
+  return s !== null && s!.indexOf(cue) >= 0;
+}
+
+export function pre_tool_call(): i32 {
+  const input = beginCall();
+  const args = getRaw(input, "args");
+  if (has(args, "trap-me")) unreachable();
+  if (has(args, "block-me")) outputString('{"action":"block","message":"blocked by toolpolicy"}');
+  else if (has(args, "modify-me")) outputString('{"action":"modify","args":{"expression":"6*7","text":"modified"}}');
+  else if (has(args, "badargs-me")) outputString('{"action":"modify","args":{"expression":42}}');
+  return 0;
+}
+
+export function post_tool_call(): i32 {
+  beginCall();
+  const n = kvGet(GLOBAL, "post_seen");
+  kvSet(GLOBAL, "post_seen", (n === null ? 1 : I32.parseInt(n!) + 1).toString());
+  outputString("this is not JSON, and an observer's output is ignored anyway");
+  return 0;
+}
+
+export function transform_tool_result(): i32 {
+  const input = beginCall();
+  const args = getRaw(input, "args");
+  if (has(args, "transform-trap")) unreachable();
+  if (has(args, "transform-me")) outputString('{"result":"transformed by toolpolicy"}');
+  return 0;
+}
+
+export function transform_llm_output(): i32 {
+  const input = beginCall();
+  if (has(getString(input, "response"), "shout-me")) outputString('"SHOUTED BY TOOLPOLICY"');
+  return 0;
+}
+
+export function command_policy(): i32 {
+  beginCall();
+  const n = kvGet(GLOBAL, "post_seen");
+  outputString('{"post_seen":' + (n === null ? "0" : n!) + "}");
+  return 0;
+}

@@ -1,0 +1,28 @@
+// tool-guard: an example guard. pre_tool_call answers {"action":"block","message":...} for a tool
+// the operator blocked with /guard (plugin-wide KV "blocked:<tool>"); the message becomes the tool
+// result and the tool does not run. Nothing is returned for other tools (no opinion).
+// Mark it fail-closed (plugins.fail_closed) so that a guard that fails blocks instead of allowing.
+import { beginCall, getString, kvDelete, kvGet, kvList, kvSet, outputString, quote, quoteArray, GLOBAL } from "../lib";
+
+const PREFIX = "blocked:";
+
+export function pre_tool_call(): i32 {
+  const input = beginCall();
+  const tool = getString(input, "tool_name");
+  if (tool === null || kvGet(GLOBAL, PREFIX + tool!) === null) return 0;
+  outputString('{"action":"block","message":' + quote("tool " + tool! + " is blocked by tool-guard") + "}");
+  return 0;
+}
+
+/** `/guard` lists; `/guard NAME` blocks NAME; `/guard -NAME` unblocks it. */
+export function command_guard(): i32 {
+  const input = beginCall();
+  const raw = getString(input, "raw_args");
+  const arg = raw === null ? "" : raw!.trim();
+  if (arg.startsWith("-") && arg.length > 1) kvDelete(GLOBAL, PREFIX + arg.substring(1));
+  else if (arg.length > 0) kvSet(GLOBAL, PREFIX + arg, "1");
+  const keys = kvList(GLOBAL, PREFIX);
+  for (let i = 0; i < keys.length; i++) keys[i] = keys[i].substring(PREFIX.length);
+  outputString('{"blocked":' + quoteArray(keys) + "}");
+  return 0;
+}

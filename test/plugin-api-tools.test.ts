@@ -1,0 +1,242 @@
+// Issue 10 items 1, 2, 3, 4, 7 and 8 through real HTTP and real built WASM plugins: the example
+// plugins text-stats (a plugin tool), tool-guard (blocks a tool call), redact (transform hooks), and
+// the test plugin hostile/toolpolicy (directives, transforms and failures on cue words, an observer
+// returning garbage, a hook this host does not know).
+import { describe, it, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { command, newSession, pluginInfo, startPluginServer, turn, type PluginServer } from "./helpers/plugins.ts";
+import { pluginDir, type PluginDir } from "./helpers/plugin-dir.ts";
+
+const PLUGINS = ["text-stats", "tool-guard", "redact"];
+const TEST_PLUGINS = ["toolpolicy", "hookrec"];
+
+async function server(extra: Record<string, unknown> = {}, enabled = [...PLUGINS, ...TEST_PLUGINS]) {
+  const dir = pluginDir(PLUGINS, TEST_PLUGINS);
+  const s = await startPluginServer({
+    dir: dir.path,
+    enabled,
+    grants: { "tool-guard": ["kv"], toolpolicy: ["kv"], hookrec: ["kv"] },
+    ...extra,
+  });
+  return { s, dir };
+}
+
+const hookrec = async (s: PluginServer, hook: string) =>
+  (JSON.parse((await command(s, "hookrec", {})).body.output) as any[]).filter((e) => e.hook === hook);
+
+describe("plugin tools (item 1)", () => {
+  let s: PluginServer;
+  let dir: PluginDir;
+  before(async () => ({ s, dir } = await server()));
+  after(async () => {
+    await s.close();
+    dir.remove();
+  });
+
+  it("the model sees the plugin's tool, calls it, and it runs in the sandbox with pre/post_tool_call around it", async () => {
+    const sid = await newSession(s);
+    const t = await turn(s, sid, 'use tool text_stats {"text":"one two\\nthree"}');
+    assert.equal(t.tool_calls.length, 1);
+    const run = t.tool_calls[0];
+    assert.deepEqual([run.tool_name, run.plugin, run.status, run.error], ["text_stats", "text-stats", "ok", null]);
+    assert.deepEqual(JSON.parse(run.result), { words: 3, lines: 2, chars: 13 });
+    assert.match(t.reply, /text_stats tool returned \{"words":3/);
+    const [pre] = await hookrec(s, "pre_tool_call");
+    const [post] = await hookrec(s, "post_tool_call");
+    assert.deepEqual([pre.tool_name, pre.tool_call_id, pre.turn_id], ["text_stats", run.tool_call_id, t.turn_id]);
+    assert.deepEqual([post.tool_name, post.status, post.result], ["text_stats", "ok", run.result]);
+    const info = await pluginInfo(s, "text-stats");
+    assert.deepEqual(info.tools.map((x: any) => x.name), ["text_stats"]);
+    assert.ok(info.stats.calls >= 1 && info.stats.fuel_used > 0, "the call ran metered in the sandbox");
+  });
+
+  it("arguments are checked against the tool's JSON Schema before the plugin runs", async () => {
+    const calls = ((await pluginInfo(s, "text-stats")).stats?.calls ?? 0);
+    const sid = await newSession(s);
+    for (const args of ['{"text":5}', "{}", '{"text":"x","extra":1}']) {
+      const t = await turn(s, sid, `use tool text_stats ${args}`);
+      assert.equal(t.tool_calls[0].status, "error", args);
+      assert.match(t.tool_calls[0].error, /invalid arguments for text_stats/, args);
+    }
+    assert.equal(((await pluginInfo(s, "text-stats")).stats?.calls ?? 0), calls, "the plugin never ran");
+  });
+
+  it("the result is size-capped", async () => {
+    const { s: small, dir: d2 } = await server({ tool_result_max_bytes: 256 }, ["text-stats", "toolpolicy"]);
+    try {
+      const sid = await newSession(small);
+      // calculator echoes its expression: a long one makes a long result.
+      const t = await turn(small, sid, `use tool calculator {"expression":"${"1+".repeat(300)}1"}`);
+      assert.equal(t.tool_calls[0].status, "ok");
+      assert.match(t.tool_calls[0].result, /\[tool result truncated: \d+ of \d+ bytes left out\]$/);
+      assert.ok(Buffer.byteLength(t.tool_calls[0].result) < 400);
+    } finally {
+      await small.close();
+      d2.remove();
+    }
+  });
+
+  it("a tool name never collides silently: a plugin declaring a taken name fails to load, saying whose it is", async () => {
+    const d = pluginDir(["text-stats"]);
+    const manifest = JSON.parse(await (await import("node:fs/promises")).readFile(`${d.path}/text-stats/manifest.json`, "utf8"));
+    const wasm = await (await import("node:fs/promises")).readFile(`${d.path}/text-stats/plugin.wasm`);
+    d.write("text-stats-copy", { ...manifest, name: "text-stats-copy" }, wasm);
+    const s2 = await startPluginServer({ dir: d.path, enabled: ["text-stats", "text-stats-copy"] });
+    try {
+      const copy = await pluginInfo(s2, "text-stats-copy");
+      assert.deepEqual([copy.status, copy.reason], ["failed", 'tool "text_stats" is already declared by plugin text-stats']);
+      assert.equal((await pluginInfo(s2, "text-stats")).status, "active");
+    } finally {
+      await s2.close();
+      d.remove();
+    }
+  });
+});
+
+describe("pre_tool_call directives (item 2) and transforms (item 3)", () => {
+  let s: PluginServer;
+  let dir: PluginDir;
+  before(async () => ({ s, dir } = await server()));
+  after(async () => {
+    await s.close();
+    dir.remove();
+  });
+
+  it("block: the message is the tool result and the tool does not run; the directive is in the answer", async () => {
+    const sid = await newSession(s);
+    const calls = ((await pluginInfo(s, "text-stats")).stats?.calls ?? 0);
+    const t = await turn(s, sid, 'use tool text_stats {"text":"block-me"}');
+    const run = t.tool_calls[0];
+    assert.deepEqual([run.status, run.result], ["blocked", "blocked by toolpolicy"]);
+    assert.deepEqual(run.directives, [{ plugin: "toolpolicy", action: "block", message: "blocked by toolpolicy" }]);
+    assert.equal(((await pluginInfo(s, "text-stats")).stats?.calls ?? 0), calls, "a blocked tool does not run");
+    const post = (await hookrec(s, "post_tool_call")).at(-1);
+    assert.deepEqual([post.status, post.result], ["blocked", "blocked by toolpolicy"]);
+  });
+
+  it("the example guard blocks a tool an operator listed, until unlisted", async () => {
+    const ops = await newSession(s, "ops");
+    await command(s, "guard", { session_id: ops, raw_args: "calculator" });
+    const sid = await newSession(s);
+    const blocked = await turn(s, sid, "calculate 1+1");
+    assert.deepEqual([blocked.tool_calls[0].status, blocked.tool_calls[0].result], ["blocked", "tool calculator is blocked by tool-guard"]);
+    await command(s, "guard", { session_id: ops, raw_args: "-calculator" });
+    assert.equal((await turn(s, sid, "calculate 1+1")).tool_calls[0].result, "1+1 = 2");
+  });
+
+  it("modify: merged over the arguments and re-validated; block beats modify whatever the order", async () => {
+    const sid = await newSession(s);
+    const mod = await turn(s, sid, 'use tool calculator {"expression":"1+modify-me"}');
+    const run = mod.tool_calls[0];
+    assert.deepEqual([run.status, run.args.expression, run.result], ["ok", "6*7", "6*7 = 42"]);
+    assert.deepEqual(run.requested_args, { expression: "1+modify-me" });
+    assert.deepEqual(run.directives.map((d: any) => [d.plugin, d.action]), [["toolpolicy", "modify"]]);
+    // Re-validated: a modify that breaks the schema is an error, the tool does not run.
+    const bad = (await turn(s, sid, "use tool text_stats {\"text\":\"badargs-me\"}")).tool_calls[0];
+    assert.equal(bad.status, "error");
+    assert.match(bad.error, /invalid arguments for text_stats/);
+    // tool-guard (block) sorts before toolpolicy (modify): block wins.
+    const ops = await newSession(s, "ops");
+    await command(s, "guard", { session_id: ops, raw_args: "calculator" });
+    const both = (await turn(s, sid, 'use tool calculator {"expression":"2+modify-me"}')).tool_calls[0];
+    await command(s, "guard", { session_id: ops, raw_args: "-calculator" });
+    assert.deepEqual([both.status, both.result], ["blocked", "tool calculator is blocked by tool-guard"]);
+    assert.deepEqual(both.directives.map((d: any) => [d.plugin, d.action]), [["tool-guard", "block"]]);
+  });
+
+  it("a failing pre_tool_call plugin fails open by default", async () => {
+    const sid = await newSession(s);
+    const t = await turn(s, sid, 'use tool calculator {"expression":"3+3","note":"trap-me"}');
+    assert.deepEqual([t.tool_calls[0].status, t.tool_calls[0].result], ["ok", "3+3 = 6"]);
+    assert.deepEqual(t.tool_calls[0].directives, []);
+  });
+
+  it("transform_tool_result: first valid replacement in plugin name order; a failing transform changes nothing", async () => {
+    const sid = await newSession(s);
+    // redact (r) sorts before toolpolicy (t): both would replace; redact's wins.
+    const both = (await turn(s, sid, 'use tool calculator {"expression":"1234567+1","note":"transform-me"}')).tool_calls[0];
+    assert.deepEqual([both.transformed_by, both.result], ["redact", "[redacted]+1 = [redacted]"]);
+    const only = (await turn(s, sid, 'use tool calculator {"expression":"1+1","note":"transform-me"}')).tool_calls[0];
+    assert.deepEqual([only.transformed_by, only.result], ["toolpolicy", "transformed by toolpolicy"]);
+    const failing = (await turn(s, sid, 'use tool calculator {"expression":"1+1","note":"transform-trap"}')).tool_calls[0];
+    assert.deepEqual([failing.transformed_by, failing.result], [null, "1+1 = 2"], "the result is the tool's own");
+    // The model saw the transformed result, and post_tool_call carries it.
+    const post = (await hookrec(s, "post_tool_call")).at(-3);
+    assert.match(post.result, /\[redacted\]/);
+  });
+
+  it("transform_llm_output replaces the answer before it is stored and returned", async () => {
+    const sid = await newSession(s);
+    const t = await turn(s, sid, "mail me at ana@example.com");
+    assert.equal(t.transformed_by, "redact");
+    assert.equal(t.reply, "You said: mail me at [redacted]");
+    const stored = (await s.api("GET", `/v1/sessions/${sid}/messages`)).body.messages.at(-1);
+    assert.equal(stored.content, "You said: mail me at [redacted]");
+    const post = (await hookrec(s, "post_llm_call")).at(-1);
+    assert.equal(post.response, "You said: mail me at [redacted]");
+  });
+});
+
+describe("fail-closed pre_tool_call plugins (item 2)", () => {
+  it("a plugin the operator marks fail-closed blocks the call when it fails", async () => {
+    const { s, dir } = await server({ fail_closed: ["toolpolicy"] });
+    try {
+      const sid = await newSession(s);
+      const t = await turn(s, sid, 'use tool calculator {"expression":"3+3","note":"trap-me"}');
+      const run = t.tool_calls[0];
+      assert.equal(run.status, "blocked");
+      assert.match(run.result, /^blocked: toolpolicy \(fail-closed\) did not answer: trap/);
+      assert.deepEqual(run.directives.map((d: any) => [d.plugin, d.action]), [["toolpolicy", "fail_closed"]]);
+      assert.equal((await turn(s, sid, "calculate 3+3")).tool_calls[0].result, "3+3 = 6", "an answer that works allows again");
+    } finally {
+      await s.close();
+      dir.remove();
+    }
+  });
+});
+
+describe("semantics made exact (item 7)", () => {
+  let s: PluginServer;
+  let dir: PluginDir;
+  before(async () => ({ s, dir } = await server({ quarantine_after: 2 }, ["toolpolicy", "text-stats"])));
+  after(async () => {
+    await s.close();
+    dir.remove();
+  });
+
+  it("an observer's garbage output is not a failure and keeps its KV writes", async () => {
+    const sid = await newSession(s);
+    await turn(s, sid, "calculate 1+1");
+    await turn(s, sid, "calculate 2+2");
+    const info = await pluginInfo(s, "toolpolicy");
+    assert.equal(info.stats.failures.bad_output, 0);
+    assert.equal(JSON.parse((await command(s, "policy", {})).body.output).post_seen, 2);
+  });
+
+  it("a hook this host does not know loads with a warning; its other hooks work", async () => {
+    const info = await pluginInfo(s, "toolpolicy");
+    assert.equal(info.status, "active");
+    assert.deepEqual(info.unknown_hooks, ["on_gateway_restart"]);
+    assert.ok(!info.hooks.includes("on_gateway_restart"));
+    assert.ok(info.hooks.includes("pre_tool_call"));
+  });
+
+  it("quarantine is per hook: a hook failing again and again is skipped alone, shown in plugins list; the others go on", async () => {
+    const sid = await newSession(s);
+    const before = JSON.parse((await command(s, "policy", {})).body.output).post_seen;
+    for (const n of [1, 2, 3]) await turn(s, sid, `use tool calculator {"expression":"${n}+0","note":"trap-me"}`);
+    const info = await pluginInfo(s, "toolpolicy");
+    assert.equal(info.status, "active", "the plugin is not silenced");
+    assert.equal(info.stats.failing_hook, "pre_tool_call");
+    assert.deepEqual(Object.keys(info.stats.quarantined_hooks), ["pre_tool_call"]);
+    assert.match(info.stats.quarantined_hooks.pre_tool_call, /hook pre_tool_call quarantined after 2 consecutive failures; last: trap/);
+    assert.equal(info.stats.failures.trap, 2, "the third turn skipped the quarantined hook");
+    // post_tool_call kept running on every call.
+    assert.equal(JSON.parse((await command(s, "policy", {})).body.output).post_seen, before + 3);
+    const listed = (await s.api("GET", "/v1/plugins")).body.plugins.find((p: any) => p.name === "toolpolicy");
+    assert.ok(listed.stats.quarantined_hooks.pre_tool_call);
+    // An operator enable lifts it.
+    await s.api("POST", "/v1/plugins/toolpolicy/enable", {});
+    assert.deepEqual((await pluginInfo(s, "toolpolicy")).stats.quarantined_hooks, {});
+  });
+});
