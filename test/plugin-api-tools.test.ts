@@ -6,6 +6,7 @@ import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { command, newSession, pluginInfo, startPluginServer, turn, type PluginServer } from "./helpers/plugins.ts";
 import { pluginDir, type PluginDir } from "./helpers/plugin-dir.ts";
+import { allEvents, postStreamedTurn } from "./helpers/sse.ts";
 
 const PLUGINS = ["text-stats", "tool-guard", "redact"];
 const TEST_PLUGINS = ["toolpolicy", "hookrec"];
@@ -174,6 +175,10 @@ describe("pre_tool_call directives (item 2) and transforms (item 3)", () => {
     assert.equal(stored.content, "You said: mail me at [redacted]");
     const post = (await hookrec(s, "post_llm_call")).at(-1);
     assert.equal(post.response, "You said: mail me at [redacted]");
+    // Streamed: no delta can leak what the transform replaces; the answer event carries it.
+    const events = await allEvents(await postStreamedTurn(s.url, sid, "again ana@example.com"));
+    assert.deepEqual(events.filter((e) => e.event === "delta"), []);
+    assert.equal(events.at(-1)!.data.reply, "You said: again [redacted]");
   });
 });
 

@@ -20,8 +20,6 @@ export function pre_llm_call(): i32 { return record(); }
 export function post_llm_call(): i32 { return record(); }
 export function pre_tool_call(): i32 { return record(); }
 export function post_tool_call(): i32 { return record(); }
-export function transform_tool_result(): i32 { return record(); }
-export function transform_llm_output(): i32 { return record(); }
 export function post_compaction(): i32 { return record(); }
 export function on_session_delete(): i32 { return record(); }
 
