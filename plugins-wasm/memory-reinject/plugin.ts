@@ -2,10 +2,14 @@
 // project conventions. post_compaction (kind summarize / micro_summarize) marks the session; the
 // next pre_llm_call of that session injects the conventions once and clears the mark.
 // KV: session-scoped "pending" (the mark); plugin-wide "conventions" (the text, else DEFAULT).
+// Conventions an operator sets with /conventions are durable instead: they go into the plugin's
+// system-prompt section (KV "hookbox.system_prompt"), part of every model call of every session
+// and untouched by compaction, so nothing needs re-injecting for them.
 import { beginCall, getString, kvDelete, kvGet, kvSet, outputString, quote, GLOBAL } from "../lib";
 
 const PENDING = "pending";
 const CONVENTIONS = "conventions";
+const SYSTEM_PROMPT = "hookbox.system_prompt";
 const DEFAULT =
   "Project conventions (re-injected after the conversation was summarized): TypeScript strict; " +
   "imports use explicit .ts extensions; tests use node:test and pass on Node and Deno; small modules " +
@@ -34,6 +38,7 @@ export function pre_llm_call(): i32 {
   const sid = getString(input, "session_id");
   if (sid === null || kvGet(sid, PENDING) === null) return 0;
   kvDelete(sid, PENDING);
+  if (kvGet(GLOBAL, SYSTEM_PROMPT) !== null) return 0; // durable: already in every model call
   outputString('{"context":' + quote(conventions()) + "}");
   return 0;
 }
@@ -42,7 +47,10 @@ export function pre_llm_call(): i32 {
 export function command_conventions(): i32 {
   const input = beginCall();
   const args = getString(input, "raw_args");
-  if (args !== null && args.trim().length > 0) kvSet(GLOBAL, CONVENTIONS, args.trim());
+  if (args !== null && args.trim().length > 0) {
+    kvSet(GLOBAL, CONVENTIONS, args.trim());
+    kvSet(GLOBAL, SYSTEM_PROMPT, "Project conventions: " + args.trim());
+  }
   outputString('{"conventions":' + quote(conventions()) + "}");
   return 0;
 }
