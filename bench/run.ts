@@ -13,6 +13,7 @@ import { runListing } from "./suites/listing.ts";
 import { runStartup } from "./suites/startup.ts";
 import { runSeedDelete } from "./suites/seed-delete.ts";
 import { runWorker } from "./suites/worker.ts";
+import { runPluginTool } from "./suites/plugin-tool.ts";
 
 const SUITES: Record<string, (o: BenchOptions) => Promise<Row[]>> = {
   fanout: runFanout,
@@ -23,6 +24,7 @@ const SUITES: Record<string, (o: BenchOptions) => Promise<Row[]>> = {
   startup: runStartup,
   "seed-delete": runSeedDelete,
   worker: runWorker,
+  "plugin-tool": runPluginTool,
 };
 
 function selected(argv: readonly string[]): string[] {

@@ -135,6 +135,13 @@ const CHECKS: Check[] = [
       return r && { value: r.ratio!, met: r.ratio! <= 1.3, note: "" };
     },
   },
+  {
+    label: "turn calling a sandboxed plugin tool <= 1.5x same tool in TypeScript",
+    eval(rows) {
+      const r = find(rows, "turn calling a tool", "sandboxed plugin tool");
+      return r && { value: r.ratio!, met: r.ratio! <= 1.5, note: `p99 ratio ${r.ratio_p99!.toFixed(2)}x` };
+    },
+  },
 ];
 
 /** One row per target whose suite ran: the measured figure in `ratio` (or p99), MET / MISSED. */
