@@ -65,6 +65,16 @@ describe("operations endpoints", () => {
     assert.equal(value("hookbox_plugin_status", { plugin: "sidecar-index", status: "active" }), 1);
     assert.equal(value("hookbox_plugins_quarantined", {}), 0);
     assert.equal(value("hookbox_build_info", {}), 1);
+    // A quarantine shows (through the dispatcher's public API, as an operator's tooling would see it).
+    s.core.dispatcher.quarantine("whoami", "test quarantine");
+    try {
+      const q = parseExposition(await (await raw("/metrics", { headers: { authorization: `Bearer ${TOKEN}` } })).text());
+      assert.equal(q.value("hookbox_plugins_quarantined"), 1);
+      assert.equal(q.value("hookbox_plugin_hook_quarantined", { plugin: "whoami", hook: "*" }), 1);
+      assert.equal(q.value("hookbox_plugin_status", { plugin: "whoami", status: "quarantined" }), 1);
+    } finally {
+      s.core.dispatcher.release("whoami");
+    }
     const kv = await s.core.storage.db.selectFrom("plugin_kv").select(["key", "value"]).where("plugin", "=", "sidecar-index").execute();
     assert.ok(kv.length > 0, "sidecar-index wrote KV");
     assert.equal(value("hookbox_plugin_kv_keys", { plugin: "sidecar-index" }), kv.length);

@@ -84,6 +84,19 @@ export function createMetrics(core: Core, version: string): HttpMetrics {
     },
   });
   new Gauge({
+    name: "hookbox_plugin_hook_quarantined",
+    help: 'quarantined plugin hooks (hook="*": the whole plugin), 1 each',
+    labelNames: ["plugin", "hook"],
+    registers,
+    collect() {
+      this.reset();
+      for (const p of stats()) {
+        if (p.stats?.quarantined) this.set({ plugin: p.name, hook: "*" }, 1);
+        for (const hook of Object.keys(p.stats?.quarantined_hooks ?? {})) this.set({ plugin: p.name, hook }, 1);
+      }
+    },
+  });
+  new Gauge({
     name: "hookbox_plugins_quarantined",
     help: "plugins quarantined right now",
     registers,
