@@ -22,17 +22,22 @@ async function server(extra: Record<string, unknown> = {}, enabled = [...PLUGINS
   return { s, dir };
 }
 
+/** One server for a describe block: started before its tests, closed (with its folder) after. */
+function serveFor(start: () => Promise<{ s: PluginServer; dir: PluginDir }>, use: (s: PluginServer) => void): void {
+  let running: { s: PluginServer; dir: PluginDir } | undefined;
+  before(async () => use((running = await start()).s));
+  after(async () => {
+    await running?.s.close();
+    running?.dir.remove();
+  });
+}
+
 const hookrec = async (s: PluginServer, hook: string) =>
   (JSON.parse((await command(s, "hookrec", {})).body.output) as any[]).filter((e) => e.hook === hook);
 
 describe("plugin tools (item 1)", () => {
   let s: PluginServer;
-  let dir: PluginDir;
-  before(async () => ({ s, dir } = await server()));
-  after(async () => {
-    await s.close();
-    dir.remove();
-  });
+  serveFor(() => server(), (x) => (s = x));
 
   it("the model sees the plugin's tool, calls it, and it runs in the sandbox with pre/post_tool_call around it", async () => {
     const sid = await newSession(s);
@@ -96,12 +101,7 @@ describe("plugin tools (item 1)", () => {
 
 describe("pre_tool_call directives (item 2) and transforms (item 3)", () => {
   let s: PluginServer;
-  let dir: PluginDir;
-  before(async () => ({ s, dir } = await server()));
-  after(async () => {
-    await s.close();
-    dir.remove();
-  });
+  serveFor(() => server(), (x) => (s = x));
 
   it("block: the message is the tool result and the tool does not run; the directive is in the answer", async () => {
     const sid = await newSession(s);
@@ -202,12 +202,7 @@ describe("fail-closed pre_tool_call plugins (item 2)", () => {
 
 describe("semantics made exact (item 7)", () => {
   let s: PluginServer;
-  let dir: PluginDir;
-  before(async () => ({ s, dir } = await server({ quarantine_after: 2 }, ["toolpolicy", "text-stats"])));
-  after(async () => {
-    await s.close();
-    dir.remove();
-  });
+  serveFor(() => server({ quarantine_after: 2 }, ["toolpolicy", "text-stats"]), (x) => (s = x));
 
   it("an observer's garbage output is not a failure and keeps its KV writes", async () => {
     const sid = await newSession(s);

@@ -238,12 +238,13 @@ describe("memory-reinject", () => {
     assert.ok(JSON.parse(await p.hook("pre_llm_call", preLlm("s1"))).context);
   });
 
-  it("injects the operator's conventions (non-ASCII intact) when set", async () => {
+  it("keeps the operator's conventions (non-ASCII intact) as its durable system-prompt section, not re-injected", async () => {
     const p = await load("memory-reinject");
     const text = 'Écrire des tests ✓ — "quoted" 😀\nline two';
     assert.deepEqual(await p.command("conventions", { raw_args: text }), { conventions: text });
+    assert.equal(p.kv.get("", "hookbox.system_prompt"), `Project conventions: ${text}`);
     await p.hook("post_compaction", compaction("s2", "s1", "summarize"));
-    assert.deepEqual(JSON.parse(await p.hook("pre_llm_call", preLlm("s2"))), { context: text });
+    assert.equal(await p.hook("pre_llm_call", preLlm("s2")), "", "already in every model call");
   });
 });
 
