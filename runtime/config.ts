@@ -14,7 +14,7 @@ export const PluginName = v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,63}$
 
 const CAPABILITY_EXAMPLES = ["kv", "sessions:read", "http:example.com"];
 /** A granted capability: "kv", "sessions:read" or "http:<host>"; anything else is refused with a suggestion. */
-const Capability = v.pipe(
+export const Capability = v.pipe(
   v.string(),
   v.check(
     (c) => CAPABILITY_PATTERN.test(c),

@@ -5,8 +5,7 @@
 import * as v from "valibot";
 import { isHookName, type HookName } from "../../hooks/catalogue.ts";
 import { schemaProblem } from "../tools/registry.ts";
-import { CAPABILITY_PATTERN } from "../../host-api/capabilities.ts";
-import { PluginLimitsSchema, PluginName } from "../config.ts";
+import { Capability, PluginLimitsSchema, PluginName } from "../config.ts";
 
 const HookSchema = v.pipe(v.string(), v.regex(/^[a-z][a-z0-9_]{0,63}$/, "hook names are lowercase [a-z0-9_]"));
 
@@ -41,7 +40,7 @@ export const ManifestSchema = v.object({
     ),
     [],
   ),
-  capabilities: v.optional(v.array(v.pipe(v.string(), v.regex(CAPABILITY_PATTERN, 'capabilities are "kv", "sessions:read" or "http:<host>"'))), []),
+  capabilities: v.optional(v.array(Capability), []),
   limits: v.optional(PluginLimitsSchema, {}),
   tools: v.optional(v.pipe(v.array(ToolSchema), v.maxLength(32)), []),
   system_prompt: v.optional(v.pipe(v.string(), v.maxBytes(MAX_SYSTEM_PROMPT_BYTES))),
