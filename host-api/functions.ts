@@ -7,6 +7,7 @@ import type { Kysely } from "kysely";
 import { PluginCallError } from "../hooks/dispatcher.ts";
 import { log, type LogLevel } from "../runtime/log.ts";
 import type { Database } from "../runtime/storage/schema.ts";
+import type { PluginLogRing, PluginLogSource } from "../runtime/plugins/logs.ts";
 import type { HostBinding, HostFunction } from "../runtime/sandbox/wasm-plugin.ts";
 import { deny, type Grants } from "./capabilities.ts";
 import type { PluginKv } from "./kv.ts";
@@ -40,18 +41,24 @@ export interface HostContext {
   grants: Grants;
   kv: PluginKv;
   db: Kysely<Database>;
+  /** The plugin's own log ring (GET /v1/plugins/:name/logs); its lines also go to the server log. */
+  logs?: PluginLogRing;
 }
 
 export function bindHostApi(h: HostContext): HostBinding {
   const { plugin, grants, kv } = h;
   let deadline = Infinity; // the current call's: bounds HTTP requests
+  const pluginLog = (level: LogLevel, source: PluginLogSource, message: string) => {
+    const text = message.slice(0, MAX_LOG_CHARS);
+    h.logs?.push(level, source, text);
+    log(level, "plugin log", { plugin, ...(source === "log" ? {} : { stream: source }), message: text });
+  };
   const needKv = (fn: string) => {
     if (!grants.kv) deny(plugin, fn, "kv");
   };
   const functions: Record<(typeof HOST_FUNCTION_NAMES)[number], HostFunction> = {
     hookbox_log(ctx: CallContext, level: number, msg: bigint) {
-      const text = readText(ctx, msg, "hookbox_log");
-      log(LEVELS[level] ?? "info", "plugin log", { plugin, message: text.slice(0, MAX_LOG_CHARS) });
+      pluginLog(LEVELS[level] ?? "info", "log", readText(ctx, msg, "hookbox_log"));
     },
     hookbox_kv_get(ctx: CallContext, session: bigint, key: bigint) {
       needKv("hookbox_kv_get");
@@ -113,6 +120,7 @@ export function bindHostApi(h: HostContext): HostBinding {
     functions,
     begin: (d) => void (deadline = d),
     end: (ok) => kv.end(ok),
+    log: pluginLog,
   };
 }
 

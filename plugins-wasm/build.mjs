@@ -98,17 +98,17 @@ function pluginDirsIn(base) {
 }
 
 function selected(args) {
-  const paths = args.filter((a) => a.includes("/") || a.includes("\\") || a === "." || isAbsolute(a));
-  const names = new Set(args.filter((a) => !paths.includes(a)));
-  const dirs = [];
-  for (const p of paths.map((p) => resolve(p))) {
-    if (sourceOf(p)) dirs.push(p);
-    else if (pluginDirsIn(p).length > 0) dirs.push(...pluginDirsIn(p));
-    else throw new Error(`${p}: no plugin.ts, plugin.rs or plugin.c there, nor in a folder inside it`);
-  }
-  if (paths.length === 0 || names.size > 0) {
-    const own = [...pluginDirsIn(here), ...pluginDirsIn(join(here, "hostile"))];
-    dirs.push(...own.filter((d) => names.size === 0 || names.has(relative(here, d)) || names.has(d.split(/[\\/]/).pop())));
+  // An argument is a plugin of this folder (name or hostile/name) when one exists, else a path.
+  const own = [...pluginDirsIn(here), ...pluginDirsIn(join(here, "hostile"))];
+  const ownByName = (a) => own.find((d) => relative(here, d) === a || d.split(/[\\/]/).pop() === a);
+  const dirs = args.length === 0 ? own : [];
+  for (const a of args) {
+    const mine = ownByName(a);
+    const p = resolve(a);
+    if (mine) dirs.push(mine);
+    else if (existsSync(p) && sourceOf(p)) dirs.push(p);
+    else if (existsSync(p) && pluginDirsIn(p).length > 0) dirs.push(...pluginDirsIn(p));
+    else throw new Error(`${a}: not a plugin of plugins-wasm/, nor a folder with plugin.ts, plugin.rs or plugin.c (or folders of them)`);
   }
   return dirs;
 }
@@ -136,7 +136,13 @@ async function build(dir) {
   return {};
 }
 
-const dirs = selected(process.argv.slice(2));
+let dirs;
+try {
+  dirs = selected(process.argv.slice(2));
+} catch (err) {
+  console.error(`build-plugins: ${err.message}`);
+  process.exit(2);
+}
 const started = Date.now();
 let failed = 0;
 let skipped = 0;

@@ -3,9 +3,13 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { HOST_FUNCTION_NAMES } from "../../host-api/functions.ts";
+import { WASI_FUNCTION_NAMES, WASI_MODULE } from "../../host-api/wasi.ts";
+import { renameImportModule } from "../sandbox/import-rename.ts";
 import { InstrumentError } from "../sandbox/instrument.ts";
 import { compileInstrumented } from "../sandbox/module-cache.ts";
-import { HOST_MODULE, SANDBOX_FUNCTION_NAMES } from "../sandbox/wasm-plugin.ts";
+import { WasmFormatError } from "../sandbox/wasm-binary.ts";
+import { HOST_MODULE, SANDBOX_FUNCTION_NAMES, WASI_SANDBOX_MODULE } from "../sandbox/wasm-plugin.ts";
+import { suggest } from "../util/suggest.ts";
 import { parseManifest, type Manifest } from "./manifest.ts";
 import type { SandboxLimits } from "../sandbox/wasm-plugin.ts";
 
@@ -41,22 +45,32 @@ const USER_FUNCTIONS = new Set<string>([...HOST_FUNCTION_NAMES, ...SANDBOX_FUNCT
 /** Reads, checks and compiles plugin.wasm for the given memory cap. */
 export function compilePlugin(path: string, manifest: Manifest, limits: SandboxLimits): WebAssembly.Module {
   const file = join(path, "plugin.wasm");
+  // build.mjs leaves this (and no plugin.wasm) after a failed build: say so instead of "missing".
+  const buildError = join(path, "plugin.build-error");
+  if (existsSync(buildError)) {
+    const text = readFileSync(buildError, "utf8").trim().split("\n").slice(0, 6).join(" | ");
+    throw new PluginLoadError(`the last build failed: ${text.slice(0, 600)}`);
+  }
   if (!existsSync(file)) throw new PluginLoadError("plugin.wasm is missing (run npm run build:plugins)");
   const bytes = new Uint8Array(readFileSync(file));
   if (!WebAssembly.validate(bytes)) throw new PluginLoadError("plugin.wasm is not a valid WebAssembly module");
   let module: WebAssembly.Module;
   try {
-    module = compileInstrumented(bytes, { memoryPages: limits.memoryPages, startFuel: limits.fuel });
+    // Modules from WASI toolchains get hookbox's capability-free WASI (see WASI_SANDBOX_MODULE).
+    const renamed = renameImportModule(bytes, WASI_MODULE, WASI_SANDBOX_MODULE);
+    module = compileInstrumented(renamed, { memoryPages: limits.memoryPages, startFuel: limits.fuel });
   } catch (err) {
-    if (err instanceof InstrumentError) throw new PluginLoadError(`plugin.wasm: ${err.message}`);
+    if (err instanceof InstrumentError || err instanceof WasmFormatError) throw new PluginLoadError(`plugin.wasm: ${err.message}`);
     throw err;
   }
   for (const imp of WebAssembly.Module.imports(module)) {
     const ok =
       (imp.module === "extism:host/env" && !FORBIDDEN_KERNEL.has(imp.name)) ||
       (imp.module === HOST_MODULE && USER_FUNCTIONS.has(imp.name)) ||
+      (imp.module === WASI_SANDBOX_MODULE && WASI_FUNCTION_NAMES.has(imp.name)) ||
       imp.module === "hookbox:fuel";
-    if (!ok) throw new PluginLoadError(`plugin.wasm imports unknown host function "${imp.module}" "${imp.name}"`);
+    if (imp.module === WASI_SANDBOX_MODULE && !ok) throw new PluginLoadError(`plugin.wasm imports "${WASI_MODULE}" "${imp.name}", which is not WASI preview 1`);
+    if (!ok) throw new PluginLoadError(`plugin.wasm imports unknown host function "${imp.module}" "${imp.name}"${suggest(imp.name, [...USER_FUNCTIONS])}`);
   }
   const exports = new Set(WebAssembly.Module.exports(module).map((e) => e.name));
   for (const hook of manifest.hooks) {

@@ -14,6 +14,8 @@ export class FuelMeter {
   used = 0;
   /** Set when the module asked for memory beyond its cap during the current call. */
   memoryRefused = false;
+  /** What the last export returned when it returns an i32 (Extism: 0 success, anything else failure). */
+  returnCode = 0;
 
   constructor(
     readonly budget: number,
@@ -27,6 +29,7 @@ export class FuelMeter {
     this.active = true;
     this.used = 0;
     this.memoryRefused = false;
+    this.returnCode = 0;
   }
 
   stop(): void {
@@ -62,6 +65,10 @@ export class FuelMeter {
     },
     oom: (_ctx: unknown, _delta: number): void => {
       this.memoryRefused = true;
+    },
+    ret: (_ctx: unknown, code: number): number => {
+      this.returnCode = code;
+      return code;
     },
   };
 

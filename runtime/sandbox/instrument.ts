@@ -8,7 +8,9 @@
 // separately); when the counter drops below zero the module calls the host's `refill(counter)`,
 // which grants the next slice or throws (budget spent / deadline passed). Every exported function
 // is wrapped so that `begin()` resets the counter at each call and `end(left)` reports the rest:
-// no SDK access to module globals is needed, and it works in an Extism worker too.
+// no SDK access to module globals is needed, and it works in an Extism worker too. An export that
+// returns an i32 passes it through `ret(code)` on the way out: Extism's JS SDK ignores the status
+// code, the sandbox fails the call on a non-zero one.
 //
 // Memory: the memory section gets a maximum; and every memory.grow first calls an added
 // `grow_check(delta)` that tells the host (`oom(delta)`) when the grow will be refused, so the trap
@@ -35,8 +37,9 @@ const FUEL_IMPORTS = [
   { name: "begin", params: [], results: [I32] },
   { name: "end", params: [I32], results: [] },
   { name: "oom", params: [I32], results: [] },
+  { name: "ret", params: [I32], results: [I32] },
 ] as const;
-const [REFILL, BEGIN, END, OOM] = [0, 1, 2, 3];
+const [REFILL, BEGIN, END, OOM, RET] = [0, 1, 2, 3, 4];
 
 interface Layout {
   importedFuncs: number;
@@ -114,7 +117,10 @@ function rewrite(sections: Section[], opts: InstrumentOptions): Uint8Array<Array
   const code = bodies.map((b) => instrumentBody(b, meter));
   for (const e of funcExports) {
     const params = layout.funcTypes[e.index]!;
-    code.push(wrapperBody(paramCount(sections, params), remap(e.index), fuelGlobal, fuelFn(BEGIN), fuelFn(END)));
+    const [nParams, results] = signature(sections, params);
+    // An export returning one i32 (Extism's status code) reports it through `ret` (identity).
+    const ret = results.length === 1 && results[0] === I32 ? fuelFn(RET) : undefined;
+    code.push(wrapperBody(nParams, remap(e.index), fuelGlobal, fuelFn(BEGIN), fuelFn(END), ret));
   }
   code.push(growCheckBody(opts.memoryPages, fuelFn(OOM)));
   out.set(10, encodeVec(code.map((c) => new Writer().sized(c))));
@@ -197,12 +203,12 @@ function readLayout(sections: Section[]): Layout {
   return { importedFuncs, importedGlobals, funcTypes, typeCount, definedGlobals };
 }
 
-function paramCount(sections: Section[], typeIndex: number): number {
-  const types = readVec(find(sections, 1)!, (r) => {
+/** [parameter count, result types] of a function type. */
+function signature(sections: Section[], typeIndex: number): [number, number[]] {
+  const types = readVec(find(sections, 1)!, (r): [number, number[]] => {
     if (r.byte() !== 0x60) throw new WasmFormatError("unsupported type form");
     const params = r.bytes(r.u32()).length;
-    r.bytes(r.u32());
-    return params;
+    return [params, [...r.bytes(r.u32())]];
   });
   return types[typeIndex]!;
 }
@@ -271,11 +277,12 @@ function instrumentBody(body: Uint8Array, m: MeterCtx): Uint8Array {
 }
 
 /** begin() -> fuel; call the original with the same arguments; end(fuel). Results stay on the stack. */
-function wrapperBody(params: number, target: number, fuel: number, begin: number, end: number): Uint8Array {
+function wrapperBody(params: number, target: number, fuel: number, begin: number, end: number, ret?: number): Uint8Array {
   const w = new Writer().u32(0); // no locals
   w.byte(Op.Call).u32(begin).byte(Op.GlobalSet).u32(fuel);
   for (let i = 0; i < params; i++) w.byte(Op.LocalGet).u32(i);
   w.byte(Op.Call).u32(target);
+  if (ret !== undefined) w.byte(Op.Call).u32(ret);
   w.byte(Op.GlobalGet).u32(fuel).byte(Op.Call).u32(end).byte(Op.End);
   return w.toBytes();
 }

@@ -7,17 +7,28 @@
 // awaited and the SDK's timeoutMs can cancel a call stuck in one.
 import createPlugin, { type CallContext, type Plugin } from "@extism/extism";
 import { PluginCallError } from "../../hooks/dispatcher.ts";
+import { createWasi, WasiExit } from "../../host-api/wasi.ts";
+import type { LogLevel } from "../log.ts";
+import type { PluginLogSource } from "../plugins/logs.ts";
 import { FuelMeter } from "./fuel.ts";
 import { FUEL_MODULE } from "./instrument.ts";
 
 export const HOST_MODULE = "extism:host/user";
+/**
+ * Where a module's "wasi_snapshot_preview1" imports are served (renamed at load: Extism refuses that
+ * module name unless its own node:wasi-based WASI is on). host-api/wasi.ts is capability-free.
+ */
+export const WASI_SANDBOX_MODULE = "hookbox:wasi";
 
 /**
  * Host functions the sandbox itself provides (beside host-api's): `hookbox_input_read(dest, len)`
  * copies the call's whole input into the plugin's linear memory at `dest` and returns `len`, or 0
  * when it cannot (worker mode, bad range): the plugin then falls back to the kernel's input_load_u64.
+ * plugins-wasm/lib's beginCall() calls it first thing, so a library plugin's export that never calls
+ * it forgot beginCall(). `hookbox_abort(message)` ends the call as a trap carrying the message
+ * (lib's abort handler: `throw new Error("x")` arrives as "abort: x at file:line:col").
  */
-export const SANDBOX_FUNCTION_NAMES = ["hookbox_input_read"] as const;
+export const SANDBOX_FUNCTION_NAMES = ["hookbox_input_read", "hookbox_abort"] as const;
 
 export type HostFunction = (ctx: CallContext, ...args: any[]) => unknown;
 
@@ -28,6 +39,8 @@ export interface HostBinding {
   begin(deadline: number): void;
   /** The call ended; commit its buffered writes only when `ok`. */
   end(ok: boolean): void;
+  /** A line for the plugin's log (its WASI stdout/stderr); absent: dropped. */
+  log?(level: LogLevel, source: PluginLogSource, message: string): void;
 }
 
 export interface SandboxLimits {
@@ -79,9 +92,20 @@ export class WasmPlugin {
   /** The running call's input and the instance's memory, for hookbox_input_read (in-thread only). */
   private input: Uint8Array | undefined;
   private memory: WebAssembly.Memory | undefined;
+  /** Built with plugins-wasm/lib (imports hookbox_input_read): every export must call beginCall(). */
+  private readonly usesLib: boolean;
+  private inputRead = false;
+  private readonly wasi: Record<string, HostFunction>;
 
   constructor(private readonly opts: SandboxOptions) {
     this.meter = new FuelMeter(opts.limits.fuel, opts.limits.memoryPages);
+    this.usesLib = WebAssembly.Module.imports(opts.module).some((i) => i.module === HOST_MODULE && i.name === "hookbox_input_read");
+    const wasi = createWasi({
+      memory: () => this.memory,
+      output: (fd, line) => opts.host.log?.(fd === 1 ? "info" : "warn", fd === 1 ? "stdout" : "stderr", line),
+    });
+    // Extism passes its call context first; WASI functions take only their own arguments.
+    this.wasi = Object.fromEntries(Object.entries(wasi).map(([name, fn]) => [name, (_ctx: CallContext, ...args: any[]) => fn(...args)]));
   }
 
   get name(): string {
@@ -131,7 +155,9 @@ export class WasmPlugin {
     let ok = false;
     try {
       this.input = utf8(input);
+      this.inputRead = false;
       const out = await plugin.call(fn, this.input);
+      this.checkReturn(fn);
       const bytes = out?.bytes();
       if (bytes && bytes.byteLength > limits.maxOutputBytes) {
         throw new PluginCallError("bad_output", `output of ${bytes.byteLength} bytes exceeds max_output_bytes ${limits.maxOutputBytes}`);
@@ -152,8 +178,21 @@ export class WasmPlugin {
     }
   }
 
+  /** Extism's convention (ignored by its JS SDK): a non-zero i32 return is a failure. */
+  private checkReturn(fn: string): void {
+    const code = this.meter.returnCode;
+    if (code !== 0) throw new PluginCallError("trap", `${fn} returned ${code} (non-zero is a failure) without an error message`);
+    if (this.usesLib && !this.inputRead) {
+      throw new PluginCallError(
+        "trap",
+        `${fn} returned without calling beginCall() (plugins-wasm/lib): it must be the first call of every export, else the heap of earlier calls is never reset and memory runs out`,
+      );
+    }
+  }
+
   private classify(err: unknown): PluginCallError {
     if (err instanceof PluginCallError) return err;
+    if (err instanceof WasiExit) return new PluginCallError("trap", err.message);
     if (this.meter.memoryRefused) return this.meter.memoryError();
     const message = err instanceof Error ? err.message : String(err);
     if (message.includes("canceled due to timeout")) {
@@ -181,7 +220,8 @@ export class WasmPlugin {
 
   // Extism's kernel hands the input over 8 bytes per host call (a BigInt each way): a 300 KB
   // on_session_delete payload (10k ids) took ~37k calls per plugin and dominated a bulk delete.
-  private readonly inputRead = (_ctx: CallContext, dest: bigint, len: bigint): bigint => {
+  private readonly inputReadFn = (_ctx: CallContext, dest: bigint, len: bigint): bigint => {
+    this.inputRead = true;
     const { input, memory } = this;
     if (!input || !memory) return 0n;
     const d = Number(dest);
@@ -196,7 +236,11 @@ export class WasmPlugin {
     const plugin = await createPlugin(
       { wasm: [{ module }] },
       {
-        functions: { [HOST_MODULE]: { ...host.functions, hookbox_input_read: this.inputRead }, [FUEL_MODULE]: this.meter.functions },
+        functions: {
+          [HOST_MODULE]: { ...host.functions, hookbox_input_read: this.inputReadFn, hookbox_abort: abort },
+          [FUEL_MODULE]: this.meter.functions,
+          [WASI_SANDBOX_MODULE]: this.wasi,
+        },
         runInWorker: inWorker,
         ...(inWorker ? { timeoutMs: limits.timeoutMs, nodeWorkerArgs: { execArgv: [] } } : {}),
         // Host-side buffers (input, output, vars) stay within the plugin's memory allowance too.
@@ -215,4 +259,10 @@ export class WasmPlugin {
     this.memory = undefined;
     if (p) await p.close().catch(() => undefined);
   }
+}
+
+/** hookbox_abort(message): unwinds the plugin's call with its own words. */
+function abort(ctx: CallContext, message: bigint): never {
+  const text = ctx.read(message)?.text() ?? "(unreadable message)";
+  throw new PluginCallError("trap", text.slice(0, 2000));
 }
