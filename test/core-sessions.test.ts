@@ -116,6 +116,7 @@ describe("plugin endpoints over a plugin host", () => {
       list: () => [...state.values()],
       get: (n) => state.get(n),
       promptSections: () => [],
+      logs: () => undefined,
       enable: async (n) => {
         if (!state.has(n)) throw new PluginNotFoundError(n);
         state.set(n, info(n, "active"));

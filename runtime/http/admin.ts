@@ -8,7 +8,7 @@ import { AppError } from "../errors.ts";
 import { suggest } from "../util/suggest.ts";
 import { SWEEP_NAMES } from "../maintenance/sweeps.ts";
 import { sourceOf } from "../sessions/view.ts";
-import { Id, check, readBody } from "./validate.ts";
+import { Id, QueryInt, check, readBody, readQuery } from "./validate.ts";
 
 const Days = v.pipe(v.number(), v.minValue(0), v.maxValue(36_500));
 const DryRun = v.optional(v.boolean());
@@ -21,6 +21,8 @@ export const MAINTENANCE = {
   hygiene: v.strictObject({}),
 } as const;
 const Task = v.picklist(Object.keys(MAINTENANCE) as Array<keyof typeof MAINTENANCE>);
+/** GET /v1/plugins/:name/logs: entries after seq `since` (for tailing), newest `limit`. */
+export const LogsQuery = v.strictObject({ since: v.optional(QueryInt(0, 999_999_999)), limit: v.optional(QueryInt(1, 1000)) });
 export const CommandName = v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/i, "command names are [a-z0-9_-]"));
 // The caller's identity (source, platform) is the session's: a body that could claim them could
 // claim another user's and pass plugins.command_users. Without a session a command runs anonymous.
@@ -62,6 +64,13 @@ export function adminRoutes(core: Core): Hono {
     const info = core.plugins.get(name);
     if (!info) throw pluginNotFound(core, name);
     return c.json({ plugin: info });
+  });
+  app.get("/plugins/:name/logs", (c) => {
+    const name = check(PluginName, c.req.param("name"), "plugin name", "invalid_id");
+    const q = readQuery(c, LogsQuery);
+    const entries = core.plugins.logs(name, q.since, q.limit);
+    if (!entries) throw pluginNotFound(core, name);
+    return c.json({ plugin: name, logs: entries });
   });
   app.post("/plugins/:name/:action", async (c) => {
     const name = check(PluginName, c.req.param("name"), "plugin name", "invalid_id");

@@ -6,7 +6,7 @@ import { toJsonSchema, type ConversionConfig } from "@valibot/to-json-schema";
 import * as v from "valibot";
 import { PluginName } from "../config.ts";
 import { AdoptBody, BulkDeleteBody, CompressBody, CreateBody, Empty, EndBody, ListQuery, MessagesQuery, TurnBody } from "./sessions.ts";
-import { CommandBody, CommandName, MAINTENANCE } from "./admin.ts";
+import { CommandBody, CommandName, LogsQuery, MAINTENANCE } from "./admin.ts";
 import { Id, OBJECT_AFTER_CHECK } from "./validate.ts";
 
 type Json = Record<string, unknown>;
@@ -75,6 +75,12 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
   "GET /v1/hooks": { summary: "The hook catalogue with payload schemas", tag: "hooks" },
   "GET /v1/plugins": { summary: "Plugins with status, reason, grants and stats", tag: "plugins" },
   "GET /v1/plugins/:name": { summary: "One plugin", tag: "plugins", params: { name: PluginName } },
+  "GET /v1/plugins/:name/logs": {
+    summary: "A plugin's log ring: its log lines, WASI stdout/stderr and failed calls (oldest first)",
+    tag: "plugins",
+    params: { name: PluginName },
+    query: LogsQuery,
+  },
   "POST /v1/plugins/:name/:action": {
     summary: "Enable (also lifts a quarantine) or disable a plugin",
     tag: "plugins",

@@ -1,12 +1,16 @@
 // `hookbox plugins list [--json] | enable NAME | disable NAME | reset [NAME...]`: the operator's view
 // of the plugin runtime (status, reason, grants, stats) and the persisted enable/disable overrides.
 // A change takes effect in this process at once and in a running server at its next start.
-// `hookbox plugins new | build`: the plugin author's loop (scaffold.ts).
+// `hookbox plugins new | build | call | logs`: the plugin author's loop (scaffold.ts, call.ts).
 import type { Command } from "commander";
 import type { CliContext } from "../cli/context.ts";
 import { AppError } from "../errors.ts";
 import { suggest } from "../util/suggest.ts";
 import { PluginNotFoundError, type PluginInfo } from "./host.ts";
+import { readFileSync } from "node:fs";
+import { wholeNumber } from "../cli/context.ts";
+import { callPlugin, formatCallReport, type CallTarget } from "./call.ts";
+import type { PluginLogEntry } from "./logs.ts";
 import { buildPlugins, scaffoldPlugin, SCAFFOLD_LANGS, type ScaffoldLang } from "./scaffold.ts";
 
 /** Registers the `plugins` subcommands on `plugins` (the `hookbox plugins` command). */
@@ -75,6 +79,69 @@ function registerAuthorCommands(plugins: Command, ctx: CliContext): void {
     .description("build plugin folders (paths) or plugins of plugins-wasm (names); all of plugins.dir when none given")
     .argument("[plugins...]")
     .action((names: string[]) => build(ctx, names.length ? names : [ctx.config().plugins.dir]));
+  plugins
+    .command("call")
+    .description("one call of a plugin (a hook, or `command CMD ARGS...`) on a temporary database with its real limits; prints output, fuel, time, KV writes and logs")
+    .argument("<name>", "plugin")
+    .argument("<hook>", 'hook name, or "command"')
+    .argument("[args...]", "for command: the command name, then its arguments")
+    .option("--payload <file>", 'hook payload fields as a JSON object, from a file or "-" for stdin (default {})')
+    .option("--json", "print the report as JSON")
+    .action(async (name: string, hook: string, args: string[], o: { payload?: string; json?: boolean }) => {
+      let target: CallTarget;
+      if (hook === "command") {
+        const [command, ...rest] = args;
+        if (!command) throw ctx.usage("plugins call NAME command needs the command name");
+        if (o.payload !== undefined) throw ctx.usage("--payload is for hooks; a command takes its arguments after its name");
+        target = { kind: "command", command, rawArgs: rest.join(" ") };
+      } else {
+        if (args.length) throw ctx.usage(`a hook call takes no arguments after the hook (use --payload)`);
+        target = { kind: "hook", hook, payload: o.payload === undefined ? "{}" : await readPayload(o.payload) };
+      }
+      const report = await callPlugin(ctx.config(), name, target);
+      if (o.json) io.out(JSON.stringify(report, null, 2));
+      else for (const line of formatCallReport(report)) io.out(line);
+      if (!report.ok) throw new AppError(422, "call_failed", `${report.export} failed (${report.failure!.kind})`);
+    });
+  plugins
+    .command("logs")
+    .description("a plugin's log ring from a running server (its log lines, stdout/stderr, failed calls)")
+    .argument("<name>")
+    .option("--url <url>", "the server (default: http://HOST:PORT of the config)")
+    .option("--since <seq>", "only entries after this sequence number", wholeNumber(0))
+    .option("--limit <n>", "newest n entries", wholeNumber(1, 1000))
+    .option("--json", "print JSON")
+    .action(async (name: string, o: { url?: string; since?: number; limit?: number; json?: boolean }) => {
+      const config = ctx.config();
+      const base = o.url ?? `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${config.port}`;
+      const query = new URLSearchParams();
+      if (o.since !== undefined) query.set("since", String(o.since));
+      if (o.limit !== undefined) query.set("limit", String(o.limit));
+      const url = `${base.replace(/\/$/, "")}/v1/plugins/${encodeURIComponent(name)}/logs${query.size ? `?${query}` : ""}`;
+      let res: Response;
+      try {
+        res = await fetch(url, { headers: config.api_token ? { authorization: `Bearer ${config.api_token}` } : {} });
+      } catch (err) {
+        throw new AppError(503, "unreachable", `no hookbox server at ${base} (${(err as Error).message}); the log ring lives in the serving process: start it with hookbox serve, or pass --url`);
+      }
+      const body = (await res.json().catch(() => ({}))) as { logs?: PluginLogEntry[]; error?: { message?: string } };
+      if (!res.ok) throw new AppError(res.status === 404 ? 404 : 502, "request_failed", body.error?.message ?? `${url}: HTTP ${res.status}`);
+      if (o.json) io.out(JSON.stringify(body, null, 2));
+      else for (const l of body.logs ?? []) io.out(`${l.seq} ${l.t} ${l.level.padEnd(5)} ${l.source.padEnd(7)} ${l.message}`);
+    });
+}
+
+async function readPayload(from: string): Promise<string> {
+  if (from !== "-") {
+    try {
+      return readFileSync(from, "utf8");
+    } catch (err) {
+      throw new AppError(400, "bad_request", `--payload ${from}: ${(err as Error).message}`);
+    }
+  }
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(Buffer.from(chunk));
+  return Buffer.concat(chunks).toString("utf8");
 }
 
 function build(ctx: CliContext, paths: string[]): void {

@@ -2,6 +2,7 @@
 // (runtime/plugins/manager.ts) implements it; the core works with no plugins at all.
 import type { HookName } from "../../hooks/catalogue.ts";
 import type { PluginStats } from "../../hooks/dispatcher.ts";
+import type { PluginLogEntry } from "./logs.ts";
 
 export type PluginStatus = "active" | "disabled" | "quarantined" | "failed";
 
@@ -36,6 +37,8 @@ export interface PluginHost {
   disable(name: string): Promise<PluginInfo>;
   /** Durable system-prompt sections for a session (its id, then its compaction predecessors). */
   promptSections(sessionIds: readonly string[]): Array<{ plugin: string; text: string }>;
+  /** The plugin's log ring (entries after `since`, at most `limit`); undefined for an unknown name. */
+  logs(name: string, since?: number, limit?: number): PluginLogEntry[] | undefined;
   close(): Promise<void>;
 }
 
@@ -50,5 +53,6 @@ export const noPlugins: PluginHost = {
     throw new PluginNotFoundError(`no plugin named ${name}`);
   },
   promptSections: () => [],
+  logs: () => undefined,
   close: async () => {},
 };

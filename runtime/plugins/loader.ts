@@ -4,7 +4,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { HOST_FUNCTION_NAMES } from "../../host-api/functions.ts";
 import { WASI_FUNCTION_NAMES, WASI_MODULE } from "../../host-api/wasi.ts";
-import { renameImportModule } from "../sandbox/import-rename.ts";
+import { adaptWasiModule } from "../sandbox/wasi-adapt.ts";
 import { InstrumentError } from "../sandbox/instrument.ts";
 import { compileInstrumented } from "../sandbox/module-cache.ts";
 import { WasmFormatError } from "../sandbox/wasm-binary.ts";
@@ -57,7 +57,7 @@ export function compilePlugin(path: string, manifest: Manifest, limits: SandboxL
   let module: WebAssembly.Module;
   try {
     // Modules from WASI toolchains get hookbox's capability-free WASI (see WASI_SANDBOX_MODULE).
-    const renamed = renameImportModule(bytes, WASI_MODULE, WASI_SANDBOX_MODULE);
+    const renamed = adaptWasiModule(bytes, WASI_MODULE, WASI_SANDBOX_MODULE);
     module = compileInstrumented(renamed, { memoryPages: limits.memoryPages, startFuel: limits.fuel });
   } catch (err) {
     if (err instanceof InstrumentError || err instanceof WasmFormatError) throw new PluginLoadError(`plugin.wasm: ${err.message}`);

@@ -3,7 +3,7 @@
 // to the dispatcher, registers their commands, and persists quarantines. A plugin that fails to load
 // is listed as "failed" with its reason; the others run.
 import type { Kysely } from "kysely";
-import type { HookPayload } from "../../hooks/catalogue.ts";
+import { HOOK_NAMES, type HookPayload } from "../../hooks/catalogue.ts";
 import { callbackSubscriber, PluginCallError, readHookOutput, type CallResult, type HookSubscriber } from "../../hooks/dispatcher.ts";
 import { grantedOf, type Grants } from "../../host-api/capabilities.ts";
 import { bindHostApi } from "../../host-api/functions.ts";
@@ -19,6 +19,8 @@ import { compilePlugin, readManifest, scanPluginDir } from "./loader.ts";
 import type { Manifest } from "./manifest.ts";
 import { commandOutput } from "./command-output.ts";
 import { pluginTools, sectionOf } from "./plugin-api.ts";
+import { PluginLogs, type PluginLogEntry } from "./logs.ts";
+import { suggest } from "../util/suggest.ts";
 
 interface Entry {
   name: string;
@@ -46,27 +48,18 @@ export async function startPluginHost(core: Core): Promise<PluginManager> {
 export class PluginManager implements PluginHost {
   private readonly entries = new Map<string, Entry>();
   private readonly db: Kysely<Database>;
+  private readonly logRings: PluginLogs;
 
   constructor(private readonly core: Core) {
     this.db = core.storage.db;
+    this.logRings = new PluginLogs(core.now);
   }
 
   async start(): Promise<void> {
     const { config, dispatcher } = this.core;
     const state = new Map((await this.db.selectFrom("plugin_state").selectAll().execute()).map((r) => [r.name, r]));
     for (const { folder, path } of scanPluginDir(config.plugins.dir)) {
-      const entry: Entry = {
-        name: folder,
-        path,
-        manifest: undefined,
-        grants: grantedOf([], []),
-        limits: undefined,
-        error: null,
-        override: null,
-        sandbox: undefined,
-        kv: undefined,
-      };
-      this.entries.set(folder, entry);
+      const entry = this.newEntry(folder, path);
       const row = state.get(folder);
       if (row?.enabled != null) entry.override = row.enabled === 1;
       if (row?.quarantined) dispatcher.quarantine(folder, row.quarantined);
@@ -84,6 +77,78 @@ export class PluginManager implements PluginHost {
     for (const entry of this.entries.values()) if (entry.error === null && this.wanted(entry)) await this.activate(entry);
     const active = this.list().filter((p) => p.status === "active").map((p) => p.name);
     log("info", "plugins loaded", { dir: config.plugins.dir, active, total: this.entries.size });
+  }
+
+  private newEntry(name: string, path: string): Entry {
+    const entry: Entry = {
+      name,
+      path,
+      manifest: undefined,
+      grants: grantedOf([], []),
+      limits: undefined,
+      error: null,
+      override: null,
+      sandbox: undefined,
+      kv: undefined,
+    };
+    this.entries.set(name, entry);
+    return entry;
+  }
+
+  /**
+   * Re-reads one plugin folder of plugins.dir after a change (`serve --watch`): a new folder is
+   * added, a vanished one removed, a changed one stopped, reloaded from its files and started again
+   * when wanted. A reload that fails leaves the plugin "failed" with the reason: the previous
+   * instance is never kept running in its place.
+   */
+  async refresh(name: string): Promise<PluginInfo | undefined> {
+    const found = scanPluginDir(this.core.config.plugins.dir).find((p) => p.folder === name);
+    let e = this.entries.get(name);
+    if (e) await this.deactivate(e);
+    if (!found) {
+      this.entries.delete(name);
+      log("info", "plugin removed", { plugin: name });
+      return undefined;
+    }
+    e ??= this.newEntry(name, found.path);
+    this.reload(e);
+    if (e.error === null && this.wanted(e)) await this.activate(e);
+    const info = this.info(e);
+    if (info.status === "failed") this.logRings.of(name).push("error", "failure", `reload failed: ${info.reason}`);
+    else this.logRings.of(name).push("info", "log", `reloaded (${info.status})`);
+    log(info.status === "failed" ? "error" : "info", "plugin reloaded", { plugin: name, status: info.status, reason: info.reason });
+    return info;
+  }
+
+  logs(name: string, since?: number, limit?: number): PluginLogEntry[] | undefined {
+    return this.entries.has(name) ? this.logRings.of(name).list(since, limit) : undefined;
+  }
+
+  /**
+   * One call of export `fn` with `input` outside the dispatcher (`hookbox plugins call`): the real
+   * sandbox, limits and host API; counted in the plugin's stats like a command.
+   */
+  async invoke(name: string, fn: string, input: string): Promise<{ output: string | undefined; fuel: number; ms: number }> {
+    const e = this.entry(name);
+    if (!e.sandbox) throw new PluginCallError("unavailable", `plugin ${name} is not active: ${this.info(e).reason ?? "not loaded"}`);
+    const t0 = performance.now();
+    try {
+      const r = await e.sandbox.call(fn, input, Date.now() + e.limits!.timeoutMs);
+      const ms = performance.now() - t0;
+      this.core.dispatcher.recordExternalCall(name, ms, undefined, r.fuel);
+      return { output: r.output, fuel: r.fuel, ms };
+    } catch (err) {
+      const failure = this.callFailed(e.name, fn, err);
+      this.core.dispatcher.recordExternalCall(name, performance.now() - t0, failure);
+      throw failure;
+    }
+  }
+
+  /** A failed call, as a PluginCallError, also recorded in the plugin's log ring. */
+  private callFailed(plugin: string, fn: string, err: unknown): PluginCallError {
+    const failure = err instanceof PluginCallError ? err : new PluginCallError("trap", String(err));
+    this.logRings.of(plugin).push("error", "failure", `${fn} failed (${failure.kind}): ${failure.message}`);
+    return failure;
   }
 
   list(): PluginInfo[] {
@@ -156,7 +221,7 @@ export class PluginManager implements PluginHost {
     try {
       const module = compilePlugin(e.path, manifest, limits);
       const kv = e.kv ?? (await PluginKv.load(e.name, this.core.storage, this.core.now));
-      const host = bindHostApi({ plugin: e.name, grants: e.grants, kv, db: this.db });
+      const host = bindHostApi({ plugin: e.name, grants: e.grants, kv, db: this.db, logs: this.logRings.of(e.name) });
       sandbox = new WasmPlugin({ name: e.name, module, limits, host, inWorker: e.grants.needsAsyncHost });
       await sandbox.warm();
       for (const c of manifest.commands) {
@@ -170,7 +235,11 @@ export class PluginManager implements PluginHost {
       }
       // A tool name already taken (built-in or another plugin's) fails the load with its owner named.
       for (const tool of pluginTools(e.name, manifest, (fn, input) => this.runExport(e, fn, input))) this.core.tools.register(tool);
-      for (const h of manifest.unknown_hooks) log("warn", "plugin names a hook this host does not know; its other hooks run", { plugin: e.name, hook: h });
+      for (const h of manifest.unknown_hooks) {
+        const hint = suggest(h, HOOK_NAMES);
+        log("warn", "plugin names a hook this host does not know; its other hooks run", { plugin: e.name, hook: h, ...(hint ? { hint } : {}) });
+        this.logRings.of(e.name).push("warn", "log", `unknown hook "${h}"${hint}: never called by this host`);
+      }
       e.kv = kv;
       e.sandbox = sandbox;
       if (manifest.hooks.length > 0) this.core.dispatcher.subscribe(this.subscriber(e.name, manifest, limits, sandbox));
@@ -193,8 +262,12 @@ export class PluginManager implements PluginHost {
       call: async (d) => {
         let checked: CallResult["checked"];
         const accept = (text: string | undefined) => void (checked = { output: readHookOutput(d.hook, text) });
-        const r = await sandbox.call(d.hook, d.json(), d.deadline, accept);
-        return { fuel: r.fuel, checked };
+        try {
+          const r = await sandbox.call(d.hook, d.json(), d.deadline, accept);
+          return { fuel: r.fuel, checked };
+        } catch (err) {
+          throw this.callFailed(name, d.hook, err);
+        }
       },
     };
   }
@@ -241,7 +314,7 @@ export class PluginManager implements PluginHost {
       dispatcher.recordExternalCall(e.name, performance.now() - t0, undefined, res.fuel);
       return res.output;
     } catch (err) {
-      const failure = err instanceof PluginCallError ? err : new PluginCallError("trap", String(err));
+      const failure = this.callFailed(e.name, fn, err);
       dispatcher.recordExternalCall(e.name, performance.now() - t0, failure);
       throw new Error(`failed (${failure.kind}): ${failure.message}`);
     }
@@ -287,6 +360,7 @@ export class PluginManager implements PluginHost {
 
   private failed(e: Entry, err: unknown): void {
     e.error = err instanceof Error ? err.message : String(err);
+    this.logRings.of(e.name).push("error", "failure", `failed to load: ${e.error}`);
     log("error", "plugin failed to load", { plugin: e.name, reason: e.error });
   }
 

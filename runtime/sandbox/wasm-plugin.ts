@@ -12,6 +12,7 @@ import type { LogLevel } from "../log.ts";
 import type { PluginLogSource } from "../plugins/logs.ts";
 import { FuelMeter } from "./fuel.ts";
 import { FUEL_MODULE } from "./instrument.ts";
+import { INITIALIZE_EXPORT } from "./wasi-adapt.ts";
 
 export const HOST_MODULE = "extism:host/user";
 /**
@@ -233,6 +234,11 @@ export class WasmPlugin {
 
   private async build(): Promise<Plugin> {
     const { module, host, inWorker, limits } = this.opts;
+    const importsWasi = WebAssembly.Module.imports(module).some((i) => i.module === WASI_SANDBOX_MODULE);
+    if (importsWasi && inWorker) {
+      // WASI passes pointers into the instance's memory, which a worker keeps in its own thread.
+      throw new Error("a WASI module runs in-thread only: it cannot be granted sessions:read or http: (those run plugins in a worker)");
+    }
     const plugin = await createPlugin(
       { wasm: [{ module }] },
       {
@@ -250,7 +256,21 @@ export class WasmPlugin {
     );
     // A worker's instance lives in another thread: there the plugin falls back to the kernel path.
     this.memory = inWorker ? undefined : ((await plugin.getInstance()).exports.memory as WebAssembly.Memory | undefined);
+    if (this.exports().includes(INITIALIZE_EXPORT)) await this.initialize(plugin);
     return plugin;
+  }
+
+  /** A WASI reactor's start-up (its renamed `_initialize`), now that WASI sees its memory; metered. */
+  private async initialize(plugin: Plugin): Promise<void> {
+    this.meter.start(Date.now() + this.opts.limits.timeoutMs);
+    try {
+      await plugin.call(INITIALIZE_EXPORT);
+    } catch (err) {
+      await plugin.close().catch(() => undefined);
+      throw new Error(`start-up (_initialize) failed: ${this.classify(err).message}`);
+    } finally {
+      this.meter.stop();
+    }
   }
 
   private async discardInstance(): Promise<void> {

@@ -1,0 +1,24 @@
+// Test fixture: each command fails in one way whose cause the host must name.
+import { beginCall, getString, outputString, quote } from "../../lib";
+
+export function command_throw(): i32 {
+  const input = beginCall();
+  const why = getString(input, "raw_args");
+  throw new Error(why === null ? "no reason" : why);
+}
+
+export function command_rc(): i32 {
+  beginCall();
+  return 7;
+}
+
+export function command_nobegin(): i32 {
+  outputString(quote("forgot beginCall"));
+  return 0;
+}
+
+export function command_ok(): i32 {
+  beginCall();
+  outputString(quote("fine"));
+  return 0;
+}
