@@ -1,18 +1,77 @@
-// Plugin errors name their cause: a misspelt hook or capability in a manifest gets a suggestion.
-import { describe, it } from "node:test";
+// Plugin errors name their cause: a misspelt hook or capability gets a suggestion; a thrown error's
+// message, a non-zero return and a forgotten beginCall() each say so (not "unreachable" or an
+// intermittent "memory limit reached"); every failed call lands in the plugin's log ring, served by
+// GET /v1/plugins/:name/logs.
+import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { parseManifest } from "../runtime/plugins/manifest.ts";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { command, startPluginServer, HOSTILE_DIR, type PluginServer } from "./helpers/plugins.ts";
+import { pluginDir, type PluginDir } from "./helpers/plugin-dir.ts";
 
 describe("plugin errors name their cause", () => {
-  it("a misspelt hook or capability in manifest.json says which and suggests the right one", () => {
+  it("a misspelt capability in manifest.json says which and suggests the right one", () => {
     assert.throws(
-      () => parseManifest({ name: "x", version: "1", hooks: ["pre_llm_cal"], capabilities: ["KV", "sessions:reed"] }, "manifest.json"),
+      () => parseManifest({ name: "x", version: "1", capabilities: ["KV", "sessions:reed"] }, "manifest.json"),
       (err: Error) => {
-        assert.match(err.message, /hooks\.0: unknown hook "pre_llm_cal" \(did you mean pre_llm_call\?\)/);
         assert.match(err.message, /capabilities\.0: unknown capability "KV" \(did you mean kv\?\)/);
         assert.match(err.message, /capabilities\.1: unknown capability "sessions:reed" \(did you mean sessions:read\?\)/);
         return true;
       },
     );
+  });
+
+  describe("over HTTP", () => {
+    let s: PluginServer;
+    let dir: PluginDir;
+    before(async () => {
+      dir = pluginDir([], ["errors", "counter"]);
+      dir.write("typo", { name: "typo", version: "1.0.0", hooks: ["on_session_start", "pre_llm_cal"] }, readFileSync(join(HOSTILE_DIR, "counter", "plugin.wasm")));
+      s = await startPluginServer({ dir: dir.path, enabled: ["errors", "typo"], quarantine_after: 100 });
+    });
+    after(async () => {
+      await s.close();
+      dir.remove();
+    });
+    const failureOf = async (cmd: string, raw_args = "") => {
+      const r = await command(s, cmd, { raw_args });
+      assert.ok(r.status >= 400, `${cmd} should fail: ${JSON.stringify(r.body)}`);
+      return r.body.error.message as string;
+    };
+
+    it("a thrown Error's message reaches the failure text, with where it was thrown", async () => {
+      assert.match(await failureOf("throw", "the disk is full"), /abort: the disk is full at plugins-wasm\/hostile\/errors\/plugin\.ts:\d+:\d+/);
+    });
+
+    it("a non-zero return is a failure that says so", async () => {
+      assert.match(await failureOf("rc"), /command_rc returned 7 \(non-zero is a failure\)/);
+    });
+
+    it("a missing beginCall() is named at once, every time (not a memory failure later)", async () => {
+      for (let i = 0; i < 3; i++) assert.match(await failureOf("nobegin"), /command_nobegin returned without calling beginCall\(\)/);
+      assert.equal((await command(s, "ok", {})).body.output, "fine");
+    });
+
+    it("the log ring has each failure, in order, and pages with since/limit; unknown names get a suggestion", async () => {
+      const { status, body } = await s.api("GET", "/v1/plugins/errors/logs");
+      assert.equal(status, 200);
+      const failures = body.logs.filter((l: { source: string }) => l.source === "failure").map((l: { message: string }) => l.message);
+      assert.match(failures[0], /^command_throw failed \(trap\): abort: the disk is full/);
+      assert.match(failures[1], /^command_rc failed \(trap\)/);
+      assert.equal(failures.filter((m: string) => m.startsWith("command_nobegin failed")).length, 3);
+      const last = body.logs.at(-1).seq;
+      assert.deepEqual((await s.api("GET", `/v1/plugins/errors/logs?since=${last}`)).body.logs, []);
+      assert.equal((await s.api("GET", "/v1/plugins/errors/logs?limit=1")).body.logs[0].seq, last);
+      const unknown = await s.api("GET", "/v1/plugins/eror/logs");
+      assert.equal(unknown.status, 404);
+      assert.match(unknown.body.error.message, /did you mean errors\?/);
+      assert.equal((await s.api("GET", "/v1/plugins/errors/logs?limit=0")).status, 400);
+    });
+
+    it("a manifest hook typo is logged with a suggestion in that plugin's ring", async () => {
+      const logs = (await s.api("GET", "/v1/plugins/typo/logs")).body.logs.map((l: { message: string }) => l.message);
+      assert.ok(logs.some((m: string) => /unknown hook "pre_llm_cal" \(did you mean pre_llm_call\?\)/.test(m)), JSON.stringify(logs));
+    });
   });
 });

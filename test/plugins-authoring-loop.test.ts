@@ -6,22 +6,26 @@ import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { writeFileSync } from "node:fs";
 import { runCli } from "../runtime/cli.ts";
+import { parseConfig } from "../runtime/config.ts";
 import { command, startPluginServer, type PluginServer } from "./helpers/plugins.ts";
 import { skipUnlessBuilt } from "./helpers/toolchains.ts";
 
 async function cli(...argv: string[]) {
   const out: string[] = [];
   const err: string[] = [];
-  const code = await runCli(argv, { out: (l) => out.push(l), err: (l) => err.push(l) });
+  const code = await runCli(argv, { out: (l) => out.push(l), err: (l) => err.push(l) }, { config: parseConfig({ plugins: { dir: loopDir } }) });
   return { code, out: out.join("\n"), err: err.join("\n") };
 }
+
+let loopDir = "";
 
 describe("hookbox plugins new -> build -> load -> call", () => {
   let dir: string;
   let s: PluginServer | undefined;
   before(() => {
-    dir = mkdtempSync(join(tmpdir(), "hookbox-loop-"));
+    dir = loopDir = mkdtempSync(join(tmpdir(), "hookbox-loop-"));
   });
   after(async () => {
     await s?.close();
@@ -58,5 +62,44 @@ describe("hookbox plugins new -> build -> load -> call", () => {
       const failed = await command(s, cmd, { raw_args: "fail" });
       assert.ok(failed.status >= 400, `${name}: a non-zero return is a failure`);
     }
+  });
+
+  it("plugins call runs one command on a temporary database: output, fuel, KV writes, logs", async (t) => {
+    if (skipUnlessBuilt(join(dir, "my-c", "plugin.wasm"))) t.diagnostic("my-c not built here: C part skipped");
+    const r = await cli("plugins", "call", "my-as", "command", "my_as", "Ada", "Lovelace", "--json");
+    assert.equal(r.code, 0, r.err);
+    const report = JSON.parse(r.out);
+    assert.equal(report.ok, true);
+    assert.equal(report.output, '{"text":"hello from AssemblyScript, Ada Lovelace (greeting #1)"}');
+    assert.ok(report.fuel > 0);
+    assert.deepEqual(report.granted, ["kv"]);
+    assert.equal(report.grants_from, "manifest");
+    assert.deepEqual(report.kv_writes, [{ session_id: "", key: "greetings", value: "1" }], "a fresh database each time");
+    assert.equal((JSON.parse((await cli("plugins", "call", "my-as", "command", "my_as", "--json")).out)).kv_writes[0].value, "1");
+    if (!skipUnlessBuilt(join(dir, "my-c", "plugin.wasm"))) {
+      const c = await cli("plugins", "call", "my-c", "command", "my_c", "Bob");
+      assert.equal(c.code, 0, c.err);
+      assert.match(c.out, /^output: \{"text":"hello from C, Bob/m);
+      assert.match(c.out, /^fuel: \d+ {2}time: [\d.]+ ms/m);
+      assert.match(c.out, /info +stdout +greeting Bob/);
+    }
+  });
+
+  it("plugins call runs a hook with a payload file; failures, typos and non-subscribers are explained", async () => {
+    const payload = join(dir, "payload.json");
+    writeFileSync(payload, JSON.stringify({ session_id: "s-42", platform: "cli" }));
+    const r = await cli("plugins", "call", "my-as", "on_session_start", "--payload", payload);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /my-as on_session_start: ok/);
+    assert.match(r.out, /payload warning: profile: /, "fields the catalogue requires are pointed out");
+    assert.match(r.out, /info +log +session started: s-42 on cli/);
+    const failed = await cli("plugins", "call", "my-as", "command", "my_as", "fail");
+    assert.equal(failed.code, 1);
+    assert.match(failed.out, /FAILED \(trap\): plugin error: asked to fail/);
+    assert.match(failed.out, /error +failure +command_my_as failed/);
+    assert.match((await cli("plugins", "call", "my-as", "on_session_strat")).err, /unknown hook "on_session_strat" \(did you mean on_session_start\?\)/);
+    assert.match((await cli("plugins", "call", "my-as", "pre_llm_call")).err, /my-as does not subscribe to pre_llm_call/);
+    assert.match((await cli("plugins", "call", "my-az", "on_session_start")).err, /no plugin named my-az .*did you mean my-as\?/);
+    assert.match((await cli("plugins", "call", "my-as", "command", "my_az")).err, /has no command \/my_az \(did you mean my_as\?\)/);
   });
 });
