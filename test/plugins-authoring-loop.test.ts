@@ -1,16 +1,18 @@
 // The plugin author's loop, end to end: `hookbox plugins new` scaffolds a plugin in a folder outside
-// this repo (AssemblyScript with the library as a package, Rust, C), builds it, and a server whose
-// plugins.dir is that folder loads it and answers its command over real HTTP.
+// this repo (AssemblyScript with the library as a package, Rust, C), builds it, a server whose
+// plugins.dir is that folder loads it and answers its command over real HTTP, `hookbox plugins call`
+// runs single calls, and the `serve --watch` watcher reloads rebuilt, broken and new plugins.
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { writeFileSync } from "node:fs";
 import { runCli } from "../runtime/cli.ts";
 import { parseConfig } from "../runtime/config.ts";
 import { command, startPluginServer, type PluginServer } from "./helpers/plugins.ts";
 import { skipUnlessBuilt } from "./helpers/toolchains.ts";
+import { watchPlugins } from "../runtime/plugins/watch.ts";
+import { buildPlugins } from "../runtime/plugins/scaffold.ts";
 
 async function cli(...argv: string[]) {
   const out: string[] = [];
@@ -101,5 +103,43 @@ describe("hookbox plugins new -> build -> load -> call", () => {
     assert.match((await cli("plugins", "call", "my-as", "pre_llm_call")).err, /my-as does not subscribe to pre_llm_call/);
     assert.match((await cli("plugins", "call", "my-az", "on_session_start")).err, /no plugin named my-az .*did you mean my-as\?/);
     assert.match((await cli("plugins", "call", "my-as", "command", "my_az")).err, /has no command \/my_az \(did you mean my_as\?\)/);
+  });
+
+  it("watch: a rebuilt plugin is reloaded, a failed build is reported (never the stale module), a new folder is picked up", async () => {
+    const server = s!;
+    const plugins = server.plugins;
+    const watcher = watchPlugins(dir, async (name) => void (await plugins.refresh(name)), 3_600_000);
+    try {
+      const src = join(dir, "my-as", "plugin.ts");
+      const original = readFileSync(src, "utf8");
+      writeFileSync(src, original.replace('"hello from AssemblyScript"', '"hi again from AssemblyScript"'));
+      assert.equal(buildPlugins([join(dir, "my-as")]).ok, true);
+      assert.deepEqual(await watcher.scan(), ["my-as"]);
+      assert.equal((await command(server, "my_as", {})).body.output, "hi again from AssemblyScript (greeting #3)", "reloaded, KV kept");
+
+      writeFileSync(src, original + "\nexport function broken(): i32 { return nope; }\n");
+      assert.equal(buildPlugins([join(dir, "my-as")]).ok, false);
+      await watcher.scan();
+      const info = (await server.api("GET", "/v1/plugins/my-as")).body.plugin;
+      assert.equal(info.status, "failed");
+      assert.match(info.reason, /the last build failed: .*nope/);
+      assert.ok((await command(server, "my_as", {})).status >= 400, "the old module does not keep answering");
+      const logs = (await server.api("GET", "/v1/plugins/my-as/logs")).body.logs;
+      assert.match(logs.at(-1).message, /reload failed: the last build failed/);
+
+      writeFileSync(src, original);
+      assert.equal(buildPlugins([join(dir, "my-as")]).ok, true);
+      await watcher.scan();
+      assert.equal((await server.api("GET", "/v1/plugins/my-as")).body.plugin.status, "active");
+
+      assert.equal((await cli("plugins", "new", "late-one", "--dir", dir)).code, 0);
+      assert.ok((await watcher.scan()).includes("late-one"));
+      assert.equal((await server.api("GET", "/v1/plugins/late-one")).body.plugin.status, "disabled", "listed (not in plugins.enabled)");
+      assert.equal((await server.api("POST", "/v1/plugins/late-one/enable", {})).body.plugin.status, "active");
+      // It runs; the operator granted it no kv, so its KV read is denied (grants come from the config only).
+      assert.match(JSON.stringify((await command(server, "late_one", { raw_args: "x" })).body), /denied/);
+    } finally {
+      watcher.close();
+    }
   });
 });

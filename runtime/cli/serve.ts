@@ -5,6 +5,8 @@ import type { Command } from "commander";
 import { checkBindHost, type Config } from "../config.ts";
 import { log } from "../log.ts";
 import { startServer } from "../server.ts";
+import type { PluginManager } from "../plugins/manager.ts";
+import { watchPlugins, type PluginWatcher } from "../plugins/watch.ts";
 import { positiveNumber, wholeNumber, type CliContext } from "./context.ts";
 
 export function registerServe(program: Command, ctx: CliContext): void {
@@ -14,7 +16,8 @@ export function registerServe(program: Command, ctx: CliContext): void {
     .option("--host <host>", "bind address (beyond loopback needs HOOKBOX_API_TOKEN)")
     .option("--port <port>", "port (0: any free port)", wholeNumber(0, 65_535))
     .option("--grace-seconds <n>", "shutdown_grace_seconds for this run", positiveNumber(true))
-    .action(async (o: { host?: string; port?: number; graceSeconds?: number }) => {
+    .option("--watch", "reload a plugin when its manifest.json or plugin.wasm changes (or its build fails); pick up new plugin folders")
+    .action(async (o: { host?: string; port?: number; graceSeconds?: number; watch?: boolean }) => {
       const base = ctx.config();
       const config: Config = {
         ...base,
@@ -23,14 +26,22 @@ export function registerServe(program: Command, ctx: CliContext): void {
         shutdown_grace_seconds: o.graceSeconds ?? base.shutdown_grace_seconds,
       };
       checkBindHost(config); // --host must not bypass the config's loopback-without-token rule
-      await serveUntilSignal(config, ctx);
+      await serveUntilSignal(config, ctx, o.watch === true);
     });
 }
 
-async function serveUntilSignal(config: Config, ctx: CliContext): Promise<void> {
+async function serveUntilSignal(config: Config, ctx: CliContext, watch: boolean): Promise<void> {
   const core = await ctx.core(config);
   const server = await startServer(core, { host: config.host, port: config.port });
   ctx.io.out(`hookbox listening on ${server.url} (db ${config.db_url}, ${core.plugins.list().length} plugins)`);
+  let watcher: PluginWatcher | undefined;
+  if (watch) {
+    const plugins = core.plugins as PluginManager;
+    watcher = watchPlugins(config.plugins.dir, async (name) => {
+      const info = await plugins.refresh(name);
+      ctx.io.out(info ? `plugin ${name}: ${info.status}${info.reason ? ` (${info.reason})` : ""}` : `plugin ${name}: removed`);
+    });
+  }
   // Idle auto-archive is silent maintenance: run it hourly when configured (awaited on shutdown).
   let sweeping: Promise<unknown> = Promise.resolve();
   const timer =
@@ -57,6 +68,7 @@ async function serveUntilSignal(config: Config, ctx: CliContext): Promise<void> 
   process.once("SIGINT", () => impatient("SIGINT"));
   process.once("SIGTERM", () => impatient("SIGTERM"));
   if (timer) clearInterval(timer);
+  watcher?.close();
   const report = await server.close(graceMs);
   log(report.dropped ? "warn" : "info", "http server stopped", { ...report });
   await sweeping;
