@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { command, newSession, pluginInfo, startPluginServer, turn, type PluginServer } from "./helpers/plugins.ts";
 import { pluginDir, type PluginDir } from "./helpers/plugin-dir.ts";
 import { allEvents, postStreamedTurn } from "./helpers/sse.ts";
+import { runCli } from "../runtime/cli.ts";
 
 const PLUGINS = ["text-stats", "tool-guard", "redact"];
 const TEST_PLUGINS = ["toolpolicy", "hookrec"];
@@ -235,6 +236,10 @@ describe("semantics made exact (item 7)", () => {
     assert.equal(JSON.parse((await command(s, "policy", {})).body.output).post_seen, before + 3);
     const listed = (await s.api("GET", "/v1/plugins")).body.plugins.find((p: any) => p.name === "toolpolicy");
     assert.ok(listed.stats.quarantined_hooks.pre_tool_call);
+    const out: string[] = [];
+    assert.equal(await runCli(["plugins", "list"], { out: (l: string) => out.push(l), err: (l: string) => out.push(l) }, { core: s.core }), 0);
+    const line = out.find((l) => l.startsWith("toolpolicy"))!;
+    assert.match(line, /hook pre_tool_call quarantined: .*failing hook: pre_tool_call.*unknown hooks \(ignored\): on_gateway_restart/);
     // An operator enable lifts it.
     await s.api("POST", "/v1/plugins/toolpolicy/enable", {});
     assert.deepEqual((await pluginInfo(s, "toolpolicy")).stats.quarantined_hooks, {});

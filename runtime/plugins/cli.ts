@@ -161,5 +161,9 @@ function describe(p: PluginInfo): string {
     s ? `calls=${s.calls} ok=${s.ok}${failed.length ? ` failed(${failed.join(",")})` : ""} fuel=${s.fuel_used} p50=${s.latency_ms.p50}ms p99=${s.latency_ms.p99}ms` : "calls=0",
   ];
   if (p.reason) parts.push(`reason: ${p.reason}`);
+  // A hook quarantined alone, and the hook that failed last: the operator sees which hook fails.
+  for (const [hook, why] of Object.entries(s?.quarantined_hooks ?? {})) parts.push(`hook ${hook} quarantined: ${why}`);
+  if (s?.failing_hook) parts.push(`failing hook: ${s.failing_hook}`);
+  if (p.unknown_hooks.length > 0) parts.push(`unknown hooks (ignored): ${p.unknown_hooks.join(",")}`);
   return parts.join("  ");
 }
