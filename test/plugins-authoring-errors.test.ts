@@ -4,6 +4,7 @@
 // GET /v1/plugins/:name/logs.
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { runCli } from "../runtime/cli.ts";
 import { parseManifest } from "../runtime/plugins/manifest.ts";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -67,6 +68,17 @@ describe("plugin errors name their cause", () => {
       assert.equal(unknown.status, 404);
       assert.match(unknown.body.error.message, /did you mean errors\?/);
       assert.equal((await s.api("GET", "/v1/plugins/errors/logs?limit=0")).status, 400);
+    });
+
+    it("hookbox plugins logs NAME reads the running server's ring", async () => {
+      const out: string[] = [];
+      const err: string[] = [];
+      const io = { out: (l: string) => out.push(l), err: (l: string) => err.push(l) };
+      assert.equal(await runCli(["plugins", "logs", "errors", "--url", s.url, "--limit", "2"], io), 0, err.join("\n"));
+      assert.equal(out.length, 2);
+      assert.match(out[1]!, /^\d+ \S+ error +failure +command_\w+ failed \(trap\)/);
+      assert.equal(await runCli(["plugins", "logs", "eror", "--url", s.url], io), 1);
+      assert.match(err.join("\n"), /did you mean errors\?/);
     });
 
     it("a manifest hook typo is logged with a suggestion in that plugin's ring", async () => {
