@@ -11,7 +11,11 @@ export class Grants {
   readonly sessionsRead: boolean;
   private readonly httpHosts: ReadonlySet<string>;
 
-  constructor(readonly list: readonly string[]) {
+  constructor(
+    readonly list: readonly string[],
+    /** What the manifest requested (a denial says which side is missing). */
+    readonly requested: readonly string[] = list,
+  ) {
     this.kv = list.includes("kv");
     this.sessionsRead = list.includes("sessions:read");
     this.httpHosts = new Set(list.filter((c) => c.startsWith("http:")).map((c) => c.slice("http:".length)));
@@ -35,11 +39,19 @@ export class Grants {
 /** Requested capabilities that the operator also granted, in the manifest's order. */
 export function grantedOf(requested: readonly string[], operatorGrants: readonly string[] | undefined): Grants {
   const granted = new Set(operatorGrants ?? []);
-  return new Grants(requested.filter((c) => granted.has(c)));
+  return new Grants(requested.filter((c) => granted.has(c)), requested);
 }
 
-export function deny(plugin: string, fn: string, capability: string): never {
-  const message = `${fn} needs capability "${capability}", which the operator has not granted to ${plugin}`;
+/**
+ * Fails a host call made without its grant, naming the missing side: the plugin's manifest did not
+ * request the capability, or it did and the operator did not grant it.
+ */
+export function deny(plugin: string, fn: string, capability: string, requested: readonly string[] = []): never {
+  const host = capability.startsWith("http:") ? capability.slice("http:".length) : undefined;
+  const wasRequested = requested.some((c) => c === capability || (host !== undefined && c.startsWith("http:") && c.slice(5).split(":")[0] === host));
+  const message = wasRequested
+    ? `${fn} needs capability "${capability}", which the operator has not granted to ${plugin} (config plugins.grants.${plugin})`
+    : `${fn} needs capability "${capability}", which ${plugin}'s manifest.json does not request (add it to "capabilities"; the operator must also grant it)`;
   log("warn", "plugin host call denied", { plugin, function: fn, capability });
   throw new PluginCallError("denied", message);
 }

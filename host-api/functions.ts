@@ -54,7 +54,7 @@ export function bindHostApi(h: HostContext): HostBinding {
     log(level, "plugin log", { plugin, ...(source === "log" ? {} : { stream: source }), message: text });
   };
   const needKv = (fn: string) => {
-    if (!grants.kv) deny(plugin, fn, "kv");
+    if (!grants.kv) deny(plugin, fn, "kv", grants.requested);
   };
   const functions: Record<(typeof HOST_FUNCTION_NAMES)[number], HostFunction> = {
     hookbox_log(ctx: CallContext, level: number, msg: bigint) {
@@ -94,7 +94,7 @@ export function bindHostApi(h: HostContext): HostBinding {
     },
     // Granted only to plugins running in a worker, where Extism awaits asynchronous host functions.
     hookbox_session_messages(ctx: CallContext, session: bigint, limit: bigint) {
-      if (!grants.sessionsRead) deny(plugin, "hookbox_session_messages", "sessions:read");
+      if (!grants.sessionsRead) deny(plugin, "hookbox_session_messages", "sessions:read", grants.requested);
       const id = readText(ctx, session, "session id");
       const n = limit <= 0n ? 100 : Math.min(Number(limit), MAX_MESSAGES);
       return readMessages(h.db, id, n).then((rows) => ctx.store(JSON.stringify(rows)));
@@ -111,7 +111,7 @@ export function bindHostApi(h: HostContext): HostBinding {
       if (!req.success) throw new PluginCallError("trap", `hookbox_http: bad request: ${req.issues[0].message}`);
       const url = new URL(req.output.url);
       if ((url.protocol !== "http:" && url.protocol !== "https:") || !grants.allowsHttp(url)) {
-        deny(plugin, "hookbox_http", `http:${url.hostname}`);
+        deny(plugin, "hookbox_http", `http:${url.hostname}`, grants.requested);
       }
       return fetchLimited(req.output, deadline).then((res) => ctx.store(JSON.stringify(res)));
     },

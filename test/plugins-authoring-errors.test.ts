@@ -4,6 +4,7 @@
 // GET /v1/plugins/:name/logs.
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { deny } from "../host-api/capabilities.ts";
 import { runCli } from "../runtime/cli.ts";
 import { parseManifest } from "../runtime/plugins/manifest.ts";
 import { readFileSync } from "node:fs";
@@ -21,6 +22,21 @@ describe("plugin errors name their cause", () => {
         return true;
       },
     );
+  });
+
+  it("a denied host call says whether the manifest did not request it or the operator did not grant it", () => {
+    const text = (requested: string[], capability: string) => {
+      try {
+        deny("p", "hookbox_x", capability, requested);
+      } catch (err) {
+        return (err as Error).message;
+      }
+      throw new Error("deny returned");
+    };
+    assert.match(text([], "kv"), /p's manifest\.json does not request \(add it to "capabilities"/);
+    assert.match(text(["kv"], "kv"), /the operator has not granted to p \(config plugins\.grants\.p\)/);
+    assert.match(text(["http:api.example.com:8443"], "http:api.example.com"), /operator has not granted/);
+    assert.match(text(["http:other.example"], "http:api.example.com"), /does not request/);
   });
 
   describe("over HTTP", () => {
