@@ -54,7 +54,16 @@ if (stray.length > 0) {
 const opts = parseOptions(argv, process.env);
 progress(`${runtimeName()}, ${opts.quick ? "quick" : "full"} run`);
 const rows: Row[] = [];
-for (const name of selected(argv)) rows.push(...(await SUITES[name]!(opts)));
+for (const name of selected(argv)) {
+  // One failing suite (e.g. a worker that cannot start on an overloaded machine) must not lose the
+  // figures of the others: it becomes a FAILED row with its error.
+  try {
+    rows.push(...(await SUITES[name]!(opts)));
+  } catch (err) {
+    progress(`suite ${name} failed: ${(err as Error).message}`);
+    rows.push({ group: `suite ${name}`, case: "FAILED", met: false, note: (err as Error).message.slice(0, 200) });
+  }
+}
 rows.push(...targetRows(rows));
 const file = writeResults(new URL("./results/", import.meta.url).pathname, opts.quick, rows);
 process.stdout.write(`hookbox bench: ${runtimeName()}, ${opts.quick ? "quick" : "full"} run\n${formatTable(rows)}\n`);
