@@ -1,108 +1,111 @@
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { TEST_DBS } from "./helpers/dialects.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { recordHooks, type HookRecorder } from "./helpers/hooks.ts";
 import { HOOK_NAMES } from "../hooks/catalogue.ts";
 import { PluginNotFoundError, type PluginHost, type PluginInfo } from "../runtime/plugins/host.ts";
 
-describe("sessions over HTTP", () => {
-  let t: TestServer;
-  let rec: HookRecorder;
-  before(async () => {
-    t = await startTestServer({ before: (core) => void (rec = recordHooks(core.dispatcher)) });
-  });
-  after(() => t.close());
+for (const db of TEST_DBS) {
+  describe(`sessions over HTTP [${db}]`, () => {
+    let t: TestServer;
+    let rec: HookRecorder;
+    before(async () => {
+      t = await startTestServer({ db, before: (core) => void (rec = recordHooks(core.dispatcher)) });
+    });
+    after(() => t.close());
 
-  it("creates a session and fires on_session_start", async () => {
-    const res = await t.api("POST", "/v1/sessions", { profile: "work", platform: "telegram", source: { user_id: "u1", chat_id: "c1" } });
-    assert.equal(res.status, 201);
-    const s = res.body.session;
-    assert.equal(s.profile, "work");
-    assert.deepEqual(s.source, { user_id: "u1", chat_id: "c1", thread_id: null });
-    const [ev] = rec.of("on_session_start");
-    assert.deepEqual(
-      { ...ev },
-      { hook: "on_session_start", schema_version: 1, session_id: s.id, profile: "work", platform: "telegram", source: { user_id: "u1", chat_id: "c1", thread_id: null }, model: "local" },
-    );
-    const got = await t.api("GET", `/v1/sessions/${s.id}`);
-    assert.equal(got.status, 200);
-    assert.equal(got.body.session.id, s.id);
-  });
+    it("creates a session and fires on_session_start", async () => {
+      const res = await t.api("POST", "/v1/sessions", { profile: "work", platform: "telegram", source: { user_id: "u1", chat_id: "c1" } });
+      assert.equal(res.status, 201);
+      const s = res.body.session;
+      assert.equal(s.profile, "work");
+      assert.deepEqual(s.source, { user_id: "u1", chat_id: "c1", thread_id: null });
+      const [ev] = rec.of("on_session_start");
+      assert.deepEqual(
+        { ...ev },
+        { hook: "on_session_start", schema_version: 1, session_id: s.id, profile: "work", platform: "telegram", source: { user_id: "u1", chat_id: "c1", thread_id: null }, model: "local" },
+      );
+      const got = await t.api("GET", `/v1/sessions/${s.id}`);
+      assert.equal(got.status, 200);
+      assert.equal(got.body.session.id, s.id);
+    });
 
-  it("runs a turn and stores user and assistant messages", async () => {
-    const s = (await t.api("POST", "/v1/sessions", {})).body.session;
-    const turn = await t.api("POST", `/v1/sessions/${s.id}/turns`, { message: "hello there" });
-    assert.equal(turn.status, 200);
-    assert.equal(turn.body.reply, "You said: hello there");
-    const msgs = (await t.api("GET", `/v1/sessions/${s.id}/messages`)).body.messages;
-    assert.deepEqual(msgs.map((m: any) => [m.seq, m.role, m.content]), [
-      [1, "user", "hello there"],
-      [2, "assistant", "You said: hello there"],
-    ]);
-  });
+    it("runs a turn and stores user and assistant messages", async () => {
+      const s = (await t.api("POST", "/v1/sessions", {})).body.session;
+      const turn = await t.api("POST", `/v1/sessions/${s.id}/turns`, { message: "hello there" });
+      assert.equal(turn.status, 200);
+      assert.equal(turn.body.reply, "You said: hello there");
+      const msgs = (await t.api("GET", `/v1/sessions/${s.id}/messages`)).body.messages;
+      assert.deepEqual(msgs.map((m: any) => [m.seq, m.role, m.content]), [
+        [1, "user", "hello there"],
+        [2, "assistant", "You said: hello there"],
+      ]);
+    });
 
-  it("lists sessions with filters and keyset pagination", async () => {
-    for (let i = 0; i < 3; i++) await t.api("POST", "/v1/sessions", { profile: "paged" });
-    const first = await t.api("GET", "/v1/sessions?profile=paged&limit=2");
-    assert.equal(first.body.sessions.length, 2);
-    const rest = await t.api("GET", `/v1/sessions?profile=paged&limit=2&after=${first.body.next}`);
-    assert.equal(rest.body.sessions.length, 1);
-    assert.equal(rest.body.next, null);
-    assert.equal((await t.api("GET", "/v1/sessions?archived=true&profile=paged")).body.sessions.length, 0);
-  });
+    it("lists sessions with filters and keyset pagination", async () => {
+      for (let i = 0; i < 3; i++) await t.api("POST", "/v1/sessions", { profile: "paged" });
+      const first = await t.api("GET", "/v1/sessions?profile=paged&limit=2");
+      assert.equal(first.body.sessions.length, 2);
+      const rest = await t.api("GET", `/v1/sessions?profile=paged&limit=2&after=${first.body.next}`);
+      assert.equal(rest.body.sessions.length, 1);
+      assert.equal(rest.body.next, null);
+      assert.equal((await t.api("GET", "/v1/sessions?archived=true&profile=paged")).body.sessions.length, 0);
+    });
 
-  it("rejects bad input with 4xx JSON errors and writes nothing", async () => {
-    const count = async () => (await t.core.storage.db.selectFrom("sessions").select((eb) => eb.fn.countAll<number>().as("n")).executeTakeFirstOrThrow()).n;
-    const before = await count();
-    const cases: Array<[string, string, unknown, number, string]> = [
-      ["POST", "/v1/sessions", { profile: "x", extra: 1 }, 400, "invalid_body"],
-      ["POST", "/v1/sessions", { profile: 42 }, 400, "invalid_body"],
-      ["POST", "/v1/sessions", { profile: "has space" }, 400, "invalid_body"],
-      ["POST", "/v1/sessions", { source: { user_id: "u", admin: true } }, 400, "invalid_body"],
-      ["POST", "/v1/sessions", { source: { user_id: "x".repeat(300) } }, 400, "invalid_body"],
-      ["POST", "/v1/sessions", "{not json", 400, "invalid_json"],
-      ["POST", "/v1/sessions", [], 400, "invalid_body"],
-      ["POST", "/v1/sessions", { source: [] }, 400, "invalid_body"],
-      ["POST", "/v1/sessions", { parent_session_id: "s_missing" }, 422, "parent_not_found"],
-      ["GET", "/v1/sessions/bad%20id!", undefined, 400, "invalid_id"],
-      ["GET", "/v1/sessions/s_missing", undefined, 404, "not_found"],
-      ["GET", "/v1/sessions?limit=abc", undefined, 400, "invalid_query"],
-      ["GET", "/v1/sessions?limit=0", undefined, 400, "invalid_query"],
-      ["GET", "/v1/sessions?unknown=1", undefined, 400, "invalid_query"],
-      ["POST", "/v1/sessions/s_missing/turns", { message: "hi" }, 404, "not_found"],
-      ["POST", "/v1/sessions/s_missing/turns", { message: "" }, 400, "invalid_body"],
-      ["POST", "/v1/sessions/s_missing/archive", { force: true }, 400, "invalid_body"],
-      ["POST", "/v1/sessions/bulk-delete", { ids: "s_1" }, 400, "invalid_body"],
-      ["POST", "/v1/sessions/bulk-delete", {}, 400, "invalid_body"],
-      ["POST", "/v1/maintenance/everything", {}, 400, "invalid_task"],
-      ["POST", "/v1/maintenance/prune", { older_than_days: "1" }, 400, "invalid_body"],
-      ["POST", "/v1/commands/Bad!", {}, 400, "invalid_id"],
-      ["DELETE", "/v1/sessions", undefined, 405, "method_not_allowed"],
-      ["GET", "/v1/nope", undefined, 404, "not_found"],
-    ];
-    for (const [method, path, body, status, code] of cases) {
-      const res = await t.api(method, path, body);
-      assert.equal(res.status, status, `${method} ${path} ${JSON.stringify(body)} -> ${JSON.stringify(res.body)}`);
-      assert.equal(res.body.error.code, code, `${method} ${path}`);
-      assert.equal(typeof res.body.error.message, "string");
-    }
-    const withIssues = await t.api("POST", "/v1/sessions", { profile: 1 });
-    assert.equal(withIssues.body.error.issues[0].path, "profile");
-    assert.equal(await count(), before);
-  });
+    it("rejects bad input with 4xx JSON errors and writes nothing", async () => {
+      const count = async () => (await t.core.storage.db.selectFrom("sessions").select((eb) => eb.fn.countAll<number>().as("n")).executeTakeFirstOrThrow()).n;
+      const before = await count();
+      const cases: Array<[string, string, unknown, number, string]> = [
+        ["POST", "/v1/sessions", { profile: "x", extra: 1 }, 400, "invalid_body"],
+        ["POST", "/v1/sessions", { profile: 42 }, 400, "invalid_body"],
+        ["POST", "/v1/sessions", { profile: "has space" }, 400, "invalid_body"],
+        ["POST", "/v1/sessions", { source: { user_id: "u", admin: true } }, 400, "invalid_body"],
+        ["POST", "/v1/sessions", { source: { user_id: "x".repeat(300) } }, 400, "invalid_body"],
+        ["POST", "/v1/sessions", "{not json", 400, "invalid_json"],
+        ["POST", "/v1/sessions", [], 400, "invalid_body"],
+        ["POST", "/v1/sessions", { source: [] }, 400, "invalid_body"],
+        ["POST", "/v1/sessions", { parent_session_id: "s_missing" }, 422, "parent_not_found"],
+        ["GET", "/v1/sessions/bad%20id!", undefined, 400, "invalid_id"],
+        ["GET", "/v1/sessions/s_missing", undefined, 404, "not_found"],
+        ["GET", "/v1/sessions?limit=abc", undefined, 400, "invalid_query"],
+        ["GET", "/v1/sessions?limit=0", undefined, 400, "invalid_query"],
+        ["GET", "/v1/sessions?unknown=1", undefined, 400, "invalid_query"],
+        ["POST", "/v1/sessions/s_missing/turns", { message: "hi" }, 404, "not_found"],
+        ["POST", "/v1/sessions/s_missing/turns", { message: "" }, 400, "invalid_body"],
+        ["POST", "/v1/sessions/s_missing/archive", { force: true }, 400, "invalid_body"],
+        ["POST", "/v1/sessions/bulk-delete", { ids: "s_1" }, 400, "invalid_body"],
+        ["POST", "/v1/sessions/bulk-delete", {}, 400, "invalid_body"],
+        ["POST", "/v1/maintenance/everything", {}, 400, "invalid_task"],
+        ["POST", "/v1/maintenance/prune", { older_than_days: "1" }, 400, "invalid_body"],
+        ["POST", "/v1/commands/Bad!", {}, 400, "invalid_id"],
+        ["DELETE", "/v1/sessions", undefined, 405, "method_not_allowed"],
+        ["GET", "/v1/nope", undefined, 404, "not_found"],
+      ];
+      for (const [method, path, body, status, code] of cases) {
+        const res = await t.api(method, path, body);
+        assert.equal(res.status, status, `${method} ${path} ${JSON.stringify(body)} -> ${JSON.stringify(res.body)}`);
+        assert.equal(res.body.error.code, code, `${method} ${path}`);
+        assert.equal(typeof res.body.error.message, "string");
+      }
+      const withIssues = await t.api("POST", "/v1/sessions", { profile: 1 });
+      assert.equal(withIssues.body.error.issues[0].path, "profile");
+      assert.equal(await count(), before);
+    });
 
-  it("describes the hook catalogue and the (empty) plugin set", async () => {
-    const hooks = await t.api("GET", "/v1/hooks");
-    assert.deepEqual(hooks.body.hooks.map((h: any) => h.hook), HOOK_NAMES);
-    const del = hooks.body.hooks.find((h: any) => h.hook === "on_session_delete");
-    assert.deepEqual(del.fields, ["session_id", "reason", "profile", "deleted_ids", "sessions_dir"]);
-    assert.equal(hooks.body.hooks.find((h: any) => h.hook === "pre_llm_call").returns_used, true);
-    assert.deepEqual((await t.api("GET", "/v1/plugins")).body, { plugins: [] });
-    assert.equal((await t.api("GET", "/v1/plugins/nothing")).status, 404);
-    assert.equal((await t.api("POST", "/v1/plugins/nothing/enable")).status, 404);
-    assert.equal((await t.api("POST", "/v1/plugins/nothing/explode")).status, 400);
+    it("describes the hook catalogue and the (empty) plugin set", async () => {
+      const hooks = await t.api("GET", "/v1/hooks");
+      assert.deepEqual(hooks.body.hooks.map((h: any) => h.hook), HOOK_NAMES);
+      const del = hooks.body.hooks.find((h: any) => h.hook === "on_session_delete");
+      assert.deepEqual(del.fields, ["session_id", "reason", "profile", "deleted_ids", "sessions_dir"]);
+      assert.equal(hooks.body.hooks.find((h: any) => h.hook === "pre_llm_call").returns_used, true);
+      assert.deepEqual((await t.api("GET", "/v1/plugins")).body, { plugins: [] });
+      assert.equal((await t.api("GET", "/v1/plugins/nothing")).status, 404);
+      assert.equal((await t.api("POST", "/v1/plugins/nothing/enable")).status, 404);
+      assert.equal((await t.api("POST", "/v1/plugins/nothing/explode")).status, 400);
+    });
   });
-});
+}
 
 describe("plugin endpoints over a plugin host", () => {
   let t: TestServer;

