@@ -113,12 +113,14 @@ describe("reliability: bad input", () => {
     assert.ok(perRoute.length >= 12, `only ${perRoute.length} routes`);
   });
 
-  it("keeps the connection usable after refusing a body it did not read (413, bad key)", async () => {
+  it("keeps the connection usable after refusing a body before reading it (413, bad key)", async () => {
     for (const [headers, status] of [[{}, 413], [{ "idempotency-key": "x".repeat(300) }, 400]] as const) {
       const big = JSON.stringify({ profile: "p", pad: "x".repeat(headers["idempotency-key"] ? 2_000_000 : 6_000_000) });
       const refused = await t.api("POST", "/v1/sessions", big, headers);
       assert.equal(refused.status, status);
-      assert.equal(refused.headers.get("connection"), "close");
+      // Over the limit the body stays unread and the server closes the connection; within it the
+      // body is read and dropped, so the connection stays usable.
+      if (status === 413) assert.equal(refused.headers.get("connection"), "close");
       // The next request (possibly on a pooled socket) must not hit a half-drained connection.
       assert.equal((await t.api("GET", "/v1/health")).status, 200);
     }

@@ -17,13 +17,18 @@ export const MAX_BODY_BYTES = 4 * 1024 * 1024;
 
 /**
  * A response sent before the request body was read (401, 413, a refused Idempotency-Key) leaves
- * the body's bytes on the socket; @hono/node-server drains them only briefly and then drops the
- * connection, so a client that reuses it fails its NEXT request. Announcing `Connection: close`
- * makes clients open a fresh connection instead.
+ * the body's bytes on the socket. Closing a socket with unread bytes makes the kernel reset it, and
+ * the client, still sending, gets ECONNRESET instead of the answer. So a body within the limit is
+ * read and dropped first; a larger one is not read, and `Connection: close` tells the client not
+ * to reuse the connection.
  */
-const closeIfBodyUnread: MiddlewareHandler = async (c, next) => {
+const drainOrCloseUnreadBody: MiddlewareHandler = async (c, next) => {
   await next();
-  if (c.req.raw.body !== null && !c.req.raw.bodyUsed) c.res.headers.set("connection", "close");
+  const req = c.req.raw;
+  if (req.body === null || req.bodyUsed) return;
+  const declared = Number(req.headers.get("content-length") ?? Infinity);
+  if (declared <= MAX_BODY_BYTES && (await req.arrayBuffer().then(() => true, () => false))) return;
+  c.res.headers.set("connection", "close");
 };
 
 export function createApp(core: Core, opts: OpsOptions = {}): Hono {
@@ -33,7 +38,7 @@ export function createApp(core: Core, opts: OpsOptions = {}): Hono {
   app.notFound((c) => c.json(errorBody("not_found", `no route for ${c.req.method} ${c.req.path}`), 404));
   app.use("*", withRequestId);
   app.use("*", accessLog(metrics));
-  app.use("*", closeIfBodyUnread);
+  app.use("*", drainOrCloseUnreadBody);
   app.use(
     "*",
     methodNotAllowed({
