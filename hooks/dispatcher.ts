@@ -90,6 +90,16 @@ export interface HookReport {
   results: Array<{ plugin: string; value: unknown }>;
 }
 
+/** One finished hook call, as a per-call observer (metrics) sees it. */
+export interface CallEvent {
+  plugin: string;
+  hook: HookName;
+  ms: number;
+  fuel: number;
+  /** Set when the call failed. */
+  failure?: FailureKind | undefined;
+}
+
 export interface DispatcherOptions {
   /** plugins.hook_callback_timeout in ms (SPEC default 30 s). */
   timeoutMs?: number;
@@ -160,6 +170,7 @@ export class HookDispatcher {
   private readonly maxOutputBytes: number;
   private readonly now: () => number;
   private onQuarantine: ((plugin: string, reason: string) => void) | undefined;
+  private readonly callObservers = new Set<(e: CallEvent) => void>();
 
   constructor(opts: DispatcherOptions = {}) {
     this.timeoutMs = opts.timeoutMs ?? 30_000;
@@ -188,6 +199,12 @@ export class HookDispatcher {
   /** Who hears of a new quarantine (the plugin runtime persists it); set after construction. */
   setQuarantineListener(listener: ((plugin: string, reason: string) => void) | undefined): void {
     this.onQuarantine = listener;
+  }
+
+  /** Tells `fn` of every finished hook call (success or failure); returns the unsubscribe. */
+  onCall(fn: (e: CallEvent) => void): () => void {
+    this.callObservers.add(fn);
+    return () => void this.callObservers.delete(fn);
   }
 
   /** Marks a plugin quarantined (e.g. restored from storage at start-up). */
@@ -260,9 +277,11 @@ export class HookDispatcher {
       try {
         const pending = sub.call(delivery as Delivery);
         const result = await (sub.enforcesDeadline ? pending : this.withDeadline(pending, timeoutMs, sub.name));
-        b.recordLatency(performance.now() - t0);
+        const ms = performance.now() - t0;
+        b.recordLatency(ms);
         if (result.fuel) b.fuelUsed += result.fuel;
         const out = result.checked ? result.checked.output : readHookOutput(hook, result.output, this.maxOutputBytes);
+        this.observed(sub.name, hook, ms, result.fuel ?? 0);
         b.ok++;
         b.consecutiveFailures = 0;
         b.hookStreak.delete(hook);
@@ -270,14 +289,21 @@ export class HookDispatcher {
         if (out?.context) report.injected.push({ plugin: sub.name, context: out.context });
         if (out) report.results.push({ plugin: sub.name, value: out.value });
       } catch (err) {
-        b.recordLatency(performance.now() - t0);
+        const ms = performance.now() - t0;
+        b.recordLatency(ms);
         const e = toCallError(err);
+        this.observed(sub.name, hook, ms, 0, e.kind);
         if (e.kind === "timeout") b.cooloffUntil.set(hook, this.now() + this.cooloffMs);
         this.fail(sub.name, b, e, hook);
         report.failed.push({ plugin: sub.name, kind: e.kind, message: e.message });
       }
     }
     return report;
+  }
+
+  private observed(plugin: string, hook: HookName, ms: number, fuel: number, failure?: FailureKind): void {
+    if (this.callObservers.size === 0) return;
+    for (const fn of this.callObservers) fn({ plugin, hook, ms, fuel, failure });
   }
 
   private fail(name: string, b: Bookkeeping, e: PluginCallError, hook?: HookName): void {

@@ -59,6 +59,12 @@ describe("operations endpoints", () => {
     assert.equal(value("hookbox_http_request_duration_seconds_bucket", { ...turns, le: "+Inf" }), 1);
     assert.ok(value("hookbox_http_request_duration_seconds_sum", turns) > 0);
     assert.ok(value("hookbox_plugin_hook_calls_total", { plugin: "sidecar-index" }) >= 2, "session start + turn hooks");
+    // Per hook: one on_session_start for the one session this test made, counted with its latency.
+    const start = { plugin: "sidecar-index", hook: "on_session_start" };
+    assert.equal(value("hookbox_hook_calls_total", { ...start, outcome: "ok" }), 1);
+    assert.equal(m.types.get("hookbox_hook_call_duration_seconds"), "histogram");
+    assert.equal(value("hookbox_hook_call_duration_seconds_count", start), 1);
+    assert.equal(value("hookbox_hook_call_duration_seconds_bucket", { ...start, le: "+Inf" }), 1);
     assert.equal(value("hookbox_plugin_hook_failures_total", { plugin: "sidecar-index", kind: "trap" }), 0);
     assert.ok(value("hookbox_plugin_fuel_used_total", { plugin: "sidecar-index" }) > 0);
     assert.ok(value("hookbox_plugin_hook_latency_seconds", { plugin: "sidecar-index", quantile: "0.99" }) >= 0);

@@ -30,6 +30,25 @@ export function createMetrics(core: Core, version: string): HttpMetrics {
   });
   const inFlight = new Gauge({ name: "hookbox_http_requests_in_flight", help: "HTTP requests being answered", registers });
 
+  // Per hook: counted as each call ends (the dispatcher's own stats are per plugin only).
+  const hookCalls = new Counter({
+    name: "hookbox_hook_calls_total",
+    help: 'hook calls by plugin, hook and outcome ("ok" or the failure kind)',
+    labelNames: ["plugin", "hook", "outcome"],
+    registers,
+  });
+  const hookLatency = new Histogram({
+    name: "hookbox_hook_call_duration_seconds",
+    help: "hook call latency by plugin and hook",
+    labelNames: ["plugin", "hook"],
+    buckets: [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30],
+    registers,
+  });
+  core.dispatcher.onCall((e) => {
+    hookCalls.inc({ plugin: e.plugin, hook: e.hook, outcome: e.failure ?? "ok" });
+    hookLatency.observe({ plugin: e.plugin, hook: e.hook }, e.ms / 1000);
+  });
+
   const stats = () => core.plugins.list();
   // Per-plugin totals kept by the dispatcher, copied at scrape time.
   const totals: Array<[name: string, help: string, read: (s: PluginStats) => number]> = [
