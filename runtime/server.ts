@@ -49,6 +49,12 @@ export function serveFetch(fetch: (req: Request) => Response | Promise<Response>
         dropNow: () => void (cut = true),
       });
     });
+    // Idle keep-alive connections are kept longer than Node's 5 s default: a client (or a load
+    // balancer, commonly 60 s idle) that reuses a connection the server has just closed gets
+    // ECONNRESET on a request the server never saw.
+    const http = server as Server;
+    http.keepAliveTimeout = KEEP_ALIVE_MS;
+    http.headersTimeout = Math.max(http.headersTimeout ?? 0, KEEP_ALIVE_MS + 1000);
     let cut = false;
     const active = new Set<object>();
     server.on("request", (_req, res) => {
@@ -60,6 +66,7 @@ export function serveFetch(fetch: (req: Request) => Response | Promise<Response>
 }
 
 const POLL_MS = 25;
+const KEEP_ALIVE_MS = 65_000;
 
 async function drain(server: Server, active: Set<object>, graceMs: number, cut: () => boolean): Promise<ShutdownReport> {
   const started = Date.now();
