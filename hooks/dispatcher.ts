@@ -2,22 +2,12 @@
 // plugin failure, and keeps the per-plugin bookkeeping the SPEC promises (stats, time-out cool-off,
 // quarantine after repeated failures). WASM plugins and in-process TS callbacks share this interface.
 import { SCHEMA_VERSION, type HookFields, type HookName, type HookPayload } from "./catalogue.ts";
-import { checkHookResult, readsOutput } from "./results.ts";
-import { log } from "../runtime/log.ts";
+import { Bookkeeping, type PluginStats } from "./bookkeeping.ts";
+import { PluginCallError, toCallError, type FailureKind, type HookFailure } from "./failures.ts";
+import { silentLogger, type HookLogger } from "./logger.ts";
+import { readHookOutput, type HookOutput } from "./results.ts";
 
-export const FAILURE_KINDS = ["trap", "fuel", "timeout", "memory", "bad_output", "denied", "unavailable"] as const;
-export type FailureKind = (typeof FAILURE_KINDS)[number];
-
-/** A plugin call that failed; `kind` says which limit or fault stopped it. */
-export class PluginCallError extends Error {
-  constructor(
-    readonly kind: FailureKind,
-    message: string,
-  ) {
-    super(message);
-    this.name = "PluginCallError";
-  }
-}
+export type { PluginStats, HookOutput };
 
 /** One hook delivery. The JSON text is built at most once per emit, however many plugins read it. */
 export interface Delivery<H extends HookName = HookName> {
@@ -54,31 +44,6 @@ export interface HookSubscriber {
   call(delivery: Delivery): Promise<CallResult> | CallResult;
 }
 
-export interface PluginStats {
-  calls: number;
-  ok: number;
-  failures: Record<FailureKind, number>;
-  skipped_cooloff: number;
-  fuel_used: number;
-  latency_ms: { p50: number; p99: number; samples: number };
-  consecutive_failures: number;
-  quarantined: string | null;
-  last_error: string | null;
-  /** The hook whose call failed last (the one that led to a quarantine, if any). */
-  failing_hook: string | null;
-  /**
-   * Hooks quarantined on their own (their consecutive failures reached quarantine_after while the
-   * plugin's other hooks kept succeeding): only that hook is skipped; reason per hook.
-   */
-  quarantined_hooks: Record<string, string>;
-}
-
-export interface HookFailure {
-  plugin: string;
-  kind: FailureKind;
-  message: string;
-}
-
 export interface HookReport {
   hook: HookName;
   delivered: string[];
@@ -111,53 +76,9 @@ export interface DispatcherOptions {
   maxOutputBytes?: number;
   now?: () => number;
   onQuarantine?: (plugin: string, reason: string) => void;
+  /** Where failures and quarantines are logged (the runtime's log); silent when absent. */
+  log?: HookLogger;
 }
-
-const LATENCY_WINDOW = 1024;
-
-class Bookkeeping {
-  readonly failures = Object.fromEntries(FAILURE_KINDS.map((k) => [k, 0])) as Record<FailureKind, number>;
-  calls = 0;
-  ok = 0;
-  skippedCooloff = 0;
-  fuelUsed = 0;
-  consecutiveFailures = 0;
-  quarantined: string | null = null;
-  lastError: string | null = null;
-  failingHook: string | null = null;
-  readonly cooloffUntil = new Map<HookName, number>();
-  /** Per hook: consecutive failures of that hook alone, and its own quarantine. */
-  readonly hookStreak = new Map<HookName, number>();
-  readonly hookQuarantine = new Map<HookName, string>();
-  private readonly latencies = new Float64Array(LATENCY_WINDOW);
-  private samples = 0;
-
-  recordLatency(ms: number): void {
-    this.latencies[this.samples % LATENCY_WINDOW] = ms;
-    this.samples++;
-  }
-
-  snapshot(): PluginStats {
-    const n = Math.min(this.samples, LATENCY_WINDOW);
-    const sorted = this.latencies.slice(0, n).sort();
-    const pick = (q: number) => (n === 0 ? 0 : round3(sorted[Math.min(n - 1, Math.floor(q * n))]!));
-    return {
-      calls: this.calls,
-      ok: this.ok,
-      failures: { ...this.failures },
-      skipped_cooloff: this.skippedCooloff,
-      fuel_used: this.fuelUsed,
-      latency_ms: { p50: pick(0.5), p99: pick(0.99), samples: this.samples },
-      consecutive_failures: this.consecutiveFailures,
-      quarantined: this.quarantined,
-      quarantined_hooks: Object.fromEntries(this.hookQuarantine),
-      last_error: this.lastError,
-      failing_hook: this.failingHook,
-    };
-  }
-}
-
-const round3 = (x: number) => Math.round(x * 1000) / 1000;
 
 export class HookDispatcher {
   private readonly subscribers = new Map<string, HookSubscriber>();
@@ -170,6 +91,7 @@ export class HookDispatcher {
   private readonly maxOutputBytes: number;
   private readonly now: () => number;
   private onQuarantine: ((plugin: string, reason: string) => void) | undefined;
+  private readonly log: HookLogger;
   private readonly callObservers = new Set<(e: CallEvent) => void>();
 
   constructor(opts: DispatcherOptions = {}) {
@@ -179,6 +101,7 @@ export class HookDispatcher {
     this.maxOutputBytes = opts.maxOutputBytes ?? 64 * 1024;
     this.now = opts.now ?? Date.now;
     this.onQuarantine = opts.onQuarantine;
+    this.log = opts.log ?? silentLogger;
   }
 
   subscribe(sub: HookSubscriber): void {
@@ -319,13 +242,13 @@ export class HookDispatcher {
       if (streak >= this.quarantineAfter && !b.hookQuarantine.has(hook)) {
         const reason = `hook ${hook} quarantined after ${streak} consecutive failures; last: ${b.lastError}`;
         b.hookQuarantine.set(hook, reason);
-        log("error", "plugin hook quarantined", { plugin: name, hook, reason });
+        this.log("error", "plugin hook quarantined", { plugin: name, hook, reason });
       }
     }
-    log("warn", "plugin call failed", { plugin: name, kind: e.kind, error: e.message });
+    this.log("warn", "plugin call failed", { plugin: name, kind: e.kind, error: e.message });
     if (b.quarantined === null && b.consecutiveFailures >= this.quarantineAfter) {
       b.quarantined = `quarantined after ${b.consecutiveFailures} consecutive failures; last: ${b.lastError}`;
-      log("error", "plugin quarantined", { plugin: name, reason: b.quarantined });
+      this.log("error", "plugin quarantined", { plugin: name, reason: b.quarantined });
       this.onQuarantine?.(name, b.quarantined);
     }
   }
@@ -351,44 +274,6 @@ export class HookDispatcher {
     for (const s of sorted) for (const h of s.hooks) (next.get(h) ?? next.set(h, []).get(h)!).push(s);
     this.byHook = next;
   }
-}
-
-/** What the core took from one plugin's output: the parsed result, and pre_llm_call's context. */
-export interface HookOutput {
-  value: unknown;
-  context: string | undefined;
-}
-
-/**
- * Reads a plugin's output for `hook`. An observer's output is ignored, whatever it is. For a hook
- * whose return is used: empty is "nothing"; otherwise it must be JSON of that hook's result shape
- * (hooks/results.ts), else bad_output. A JSON null is "nothing" too.
- */
-export function readHookOutput(hook: HookName, output: string | undefined, maxOutputBytes = Number.MAX_SAFE_INTEGER): HookOutput | undefined {
-  if (!readsOutput(hook) || output === undefined || output.length === 0) return undefined;
-  // UTF-8 length is at most 3 bytes per UTF-16 unit; count exactly only near the limit.
-  if (output.length * 3 > maxOutputBytes && Buffer.byteLength(output) > maxOutputBytes) {
-    throw new PluginCallError("bad_output", `output of ${Buffer.byteLength(output)} bytes exceeds ${maxOutputBytes}`);
-  }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(output);
-  } catch {
-    throw new PluginCallError("bad_output", `output is not JSON: ${JSON.stringify(output.slice(0, 80))}`);
-  }
-  const res = checkHookResult(hook, parsed);
-  if (!res.ok) throw new PluginCallError("bad_output", res.problem);
-  if (res.value === null) return undefined;
-  if (hook !== "pre_llm_call") return { value: res.value, context: undefined };
-  const ctx = typeof res.value === "string" ? res.value : (res.value as { context: string }).context;
-  return ctx.trim().length > 0 ? { value: res.value, context: ctx } : undefined;
-}
-
-
-function toCallError(err: unknown): PluginCallError {
-  if (err instanceof PluginCallError) return err;
-  const message = err instanceof Error ? err.message : String(err);
-  return new PluginCallError("trap", message);
 }
 
 /** An in-process TS subscriber: the unsandboxed floor, and how tests observe hooks. */

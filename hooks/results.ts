@@ -2,6 +2,7 @@
 // (RETURNS_USED: pre_llm_call, pre_tool_call, the transforms) are parsed at all; an observer's
 // output is ignored whatever it is (text, nothing, malformed JSON) and is never a failure.
 import * as v from "valibot";
+import { PluginCallError } from "./failures.ts";
 import { PreLlmResultSchema, RETURNS_USED, ToolDirectiveSchema, TransformResultSchema, type HookName } from "./catalogue.ts";
 
 const RESULT_SCHEMAS: Partial<Record<HookName, v.GenericSchema>> = {
@@ -29,4 +30,35 @@ export function checkHookResult(hook: HookName, parsed: unknown): HookResult {
   if (!schema) return { ok: true, value: null };
   const res = v.safeParse(schema, parsed);
   return res.success ? { ok: true, value: res.output } : { ok: false, problem: `${hook} output must be ${EXPECTED[hook]}` };
+}
+
+/** What the core took from one plugin's output: the parsed result, and pre_llm_call's context. */
+export interface HookOutput {
+  value: unknown;
+  context: string | undefined;
+}
+
+/**
+ * Reads a plugin's output for `hook`. An observer's output is ignored, whatever it is. For a hook
+ * whose return is used: empty is "nothing"; otherwise it must be JSON of that hook's result shape
+ * (hooks/results.ts), else bad_output. A JSON null is "nothing" too.
+ */
+export function readHookOutput(hook: HookName, output: string | undefined, maxOutputBytes = Number.MAX_SAFE_INTEGER): HookOutput | undefined {
+  if (!readsOutput(hook) || output === undefined || output.length === 0) return undefined;
+  // UTF-8 length is at most 3 bytes per UTF-16 unit; count exactly only near the limit.
+  if (output.length * 3 > maxOutputBytes && Buffer.byteLength(output) > maxOutputBytes) {
+    throw new PluginCallError("bad_output", `output of ${Buffer.byteLength(output)} bytes exceeds ${maxOutputBytes}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(output);
+  } catch {
+    throw new PluginCallError("bad_output", `output is not JSON: ${JSON.stringify(output.slice(0, 80))}`);
+  }
+  const res = checkHookResult(hook, parsed);
+  if (!res.ok) throw new PluginCallError("bad_output", res.problem);
+  if (res.value === null) return undefined;
+  if (hook !== "pre_llm_call") return { value: res.value, context: undefined };
+  const ctx = typeof res.value === "string" ? res.value : (res.value as { context: string }).context;
+  return ctx.trim().length > 0 ? { value: res.value, context: ctx } : undefined;
 }

@@ -1,7 +1,7 @@
 // Capabilities: what a plugin requests (manifest) and what the operator grants (config). A plugin
 // gets the intersection, never more; a host function called without its grant is refused with a
 // typed "denied" error that fails the whole call, is logged here and counted by the dispatcher.
-import { PluginCallError } from "../hooks/dispatcher.ts";
+import { PluginCallError } from "../hooks/failures.ts";
 import { log } from "../runtime/log.ts";
 
 export const CAPABILITY_PATTERN = /^(kv|sessions:read|http:[a-z0-9.-]+(:[0-9]{1,5})?)$/;

@@ -4,11 +4,11 @@
 import type { CallContext } from "@extism/extism";
 import * as v from "valibot";
 import type { Kysely } from "kysely";
-import { PluginCallError } from "../hooks/dispatcher.ts";
+import { PluginCallError } from "../hooks/failures.ts";
 import { log, type LogLevel } from "../runtime/log.ts";
 import type { Database } from "../runtime/storage/schema.ts";
-import type { PluginLogRing, PluginLogSource } from "../runtime/plugins/logs.ts";
-import type { HostBinding, HostFunction } from "../runtime/sandbox/wasm-plugin.ts";
+import type { PluginLogRing } from "../runtime/plugins/logs.ts";
+import type { HostBinding, HostFunction, PluginLogSource } from "./binding.ts";
 import { deny, type Grants } from "./capabilities.ts";
 import type { PluginKv } from "./kv.ts";
 import { readText, storeText } from "./memory.ts";

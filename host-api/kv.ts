@@ -3,7 +3,7 @@
 // applied only when the call succeeds (a failed call leaves nothing half-written), then persisted to
 // libSQL in the background, in order. `flush()` waits for the writes made so far.
 import { sql } from "kysely";
-import { PluginCallError } from "../hooks/dispatcher.ts";
+import { PluginCallError } from "../hooks/failures.ts";
 import { log } from "../runtime/log.ts";
 import type { Storage } from "../runtime/storage/db.ts";
 

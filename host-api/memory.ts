@@ -1,6 +1,6 @@
 // Strings cross the plugin boundary as Extism memory offsets (u64): read and store helpers.
 import type { CallContext } from "@extism/extism";
-import { PluginCallError } from "../hooks/dispatcher.ts";
+import { PluginCallError } from "../hooks/failures.ts";
 
 export function readText(ctx: CallContext, offset: bigint, what: string): string {
   const block = ctx.read(offset);

@@ -1,5 +1,6 @@
 // Builds the agent core: storage, dispatcher, command registry, provider and the services, wired
 // once. HTTP, CLI and tests all start from createCore.
+import { log } from "./log.ts";
 import type { Config } from "./config.ts";
 import { openStorage, type Storage } from "./storage/db.ts";
 import { HookDispatcher } from "../hooks/dispatcher.ts";
@@ -54,6 +55,7 @@ export async function createCore(config: Config, opts: CoreOptions = {}): Promis
     // operator) is enforced by its sandbox; the dispatcher's 64 KiB default would cap them all.
     maxOutputBytes: Number.MAX_SAFE_INTEGER,
     now,
+    log,
   });
   const provider = opts.provider ?? createProvider(config.provider);
   const ctx: CoreContext = { config, storage, dispatcher, now, sessionLocks: new KeyedMutex(), model: provider.model };

@@ -1,6 +1,7 @@
 // Structured log lines (one JSON object per line on stderr). HOOKBOX_LOG=debug|info|warn|error|silent.
 const LEVELS = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 } as const;
-export type LogLevel = Exclude<keyof typeof LEVELS, "silent">;
+export type { LogLevel } from "../hooks/logger.ts";
+import type { LogLevel } from "../hooks/logger.ts";
 
 function threshold(): number {
   const name = (globalThis.process?.env?.HOOKBOX_LOG ?? "info") as keyof typeof LEVELS;

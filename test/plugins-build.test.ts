@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import { Grants } from "../host-api/capabilities.ts";
 import { bindHostApi, HOST_FUNCTION_NAMES } from "../host-api/functions.ts";
 import { PluginKv } from "../host-api/kv.ts";
-import { PluginCallError } from "../hooks/dispatcher.ts";
+import { PluginCallError } from "../hooks/failures.ts";
 import { parseConfig } from "../runtime/config.ts";
 import { setLogLevel } from "../runtime/log.ts";
 import { effectiveLimits } from "../runtime/plugins/limits.ts";

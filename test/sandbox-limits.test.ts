@@ -2,10 +2,11 @@
 // its typed failure while the instance keeps serving.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { PluginCallError } from "../hooks/dispatcher.ts";
+import { PluginCallError } from "../hooks/failures.ts";
 import { instrument } from "../runtime/sandbox/instrument.ts";
 import { compileInstrumented } from "../runtime/sandbox/module-cache.ts";
-import { WasmPlugin, type HostBinding, type SandboxLimits } from "../runtime/sandbox/wasm-plugin.ts";
+import type { HostBinding } from "../host-api/binding.ts";
+import { WasmPlugin, type SandboxLimits } from "../runtime/sandbox/wasm-plugin.ts";
 import { limitsModule } from "./helpers/wat-modules.ts";
 
 const LIMITS: SandboxLimits = { fuel: 200_000, memoryPages: 4, timeoutMs: 5_000, maxOutputBytes: 64 };

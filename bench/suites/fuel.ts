@@ -4,7 +4,8 @@
 import { readFileSync } from "node:fs";
 import { HOST_FUNCTION_NAMES } from "../../host-api/functions.ts";
 import { compileInstrumented } from "../../runtime/sandbox/module-cache.ts";
-import { WasmPlugin, type HostBinding, type SandboxLimits } from "../../runtime/sandbox/wasm-plugin.ts";
+import type { HostBinding } from "../../host-api/binding.ts";
+import { WasmPlugin, type SandboxLimits } from "../../runtime/sandbox/wasm-plugin.ts";
 import { measure } from "../lib/measure.ts";
 import { progress, type BenchOptions } from "../lib/options.ts";
 import type { Row } from "../lib/report.ts";

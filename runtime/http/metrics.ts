@@ -4,7 +4,7 @@
 // and the database (KV size), so they cost nothing between scrapes.
 import { sql } from "kysely";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { PluginStats } from "../../hooks/dispatcher.ts";
+import type { PluginStats } from "../../hooks/bookkeeping.ts";
 import type { Core } from "../core.ts";
 
 export interface HttpMetrics {

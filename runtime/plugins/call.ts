@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as v from "valibot";
 import { HOOK_NAMES, isHookName, payloadSchema, SCHEMA_VERSION } from "../../hooks/catalogue.ts";
-import { PluginCallError } from "../../hooks/dispatcher.ts";
+import { PluginCallError } from "../../hooks/failures.ts";
 import type { Config } from "../config.ts";
 import { createCore } from "../core.ts";
 import { AppError } from "../errors.ts";

@@ -1,7 +1,7 @@
 // What the core and its HTTP/CLI surfaces need from the plugin runtime. The WASM runtime
 // (runtime/plugins/manager.ts) implements it; the core works with no plugins at all.
 import type { HookName } from "../../hooks/catalogue.ts";
-import type { PluginStats } from "../../hooks/dispatcher.ts";
+import type { PluginStats } from "../../hooks/bookkeeping.ts";
 import type { PluginLogEntry } from "./logs.ts";
 
 export type PluginStatus = "active" | "disabled" | "quarantined" | "failed";

@@ -3,7 +3,8 @@
 // `hookbox plugins logs NAME` / `hookbox plugins call`; the server's own stderr log keeps its lines too.
 import type { LogLevel } from "../log.ts";
 
-export type PluginLogSource = "log" | "stdout" | "stderr" | "failure";
+import type { PluginLogSource } from "../../host-api/binding.ts";
+export type { PluginLogSource };
 
 export interface PluginLogEntry {
   /** Increasing per plugin: `since` asks for the entries after one already seen. */

@@ -4,7 +4,9 @@
 // is listed as "failed" with its reason; the others run.
 import type { Kysely } from "kysely";
 import { HOOK_NAMES, type HookPayload } from "../../hooks/catalogue.ts";
-import { callbackSubscriber, PluginCallError, readHookOutput, type CallResult, type HookSubscriber } from "../../hooks/dispatcher.ts";
+import { callbackSubscriber, type CallResult, type HookSubscriber } from "../../hooks/dispatcher.ts";
+import { PluginCallError } from "../../hooks/failures.ts";
+import { readHookOutput } from "../../hooks/results.ts";
 import { grantedOf, type Grants } from "../../host-api/capabilities.ts";
 import { bindHostApi } from "../../host-api/functions.ts";
 import { PluginKv } from "../../host-api/kv.ts";

@@ -1,6 +1,6 @@
 // Host side of the fuel metering written into modules by instrument.ts. One meter per plugin
 // instance; calls into an instance are serialized, so per-call state lives here.
-import { PluginCallError } from "../../hooks/dispatcher.ts";
+import { PluginCallError } from "../../hooks/failures.ts";
 
 /** Units granted per refill: large enough that the host call (and its clock check) is rare. */
 export const FUEL_SLICE = 4_000_000;

@@ -6,10 +6,9 @@
 // (sessions:read reads libSQL, http fetches) runs in an Extism worker, where the host functions are
 // awaited and the SDK's timeoutMs can cancel a call stuck in one.
 import createPlugin, { type CallContext, type Plugin } from "@extism/extism";
-import { PluginCallError } from "../../hooks/dispatcher.ts";
+import { PluginCallError } from "../../hooks/failures.ts";
 import { createWasi, WasiExit } from "../../host-api/wasi.ts";
-import type { LogLevel } from "../log.ts";
-import type { PluginLogSource } from "../plugins/logs.ts";
+import type { HostBinding, HostFunction } from "../../host-api/binding.ts";
 import { FuelMeter } from "./fuel.ts";
 import { FUEL_MODULE } from "./instrument.ts";
 import { INITIALIZE_EXPORT } from "./wasi-adapt.ts";
@@ -30,19 +29,6 @@ export const WASI_SANDBOX_MODULE = "hookbox:wasi";
  * (lib's abort handler: `throw new Error("x")` arrives as "abort: x at file:line:col").
  */
 export const SANDBOX_FUNCTION_NAMES = ["hookbox_input_read", "hookbox_abort"] as const;
-
-export type HostFunction = (ctx: CallContext, ...args: any[]) => unknown;
-
-/** What a call needs from the host API: its functions and per-call transaction hooks (KV writes). */
-export interface HostBinding {
-  readonly functions: Record<string, HostFunction>;
-  /** A call that must finish by `deadline` (epoch ms) begins. */
-  begin(deadline: number): void;
-  /** The call ended; commit its buffered writes only when `ok`. */
-  end(ok: boolean): void;
-  /** A line for the plugin's log (its WASI stdout/stderr); absent: dropped. */
-  log?(level: LogLevel, source: PluginLogSource, message: string): void;
-}
 
 export interface SandboxLimits {
   fuel: number;

@@ -1,0 +1,28 @@
+// How a plugin call can fail: the kinds the stats, metrics and API report, and the error that carries one.
+export const FAILURE_KINDS = ["trap", "fuel", "timeout", "memory", "bad_output", "denied", "unavailable"] as const;
+export type FailureKind = (typeof FAILURE_KINDS)[number];
+
+/** A plugin call that failed; `kind` says which limit or fault stopped it. */
+export class PluginCallError extends Error {
+  constructor(
+    readonly kind: FailureKind,
+    message: string,
+  ) {
+    super(message);
+    this.name = "PluginCallError";
+  }
+}
+
+/** One plugin's failure within a hook fan-out. */
+export interface HookFailure {
+  plugin: string;
+  kind: FailureKind;
+  message: string;
+}
+
+/** Any thrown value as a PluginCallError (an unexpected error counts as a trap). */
+export function toCallError(err: unknown): PluginCallError {
+  if (err instanceof PluginCallError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return new PluginCallError("trap", message);
+}

@@ -1,0 +1,21 @@
+// What a sandbox needs from the host API for one plugin: its host functions and per-call hooks.
+// Defined here (host-api), implemented by bindHostApi, consumed by runtime/sandbox.
+import type { CallContext } from "@extism/extism";
+import type { LogLevel } from "../hooks/logger.ts";
+
+/** Where a plugin's log line came from: hookbox_log, its WASI stdout/stderr, or a failed call. */
+export type PluginLogSource = "log" | "stdout" | "stderr" | "failure";
+
+export type HostFunction = (ctx: CallContext, ...args: any[]) => unknown;
+
+/** What a call needs from the host API: its functions and per-call transaction hooks (KV writes). */
+export interface HostBinding {
+  readonly functions: Record<string, HostFunction>;
+  /** A call that must finish by `deadline` (epoch ms) begins. */
+  begin(deadline: number): void;
+  /** The call ended; commit its buffered writes only when `ok`. */
+  end(ok: boolean): void;
+  /** A line for the plugin's log (its WASI stdout/stderr); absent: dropped. */
+  log?(level: LogLevel, source: PluginLogSource, message: string): void;
+}
+
