@@ -1,5 +1,5 @@
 // How a plugin call can fail: the kinds the stats, metrics and API report, and the error that carries one.
-export const FAILURE_KINDS = ["trap", "fuel", "timeout", "memory", "bad_output", "denied", "unavailable"] as const;
+export const FAILURE_KINDS = ["trap", "fuel", "timeout", "memory", "bad_output", "denied", "unavailable", "quota", "conflict"] as const;
 export type FailureKind = (typeof FAILURE_KINDS)[number];
 
 /** A plugin call that failed; `kind` says which limit or fault stopped it. */

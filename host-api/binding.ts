@@ -13,8 +13,11 @@ export interface HostBinding {
   readonly functions: Record<string, HostFunction>;
   /** A call that must finish by `deadline` (epoch ms) begins. */
   begin(deadline: number): void;
-  /** The call ended; commit its buffered writes only when `ok`. */
-  end(ok: boolean): void;
+  /**
+   * The call ended; commit its buffered writes only when `ok`. A returned promise must settle before
+   * the call counts as done: it rejects (e.g. `conflict`) when the writes could not be committed.
+   */
+  end(ok: boolean): Promise<void> | undefined | void;
   /** A line for the plugin's log (its WASI stdout/stderr); absent: dropped. */
   log?(level: LogLevel, source: PluginLogSource, message: string): void;
 }

@@ -3,11 +3,8 @@
 // always resolve; calling one without its grant fails the call with "denied".
 import type { CallContext } from "@extism/extism";
 import * as v from "valibot";
-import type { Kysely } from "kysely";
 import { PluginCallError } from "../hooks/failures.ts";
-import { log, type LogLevel } from "../runtime/log.ts";
-import type { Database } from "../runtime/storage/schema.ts";
-import type { PluginLogRing } from "../runtime/plugins/logs.ts";
+import type { HookLogger, LogLevel } from "../hooks/logger.ts";
 import type { HostBinding, HostFunction, PluginLogSource } from "./binding.ts";
 import { deny, type Grants } from "./capabilities.ts";
 import type { PluginKv } from "./kv.ts";
@@ -20,6 +17,8 @@ export const HOST_FUNCTION_NAMES = [
   "hookbox_kv_delete",
   "hookbox_kv_list",
   "hookbox_kv_delete_sessions",
+  "hookbox_kv_incr",
+  "hookbox_kv_cas",
   "hookbox_session_messages",
   "hookbox_http",
 ] as const;
@@ -40,9 +39,12 @@ export interface HostContext {
   plugin: string;
   grants: Grants;
   kv: PluginKv;
-  db: Kysely<Database>;
+  /** sessions:read: the last `limit` messages of a session, oldest first. */
+  readMessages(sessionId: string, limit: number): Promise<Array<{ role: string; content: string }>>;
+  /** The server log. */
+  log: HookLogger;
   /** The plugin's own log ring (GET /v1/plugins/:name/logs); its lines also go to the server log. */
-  logs?: PluginLogRing;
+  logs?: { push(level: LogLevel, source: PluginLogSource, message: string): void };
 }
 
 export function bindHostApi(h: HostContext): HostBinding {
@@ -51,7 +53,7 @@ export function bindHostApi(h: HostContext): HostBinding {
   const pluginLog = (level: LogLevel, source: PluginLogSource, message: string) => {
     const text = message.slice(0, MAX_LOG_CHARS);
     h.logs?.push(level, source, text);
-    log(level, "plugin log", { plugin, ...(source === "log" ? {} : { stream: source }), message: text });
+    h.log(level, "plugin log", { plugin, ...(source === "log" ? {} : { stream: source }), message: text });
   };
   const needKv = (fn: string) => {
     if (!grants.kv) deny(plugin, fn, "kv", grants.requested);
@@ -88,6 +90,20 @@ export function bindHostApi(h: HostContext): HostBinding {
       const n = kv.deleteForSessions(readText(ctx, session, "kv session"), readText(ctx, prefix, "kv prefix"), list as string[], mode === 1n);
       return BigInt(n);
     },
+    // Atomic across processes: returns the new value; the call fails as `conflict` (and is run
+    // again by the runtime) when another writer changed the key before this call committed.
+    hookbox_kv_incr(ctx: CallContext, session: bigint, key: bigint, delta: bigint) {
+      needKv("hookbox_kv_incr");
+      return BigInt(kv.incr(readText(ctx, session, "kv session"), readText(ctx, key, "kv key"), Number(delta)));
+    },
+    // Compare-and-set: `expected` or `next` 0 means absent (next absent deletes). Returns 1 when
+    // the key held `expected` and now holds `next`, 0 when it held something else (nothing written).
+    hookbox_kv_cas(ctx: CallContext, session: bigint, key: bigint, expected: bigint, next: bigint) {
+      needKv("hookbox_kv_cas");
+      const want = expected === 0n ? undefined : readText(ctx, expected, "kv expected");
+      const value = next === 0n ? undefined : readText(ctx, next, "kv value");
+      return kv.cas(readText(ctx, session, "kv session"), readText(ctx, key, "kv key"), want, value) ? 1n : 0n;
+    },
     hookbox_kv_list(ctx: CallContext, session: bigint, prefix: bigint) {
       needKv("hookbox_kv_list");
       return ctx.store(JSON.stringify(kv.list(readText(ctx, session, "kv session"), readText(ctx, prefix, "kv prefix"))));
@@ -97,7 +113,7 @@ export function bindHostApi(h: HostContext): HostBinding {
       if (!grants.sessionsRead) deny(plugin, "hookbox_session_messages", "sessions:read", grants.requested);
       const id = readText(ctx, session, "session id");
       const n = limit <= 0n ? 100 : Math.min(Number(limit), MAX_MESSAGES);
-      return readMessages(h.db, id, n).then((rows) => ctx.store(JSON.stringify(rows)));
+      return h.readMessages(id, n).then((rows) => ctx.store(JSON.stringify(rows)));
     },
     hookbox_http(ctx: CallContext, request: bigint) {
       const raw = readText(ctx, request, "http request");
@@ -122,17 +138,6 @@ export function bindHostApi(h: HostContext): HostBinding {
     end: (ok) => kv.end(ok),
     log: pluginLog,
   };
-}
-
-async function readMessages(db: Kysely<Database>, sessionId: string, limit: number) {
-  const rows = await db
-    .selectFrom("messages")
-    .select(["role", "content"])
-    .where("session_id", "=", sessionId)
-    .orderBy("seq", "desc")
-    .limit(limit)
-    .execute();
-  return rows.reverse();
 }
 
 async function fetchLimited(req: v.InferOutput<typeof HttpRequest>, deadline: number): Promise<{ status: number; body: string }> {

@@ -1,228 +1,228 @@
-// A plugin's KV namespace. Host functions are synchronous inside an in-thread WASM call, so the
-// namespace lives in memory (loaded from plugin_kv at plugin load); a call's writes are buffered and
-// applied only when the call succeeds (a failed call leaves nothing half-written), then persisted to
-// libSQL in the background, in order. `flush()` waits for the writes made so far.
-import { sql } from "kysely";
+// A plugin's KV namespace as its host functions see it. The database is the one source of truth:
+// reads go to it synchronously (KvBackend, implemented by the runtime's KvStore), so a write
+// committed by any process on the same database is seen at the next read. A call's writes are
+// staged and handed to the backend only when the call succeeds (a failed call leaves nothing
+// half-written); until the backend has committed them they stay in an overlay, so the plugin's
+// next call reads its own writes. kv_incr and kv_cas record what they read as a guard: the commit
+// is refused when another writer changed that key meanwhile, and the call fails as `conflict`
+// (the runtime runs it again), so concurrent counters never lose an update.
 import { PluginCallError } from "../hooks/failures.ts";
-import { log } from "../runtime/log.ts";
-import type { Storage } from "../runtime/storage/db.ts";
 
 export const KV_LIMITS = { keyBytes: 512, valueBytes: 256 * 1024 } as const;
 
-type Scope = Map<string, string>;
-/** Pending writes of the current call: scope -> key -> value (null = delete). */
-type Pending = Map<string, Map<string, string | null>>;
+export interface KvQuota {
+  keys: number;
+  bytes: number;
+}
+
+/** One successful call's writes: [session, key, value or null for delete], in order. */
+export interface KvChangeSet {
+  plugin: string;
+  writes: Array<[string, string, string | null]>;
+  /** [session, key, value the call read (null: absent)]: the commit holds only if each still is. */
+  guards: Array<[string, string, string | null]>;
+}
+
+/** The plugin's keys and bytes (key + value, UTF-8) as of the backend's last commit or read. */
+export interface KvUsage {
+  keys: number;
+  bytes: number;
+}
+
+/** Where the namespace lives: the shared database (runtime/storage/plugin-kv.ts). */
+export interface KvBackend {
+  get(plugin: string, session: string, key: string): string | undefined;
+  /** Keys of the scope starting with `prefix`, sorted. */
+  keys(plugin: string, session: string, prefix: string): string[];
+  /** Which of `keys` exist in the scope. */
+  existing(plugin: string, session: string, keys: readonly string[]): string[];
+  usage(plugin: string): KvUsage;
+  /** Commits in order; rejects with KvConflictError when a guard no longer holds. */
+  commit(changes: KvChangeSet): Promise<void>;
+}
+
+export class KvConflictError extends Error {
+  constructor(readonly plugin: string) {
+    super(`kv: a key this call read with kv_incr/kv_cas was changed by another writer before the call committed`);
+    this.name = "KvConflictError";
+  }
+}
+
+const SEP = "\u0000";
+const slot = (session: string, key: string) => session + SEP + key;
 
 export class PluginKv {
-  private readonly scopes = new Map<string, Scope>();
-  private pending: Pending | undefined;
-  private writing: Promise<void> = Promise.resolve();
+  /** The running call's writes, by slot (insertion order kept: the commit applies them in order). */
+  private pending: Map<string, string | null> | undefined;
+  private guards: Map<string, string | null> | undefined;
+  /** Writes handed to the backend but not yet committed: slot -> value and the change set's number. */
+  private readonly unflushed = new Map<string, { value: string | null; gen: number }>();
+  private gen = 0;
+  /** Bytes and keys this call adds at most (every set counted as a new key: no read needed). */
+  private callKeys = 0;
+  private callBytes = 0;
 
-  private constructor(
+  constructor(
     readonly plugin: string,
-    private readonly storage: Storage,
-    private readonly now: () => number,
+    private readonly backend: KvBackend,
+    private readonly quota: KvQuota,
   ) {}
 
-  static async load(plugin: string, storage: Storage, now: () => number): Promise<PluginKv> {
-    const kv = new PluginKv(plugin, storage, now);
-    const rows = await storage.db.selectFrom("plugin_kv").select(["session_id", "key", "value"]).where("plugin", "=", plugin).execute();
-    for (const r of rows) kv.scope(r.session_id, true)!.set(r.key, r.value);
-    return kv;
-  }
-
   get(session: string, key: string): string | undefined {
-    const p = this.pending?.get(session);
-    if (p?.has(key)) return p.get(key) ?? undefined;
-    return this.scopes.get(session)?.get(key);
+    const s = slot(session, key);
+    if (this.pending?.has(s)) return this.pending.get(s) ?? undefined;
+    const u = this.unflushed.get(s);
+    if (u) return u.value ?? undefined;
+    return this.backend.get(this.plugin, session, key);
   }
 
   set(session: string, key: string, value: string): void {
     checkKey(key);
-    if (value.length * 3 > KV_LIMITS.valueBytes && Buffer.byteLength(value) > KV_LIMITS.valueBytes) {
-      throw new PluginCallError("trap", `kv value for "${key.slice(0, 40)}" exceeds ${KV_LIMITS.valueBytes} bytes`);
+    const bytes = utf8Length(value);
+    if (bytes > KV_LIMITS.valueBytes) throw new PluginCallError("trap", `kv value for "${key.slice(0, 40)}" exceeds ${KV_LIMITS.valueBytes} bytes`);
+    const usage = this.backend.usage(this.plugin);
+    const keys = usage.keys + this.callKeys + 1;
+    const total = usage.bytes + this.callBytes + bytes + utf8Length(key);
+    if (keys > this.quota.keys || total > this.quota.bytes) {
+      throw new PluginCallError(
+        "quota",
+        `kv quota of ${this.plugin} reached (${usage.keys} keys, ${usage.bytes} bytes stored; limits ${this.quota.keys} keys, ${this.quota.bytes} bytes)`,
+      );
     }
-    this.stage(session).set(key, value);
+    this.callKeys++;
+    this.callBytes += bytes + utf8Length(key);
+    this.stage(session, key, value);
   }
 
   delete(session: string, key: string): void {
     checkKey(key);
-    this.stage(session).set(key, null);
+    this.stage(session, key, null);
+  }
+
+  /** Adds `delta` to the integer at `key` (absent: 0) and returns the new value; guarded. */
+  incr(session: string, key: string, delta: number): number {
+    const current = this.guardedRead(session, key);
+    const n = current === undefined ? 0 : Number(current);
+    if (!Number.isSafeInteger(n)) throw new PluginCallError("trap", `kv_incr: the value of "${key.slice(0, 40)}" is not an integer`);
+    const next = n + delta;
+    this.set(session, key, String(next));
+    return next;
+  }
+
+  /** Sets `key` to `next` only if it holds `expected` (undefined: absent); guarded. */
+  cas(session: string, key: string, expected: string | undefined, next: string | undefined): boolean {
+    if (this.guardedRead(session, key) !== expected) return false;
+    if (next === undefined) this.delete(session, key);
+    else this.set(session, key, next);
+    return true;
   }
 
   /**
-   * Deletes, in one step, the keys of `session` that belong to the sessions `ids`: `prefix + id`
-   * (byIdPrefix false), or every `prefix + id + ":" + suffix` (byIdPrefix true; the id ends at the
-   * key's last ":"). Returns how many keys it deleted. Costs O(ids) or O(keys in the scope), never
-   * ids x keys, and one host call instead of one per key.
+   * Deletes the keys of `session` that belong to the sessions `ids`: `prefix + id` (byIdPrefix
+   * false), or every `prefix + id + ":" + suffix` (byIdPrefix true; the id ends at the key's last
+   * ":"). One read, whatever the number of ids; returns how many keys it deleted.
    */
   deleteForSessions(session: string, prefix: string, ids: readonly string[], byIdPrefix: boolean): number {
-    const stage = this.stage(session);
-    let n = 0;
+    let doomed: string[];
     if (!byIdPrefix) {
-      for (const id of ids) {
-        const key = prefix + id;
-        if (this.get(session, key) === undefined) continue;
-        stage.set(key, null);
-        n++;
-      }
-      return n;
+      doomed = this.existing(session, ids.map((id) => prefix + id));
+    } else {
+      const wanted = new Set(ids);
+      doomed = this.list(session, prefix).filter((key) => {
+        const colon = key.lastIndexOf(":");
+        return colon > prefix.length && wanted.has(key.slice(prefix.length, colon));
+      });
     }
-    const wanted = new Set(ids);
-    for (const key of this.list(session, prefix)) {
-      const colon = key.lastIndexOf(":");
-      if (colon <= prefix.length || !wanted.has(key.slice(prefix.length, colon))) continue;
-      stage.set(key, null);
-      n++;
-    }
-    return n;
+    for (const key of doomed) this.stage(session, key, null);
+    return doomed.length;
   }
 
-  /** Keys of `session` starting with `prefix`, sorted. */
+  /** Keys of `session` starting with `prefix`, sorted; the call's own and unflushed writes count. */
   list(session: string, prefix: string): string[] {
-    const keys = new Set<string>();
-    for (const k of this.scopes.get(session)?.keys() ?? []) if (k.startsWith(prefix)) keys.add(k);
-    for (const [k, v] of this.pending?.get(session) ?? []) {
-      if (!k.startsWith(prefix)) continue;
-      if (v === null) keys.delete(k);
-      else keys.add(k);
-    }
+    const keys = new Set(this.backend.keys(this.plugin, session, prefix));
+    const head = session + SEP;
+    const apply = (s: string, value: string | null) => {
+      if (!s.startsWith(head)) return;
+      const key = s.slice(head.length);
+      if (!key.startsWith(prefix)) return;
+      if (value === null) keys.delete(key);
+      else keys.add(key);
+    };
+    for (const [s, u] of this.unflushed) apply(s, u.value);
+    for (const [s, v] of this.pending ?? []) apply(s, v);
     return [...keys].sort();
   }
 
-  /** Ends a call: applies its writes when it succeeded, drops them otherwise. */
-  end(ok: boolean): void {
+  /**
+   * Ends a call: hands its writes to the backend when it succeeded, drops them otherwise. Returns the
+   * commit to wait for when the call holds guards (a conflict must fail the call); otherwise the
+   * commit runs in the background and the runtime's flush() waits for it.
+   */
+  end(ok: boolean): Promise<void> | undefined {
     const pending = this.pending;
+    const guards = this.guards;
     this.pending = undefined;
-    if (!ok || !pending) return;
-    // The map holds the whole namespace, so it knows which writes change nothing (a delete of an
-    // absent key, a set to the same value): those skip the database, where each call's writes
-    // would otherwise cost a transaction (a bulk delete's clean-up deletes mostly absent keys).
-    const changes: Pending = new Map();
-    for (const [session, writes] of pending) {
-      for (const [key, value] of writes) {
-        const current = this.scope(session)?.get(key);
-        if (value === null ? current === undefined : current === value) continue;
-        if (value === null) this.scope(session)!.delete(key);
-        else this.scope(session, true)!.set(key, value);
-        let c = changes.get(session);
-        if (!c) changes.set(session, (c = new Map()));
-        c.set(key, value);
-      }
+    this.guards = undefined;
+    this.callKeys = 0;
+    this.callBytes = 0;
+    if (!ok || !pending || pending.size === 0) return undefined;
+    const gen = ++this.gen;
+    const writes: KvChangeSet["writes"] = [];
+    for (const [s, value] of pending) {
+      const cut = s.indexOf(SEP);
+      writes.push([s.slice(0, cut), s.slice(cut + 1), value]);
+      this.unflushed.set(s, { value, gen });
     }
-    if (changes.size > 0) this.persist(changes);
+    const guardList: KvChangeSet["guards"] = [];
+    for (const [s, value] of guards ?? []) {
+      const cut = s.indexOf(SEP);
+      guardList.push([s.slice(0, cut), s.slice(cut + 1), value]);
+    }
+    const committed = this.backend.commit({ plugin: this.plugin, writes, guards: guardList }).finally(() => {
+      for (const s of pending.keys()) if (this.unflushed.get(s)?.gen === gen) this.unflushed.delete(s);
+    });
+    if (guardList.length > 0) {
+      return committed.catch((err: unknown) => {
+        if (err instanceof KvConflictError) throw new PluginCallError("conflict", err.message);
+        throw err;
+      });
+    }
+    committed.catch(() => undefined); // logged by the backend
+    return undefined;
   }
 
-  /** The core deleted these sessions' rows (with their session-scoped KV): forget them too. */
-  dropSessions(ids: readonly string[]): void {
-    for (const id of ids) if (id !== "") this.scopes.delete(id);
+  private existing(session: string, keys: readonly string[]): string[] {
+    const found = new Set(this.backend.existing(this.plugin, session, keys));
+    const out: string[] = [];
+    for (const key of keys) {
+      const s = slot(session, key);
+      const staged = this.pending?.has(s) ? this.pending.get(s) : this.unflushed.get(s)?.value;
+      if (staged === null) continue;
+      if (staged !== undefined || found.has(key)) out.push(key);
+    }
+    return out;
   }
 
-  flush(): Promise<void> {
-    return this.writing;
+  /** Reads `key` and remembers the value as this call's guard (the first read counts). */
+  private guardedRead(session: string, key: string): string | undefined {
+    checkKey(key);
+    const s = slot(session, key);
+    const value = this.get(session, key);
+    const guards = (this.guards ??= new Map());
+    // A key the call already wrote guards nothing new: the guard taken before that write holds.
+    if (!guards.has(s) && !this.pending?.has(s)) guards.set(s, value ?? null);
+    return value;
   }
 
-  private stage(session: string): Map<string, string | null> {
+  private stage(session: string, key: string, value: string | null): void {
     const pending = (this.pending ??= new Map());
-    let s = pending.get(session);
-    if (!s) pending.set(session, (s = new Map()));
-    return s;
-  }
-
-  private scope(session: string, create = false): Scope | undefined {
-    let s = this.scopes.get(session);
-    if (!s && create) this.scopes.set(session, (s = new Map()));
-    return s;
-  }
-
-  private persist(changes: Pending): void {
-    this.writing = KvWriter.of(this.storage).enqueue({ kv: this, changes, updated_at: this.now() });
+    const s = slot(session, key);
+    pending.delete(s); // keep the last write's position: the commit applies them in order
+    pending.set(s, value);
   }
 }
 
-interface Batch {
-  kv: PluginKv;
-  changes: Pending;
-  updated_at: number;
-}
-
-/**
- * Group commit for every plugin's KV on one database: the changes queued while a transaction runs
- * go into the next one together, so a fan-out whose ten plugins each write costs about one libSQL
- * transaction, not ten. FIFO, so each plugin's writes land in the order its calls ended.
- */
-class KvWriter {
-  private static readonly writers = new WeakMap<Storage, KvWriter>();
-  private queue: Batch[] = [];
-  private draining: Promise<void> | undefined;
-
-  private constructor(private readonly storage: Storage) {}
-
-  static of(storage: Storage): KvWriter {
-    let w = KvWriter.writers.get(storage);
-    if (!w) KvWriter.writers.set(storage, (w = new KvWriter(storage)));
-    return w;
-  }
-
-  /** Resolves once these changes (and any queued with them) are committed or logged as failed. */
-  enqueue(batch: Batch): Promise<void> {
-    this.queue.push(batch);
-    return (this.draining ??= this.drain());
-  }
-
-  private async drain(): Promise<void> {
-    // Let the rest of the fan-out queue its writes before the first transaction starts.
-    await Promise.resolve();
-    while (this.queue.length > 0) {
-      const batches = this.queue;
-      this.queue = [];
-      try {
-        // storage.write serializes with the core's write transactions (a second writer would block
-        // the event loop on SQLite's file lock).
-        const gone = await this.storage.write(async (trx) => {
-          const gone = new Set<string>();
-          const alive = new Set<string>();
-          for (const { kv, changes, updated_at } of batches) {
-            const plugin = kv.plugin;
-            for (const [session_id, writes] of changes) {
-              // The session may have been deleted (with its KV rows) after the call began, e.g. by a
-              // delete committed while post_compaction was still fanning out: write nothing for it.
-              if (session_id !== "" && !alive.has(session_id)) {
-                if (gone.has(session_id)) continue;
-                const row = await trx.selectFrom("sessions").select("id").where("id", "=", session_id).executeTakeFirst();
-                if (!row) {
-                  gone.add(session_id);
-                  continue;
-                }
-                alive.add(session_id);
-              }
-              // Deletes are set-based: a bulk delete's clean-up removes thousands of keys per plugin.
-              const deleted = [...writes].filter(([, value]) => value === null).map(([key]) => key);
-              if (deleted.length > 0) {
-                await sql`delete from plugin_kv where plugin = ${plugin} and session_id = ${session_id}
-                  and key in (select value from json_each(${JSON.stringify(deleted)}))`.execute(trx);
-              }
-              for (const [key, value] of writes) {
-                if (value === null) continue;
-                await trx
-                  .insertInto("plugin_kv")
-                  .values({ plugin, session_id, key, value, updated_at })
-                  .onConflict((oc) => oc.columns(["plugin", "session_id", "key"]).doUpdateSet({ value, updated_at }))
-                  .execute();
-              }
-            }
-          }
-          return [...gone];
-        });
-        if (gone.length > 0) for (const { kv } of batches) kv.dropSessions(gone);
-      } catch (err) {
-        const plugins = [...new Set(batches.map((b) => b.kv.plugin))];
-        log("error", "plugin kv write failed", { plugins, error: (err as Error).message });
-      }
-    }
-    this.draining = undefined;
-  }
-}
+const utf8Length = (text: string): number => Buffer.byteLength(text);
 
 function checkKey(key: string): void {
   if (key.length === 0 || Buffer.byteLength(key) > KV_LIMITS.keyBytes) {

@@ -108,6 +108,14 @@ export const ConfigSchema = v.strictObject({
       fail_closed: v.optional(v.array(PluginName), []),
       /** Largest tool result the model sees, bytes (longer ones are cut, with a note). */
       tool_result_max_bytes: v.optional(v.pipe(v.number(), v.integer(), v.minValue(256), v.maxValue(1_048_576)), 16_384),
+      /** Per plugin: most KV keys and bytes (keys + values) it may store; a write beyond fails as `quota`. */
+      kv_quota: v.optional(
+        v.strictObject({
+          keys: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1)), 100_000),
+          bytes: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1024)), 64 * 1024 * 1024),
+        }),
+        {},
+      ),
     }),
     {},
   ),

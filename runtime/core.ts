@@ -3,6 +3,7 @@
 import { log } from "./log.ts";
 import type { Config } from "./config.ts";
 import { openStorage, type Storage } from "./storage/db.ts";
+import { KvStore } from "./storage/plugin-kv.ts";
 import { HookDispatcher } from "../hooks/dispatcher.ts";
 import { CommandRegistry } from "./commands/registry.ts";
 import { registerBuiltins } from "./commands/builtins.ts";
@@ -58,7 +59,14 @@ export async function createCore(config: Config, opts: CoreOptions = {}): Promis
     log,
   });
   const provider = opts.provider ?? createProvider(config.provider);
-  const ctx: CoreContext = { config, storage, dispatcher, now, sessionLocks: new KeyedMutex(), model: provider.model };
+  // Plugin KV lives in the database only: read synchronously (a WASM call cannot await), written by
+  // one group-committing writer per process.
+  const kv = KvStore.open(storage, {
+    authToken: config.db_auth_token,
+    now,
+    onError: (plugins, err) => log("error", "plugin kv write failed", { plugins, error: (err as Error).message }),
+  });
+  const ctx: CoreContext = { config, storage, dispatcher, kv, now, sessionLocks: new KeyedMutex(), model: provider.model };
   const commands = new CommandRegistry(config.plugins.command_users);
   const sessions = new SessionService(ctx);
   const deletion = new DeletionService(ctx);
@@ -85,6 +93,7 @@ export async function createCore(config: Config, opts: CoreOptions = {}): Promis
       if (closed) return;
       closed = true;
       await core.plugins.close();
+      await kv.close();
       await storage.close();
     },
   };
@@ -92,6 +101,7 @@ export async function createCore(config: Config, opts: CoreOptions = {}): Promis
     try {
       core.plugins = await opts.pluginHost(core);
     } catch (err) {
+      await kv.close();
       await storage.close();
       throw err;
     }

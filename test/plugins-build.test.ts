@@ -10,13 +10,15 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Grants } from "../host-api/capabilities.ts";
-import { bindHostApi, HOST_FUNCTION_NAMES } from "../host-api/functions.ts";
-import { PluginKv } from "../host-api/kv.ts";
+import { HOST_FUNCTION_NAMES } from "../host-api/functions.ts";
+import type { PluginKv } from "../host-api/kv.ts";
 import { PluginCallError } from "../hooks/failures.ts";
 import { parseConfig } from "../runtime/config.ts";
 import { setLogLevel } from "../runtime/log.ts";
 import { effectiveLimits } from "../runtime/plugins/limits.ts";
 import { compilePlugin, readManifest } from "../runtime/plugins/loader.ts";
+import { createPluginInstance, DEFAULT_KV_QUOTA } from "../runtime/plugins/instance.ts";
+import { KvStore } from "../runtime/storage/plugin-kv.ts";
 import { parseManifest } from "../runtime/plugins/manifest.ts";
 import { SANDBOX_FUNCTION_NAMES, WasmPlugin } from "../runtime/sandbox/wasm-plugin.ts";
 import { openStorage, type Storage } from "../runtime/storage/db.ts";
@@ -63,12 +65,14 @@ class Loaded {
 let tempDir: string;
 const loaded: WasmPlugin[] = [];
 const databases: Storage[] = [];
+const stores = new Map<Storage, KvStore>();
 const config = parseConfig({});
 
 /** A fresh database: plugins loaded with the same name in different tests must not share KV. */
 async function freshStorage(): Promise<Storage> {
   const storage = await openStorage(`file:${join(tempDir, `db-${databases.length}.db`)}`);
   databases.push(storage);
+  stores.set(storage, KvStore.open(storage, { now: Date.now, onError: (_p, err) => assert.fail(String(err)) }));
   return storage;
 }
 
@@ -78,9 +82,7 @@ async function load(rel: string, granted: string[] = ["kv"], storage?: Storage):
   const path = join(PLUGINS_DIR, rel);
   const manifest = readManifest(path, name);
   const limits = effectiveLimits(name, manifest.limits, config);
-  const kv = await PluginKv.load(name, storage, Date.now);
-  const host = bindHostApi({ plugin: name, grants: new Grants(granted), kv, db: storage.db });
-  const sandbox = new WasmPlugin({ name, module: compilePlugin(path, manifest, limits), limits, host, inWorker: false });
+  const { sandbox, kv } = createPluginInstance({ name, path, manifest, limits, grants: new Grants(granted) }, { kv: stores.get(storage)!, quota: DEFAULT_KV_QUOTA });
   loaded.push(sandbox);
   return new Loaded(sandbox, kv);
 }
@@ -97,6 +99,7 @@ async function failure(p: Promise<unknown>): Promise<PluginCallError> {
 
 after(async () => {
   await Promise.all(loaded.map((p) => p.close()));
+  for (const s of stores.values()) await s.close();
   for (const db of databases) await db.close();
   if (tempDir) rmSync(tempDir, { recursive: true, force: true });
 });
@@ -340,7 +343,7 @@ describe("test fixtures", () => {
     const reinject = await load("memory-reinject", ["kv"], shared);
     await reinject.command("conventions", { raw_args: "secret conventions" });
     await reinject.hook("post_compaction", compaction("victim", "", "summarize"));
-    await Promise.all([sidecar.kv.flush(), reinject.kv.flush()]);
+    await Promise.all([...stores.values()].map((s) => s.flush()));
     const snoop = await load("hostile/kvsnoop", ["kv"], shared);
     assert.deepEqual(await snoop.command("kvsnoop", { raw_args: "victim other", session_id: "mine" }), { own_ok: true, foreign: [] });
     const injected = JSON.parse(await snoop.hook("pre_llm_call", preLlm("victim")));

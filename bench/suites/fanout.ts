@@ -47,7 +47,7 @@ async function subscribeFloor(core: Core, count: number): Promise<PluginKv[]> {
   const stores: PluginKv[] = [];
   for (let i = 0; i < count; i++) {
     const name = `ts-${String(i).padStart(2, "0")}`;
-    const kv = await PluginKv.load(name, core.storage, core.now);
+    const kv = new PluginKv(name, core.kv, core.config.plugins.kv_quota);
     stores.push(kv);
     core.dispatcher.subscribe(
       callbackSubscriber(name, ["post_compaction"], (p) => {
@@ -97,7 +97,7 @@ export async function runFanout(opts: BenchOptions): Promise<Row[]> {
       progress(`fan-out ${w.name}: ${n} TS callbacks`);
       const floorCore = await openBenchCore();
       const stores = await subscribeFloor(floorCore.core, n);
-      const floor = await timeFanout(floorCore, w.kind, opts, () => Promise.all(stores.map((kv) => kv.flush())));
+      const floor = await timeFanout(floorCore, w.kind, opts, () => floorCore.core.kv.flush());
       await floorCore.close();
 
       progress(`fan-out ${w.name}: ${n} WASM plugins`);

@@ -42,14 +42,16 @@ async function serveUntilSignal(config: Config, ctx: CliContext, watch: boolean)
       ctx.io.out(info ? `plugin ${name}: ${info.status}${info.reason ? ` (${info.reason})` : ""}` : `plugin ${name}: removed`);
     });
   }
-  // Idle auto-archive is silent maintenance: run it hourly when configured (awaited on shutdown).
-  let sweeping: Promise<unknown> = Promise.resolve();
-  const timer =
-    config.retention.idle_archive_after_days > 0
-      ? setInterval(() => {
-          sweeping = core.maintenance.idleArchive().catch((e) => log("warn", "idle archive failed", { error: String(e) }));
-        }, 3_600_000)
-      : undefined;
+  // Hourly silent maintenance: the KV of sessions whose deleting process died before its purge
+  // (10 minutes' grace for a purge still under way elsewhere), and idle auto-archive when configured.
+  let sweeping: Promise<unknown> = core.kv.sweep(600_000).catch((e) => log("warn", "plugin kv sweep failed", { error: String(e) }));
+  const timer = setInterval(() => {
+    sweeping = Promise.all([
+      core.kv.sweep(600_000).catch((e) => log("warn", "plugin kv sweep failed", { error: String(e) })),
+      config.retention.idle_archive_after_days > 0 ? core.maintenance.idleArchive().catch((e) => log("warn", "idle archive failed", { error: String(e) })) : undefined,
+    ]);
+  }, 3_600_000);
+  timer.unref();
   const signal = await new Promise<string>((done) => {
     process.once("SIGINT", () => done("SIGINT"));
     process.once("SIGTERM", () => done("SIGTERM"));
@@ -67,7 +69,7 @@ async function serveUntilSignal(config: Config, ctx: CliContext, watch: boolean)
   };
   process.once("SIGINT", () => impatient("SIGINT"));
   process.once("SIGTERM", () => impatient("SIGTERM"));
-  if (timer) clearInterval(timer);
+  clearInterval(timer);
   watcher?.close();
   const report = await server.close(graceMs);
   log(report.dropped ? "warn" : "info", "http server stopped", { ...report });

@@ -3,9 +3,11 @@
 //   1. picks the seed ids (given, or selected inside the transaction so the choice is consistent),
 //   2. expands them to the cascade closure (child sessions and the compaction chain both ways),
 //      one set-based statement per level of the cascade,
-//   3. deletes messages, session-scoped plugin KV rows and sessions set-based, in ONE transaction,
+//   3. deletes messages and sessions set-based and tombstones the ids, in ONE transaction,
 //   4. after commit, emits on_session_delete once per profile touched, each event with the ids
-//      actually removed in that profile (profile names are sorted; seeds first within each).
+//      actually removed in that profile (profile names are sorted; seeds first within each); the
+//      plugins can still read the deleted sessions' KV,
+//   5. purges that KV (set-based, one round trip; a sweep does it if this process dies first).
 // Ids that are already gone are simply not in the result, so a retry or an overlapping bulk delete
 // fires nothing for them. Archive uses the same path but flips the flag instead of deleting.
 import { resolve } from "node:path";
@@ -57,7 +59,7 @@ export class DeletionService {
       .write(async (trx) => {
         const seeds = req.select ? await req.select(trx, now) : [...new Set(req.ids ?? [])];
         const seedJson = JSON.stringify(seeds);
-        const rows = seeds.length === 0 ? [] : req.reason === "archive" ? await archiveIn(trx, seedJson, now) : await deleteClosureIn(trx, seedJson);
+        const rows = seeds.length === 0 ? [] : req.reason === "archive" ? await archiveIn(trx, seedJson, now) : await deleteClosureIn(trx, seedJson, now);
         if (req.dryRun) throw new DryRun({ seeds, rows });
         return { seeds, rows };
       })
@@ -86,6 +88,7 @@ export class DeletionService {
         sessions_dir,
       });
     }
+    if (req.reason !== "archive") await this.ctx.kv.purgeSessions(result.deleted_ids);
     return result;
   }
 }
@@ -106,12 +109,14 @@ function groupByProfile(rows: readonly IdProfile[]): Map<string, Set<string>> {
 const firstSeed = (seeds: readonly string[], removed: ReadonlySet<string>) => seeds.find((id) => removed.has(id));
 
 /** Deletes the seeds and everything that cascades from them; returns what was removed. */
-async function deleteClosureIn(trx: Trx, seedJson: string): Promise<IdProfile[]> {
+async function deleteClosureIn(trx: Trx, seedJson: string, now: number): Promise<IdProfile[]> {
   const rows = await closureIn(trx, seedJson);
   if (rows.length === 0) return rows;
   const idsJson = JSON.stringify(rows.map((r) => r.id));
   await sql`delete from messages where session_id in (select value from json_each(${idsJson}))`.execute(trx);
-  await sql`delete from plugin_kv where session_id in (select value from json_each(${idsJson}))`.execute(trx);
+  // Their plugin KV stays readable until on_session_delete has run; the tombstone marks it for purge.
+  await sql`insert into session_tombstones (id, deleted_at) select value, ${now} from json_each(${idsJson}) where true
+    on conflict (id) do update set deleted_at = excluded.deleted_at`.execute(trx);
   await sql`delete from sessions where id in (select value from json_each(${idsJson}))`.execute(trx);
   return rows;
 }

@@ -3,13 +3,12 @@
 // to the dispatcher, registers their commands, and persists quarantines. A plugin that fails to load
 // is listed as "failed" with its reason; the others run.
 import type { Kysely } from "kysely";
-import { HOOK_NAMES, type HookPayload } from "../../hooks/catalogue.ts";
-import { callbackSubscriber, type CallResult, type HookSubscriber } from "../../hooks/dispatcher.ts";
+import { HOOK_NAMES } from "../../hooks/catalogue.ts";
+import type { CallResult, HookSubscriber } from "../../hooks/dispatcher.ts";
 import { PluginCallError } from "../../hooks/failures.ts";
 import { readHookOutput } from "../../hooks/results.ts";
 import { grantedOf, type Grants } from "../../host-api/capabilities.ts";
-import { bindHostApi } from "../../host-api/functions.ts";
-import { PluginKv } from "../../host-api/kv.ts";
+import type { PluginKv } from "../../host-api/kv.ts";
 import { CommandError, type CommandCall } from "../commands/registry.ts";
 import type { Core } from "../core.ts";
 import { log } from "../log.ts";
@@ -17,7 +16,8 @@ import type { Database } from "../storage/schema.ts";
 import { WasmPlugin, type SandboxLimits } from "../sandbox/wasm-plugin.ts";
 import { PluginNotFoundError, type PluginHost, type PluginInfo, type PluginStatus } from "./host.ts";
 import { effectiveLimits } from "./limits.ts";
-import { compilePlugin, readManifest, scanPluginDir } from "./loader.ts";
+import { readManifest, scanPluginDir } from "./loader.ts";
+import { createPluginInstance } from "./instance.ts";
 import type { Manifest } from "./manifest.ts";
 import { commandOutput } from "./command-output.ts";
 import { pluginTools, sectionOf } from "./plugin-api.ts";
@@ -38,8 +38,8 @@ interface Entry {
   kv: PluginKv | undefined;
 }
 
-/** Internal subscriber that keeps the in-memory KV in step with the rows the core deletes. */
-const KV_SYNC = "#kv-sync";
+/** A call whose guarded KV writes (kv_incr, kv_cas) lost a race is run again, up to this many times. */
+const CONFLICT_ATTEMPTS = 8;
 
 export async function startPluginHost(core: Core): Promise<PluginManager> {
   const manager = new PluginManager(core);
@@ -68,13 +68,6 @@ export class PluginManager implements PluginHost {
       this.reload(entry);
     }
     dispatcher.setQuarantineListener((name, reason) => void this.persistQuarantine(name, reason));
-    dispatcher.subscribe(
-      callbackSubscriber(KV_SYNC, ["on_session_delete"], (p) => {
-        const { reason, deleted_ids } = p as HookPayload<"on_session_delete">;
-        if (reason === "archive") return; // archived sessions keep their rows, KV included
-        for (const e of this.entries.values()) e.kv?.dropSessions(deleted_ids);
-      }),
-    );
     // A plugin whose manifest failed keeps that reason (activating it would replace it with a TypeError).
     for (const entry of this.entries.values()) if (entry.error === null && this.wanted(entry)) await this.activate(entry);
     const active = this.list().filter((p) => p.status === "active").map((p) => p.name);
@@ -135,7 +128,7 @@ export class PluginManager implements PluginHost {
     if (!e.sandbox) throw new PluginCallError("unavailable", `plugin ${name} is not active: ${this.info(e).reason ?? "not loaded"}`);
     const t0 = performance.now();
     try {
-      const r = await e.sandbox.call(fn, input, Date.now() + e.limits!.timeoutMs);
+      const r = await callRetrying(e.sandbox, fn, input, Date.now() + e.limits!.timeoutMs);
       const ms = performance.now() - t0;
       this.core.dispatcher.recordExternalCall(name, ms, undefined, r.fuel);
       return { output: r.output, fuel: r.fuel, ms };
@@ -182,12 +175,11 @@ export class PluginManager implements PluginHost {
 
   /** Waits until every KV write made so far is in libSQL. */
   async flush(): Promise<void> {
-    await Promise.all([...this.entries.values()].map((e) => e.kv?.flush()));
+    await this.core.kv.flush();
   }
 
   async close(): Promise<void> {
     this.core.dispatcher.setQuarantineListener(undefined);
-    this.core.dispatcher.unsubscribe(KV_SYNC);
     for (const e of this.entries.values()) await this.deactivate(e);
   }
 
@@ -221,10 +213,17 @@ export class PluginManager implements PluginHost {
     const limits = e.limits!;
     let sandbox: WasmPlugin | undefined;
     try {
-      const module = compilePlugin(e.path, manifest, limits);
-      const kv = e.kv ?? (await PluginKv.load(e.name, this.core.storage, this.core.now));
-      const host = bindHostApi({ plugin: e.name, grants: e.grants, kv, db: this.db, logs: this.logRings.of(e.name) });
-      sandbox = new WasmPlugin({ name: e.name, module, limits, host, inWorker: e.grants.needsAsyncHost });
+      const instance = createPluginInstance(
+        { name: e.name, path: e.path, manifest, limits, grants: e.grants },
+        {
+          kv: this.core.kv,
+          quota: this.core.config.plugins.kv_quota,
+          readMessages: (id, limit) => this.core.sessions.history(id, limit).then((rows) => rows.map((r) => ({ role: r.role, content: r.content }))),
+          logs: this.logRings.of(e.name),
+        },
+      );
+      sandbox = instance.sandbox;
+      const kv = instance.kv;
       await sandbox.warm();
       for (const c of manifest.commands) {
         this.core.commands.register({
@@ -265,7 +264,7 @@ export class PluginManager implements PluginHost {
         let checked: CallResult["checked"];
         const accept = (text: string | undefined) => void (checked = { output: readHookOutput(d.hook, text) });
         try {
-          const r = await sandbox.call(d.hook, d.json(), d.deadline, accept);
+          const r = await callRetrying(sandbox, d.hook, d.json(), d.deadline, accept);
           return { fuel: r.fuel, checked };
         } catch (err) {
           throw this.callFailed(name, d.hook, err);
@@ -281,8 +280,8 @@ export class PluginManager implements PluginHost {
     const sandbox = e.sandbox;
     e.sandbox = undefined;
     await sandbox?.close();
-    await e.kv?.flush();
-    e.kv = undefined; // re-enabling reloads the namespace from libSQL
+    await this.core.kv.flush();
+    e.kv = undefined;
   }
 
   private async runCommand(e: Entry, command: string, call: CommandCall): Promise<string> {
@@ -312,7 +311,7 @@ export class PluginManager implements PluginHost {
     if (!sandbox) throw new Error(`failed: plugin ${e.name} is not active`);
     const t0 = performance.now();
     try {
-      const res = await sandbox.call(fn, input, Date.now() + e.limits!.timeoutMs);
+      const res = await callRetrying(sandbox, fn, input, Date.now() + e.limits!.timeoutMs);
       dispatcher.recordExternalCall(e.name, performance.now() - t0, undefined, res.fuel);
       return res.output;
     } catch (err) {
@@ -383,5 +382,16 @@ export class PluginManager implements PluginHost {
       .onConflict((oc) => oc.column("name").doUpdateSet({ ...change, updated_at }))
       .execute(),
     );
+  }
+}
+
+/** One call, run again when its guarded KV writes lost a race with another writer (`conflict`). */
+async function callRetrying(sandbox: WasmPlugin, fn: string, input: string, deadline: number, accept?: (output: string | undefined) => void) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await sandbox.call(fn, input, deadline, accept);
+    } catch (err) {
+      if (!(err instanceof PluginCallError) || err.kind !== "conflict" || attempt >= CONFLICT_ATTEMPTS || Date.now() > deadline) throw err;
+    }
   }
 }

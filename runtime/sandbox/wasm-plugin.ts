@@ -152,16 +152,18 @@ export class WasmPlugin {
       const output = bytes && bytes.byteLength > 0 ? decoder.decode(bytes) : undefined;
       accept?.(output);
       ok = true;
+      const committing = host.end(true);
+      if (committing) await committing;
       return { output, fuel: this.meter.used };
     } catch (err) {
       const e = this.classify(err);
       // Any fault may leave the module's globals or heap inconsistent: start the next call fresh.
-      if (e.kind !== "bad_output") await this.discardInstance();
+      if (e.kind !== "bad_output" && e.kind !== "conflict") await this.discardInstance();
       throw e;
     } finally {
       this.input = undefined;
       this.meter.stop();
-      host.end(ok);
+      if (!ok) host.end(false);
     }
   }
 

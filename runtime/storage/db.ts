@@ -5,8 +5,9 @@
 // fsynced before it is acknowledged; a power cut loses nothing acknowledged) or "normal" (the WAL is
 // fsynced only at checkpoints: commits are about 2x cheaper, the database stays consistent, but a
 // power cut or OS crash can lose the last acknowledged commits; a process crash loses nothing).
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { Kysely, type Transaction } from "kysely";
 import { LibsqlDialect } from "@libsql/kysely-libsql";
 import { createClient, type Client, type InStatement, type ResultSet } from "@libsql/client";
@@ -45,11 +46,14 @@ export interface Storage {
   close(): Promise<void>;
 }
 
-export async function openStorage(url = DEFAULT_DB_URL, opts: StorageOptions = {}): Promise<Storage> {
+export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptions = {}): Promise<Storage> {
+  // An in-memory database lives in one connection, but plugin KV reads need a second one
+  // (storage/sync-reader.ts): it is a private temporary file instead, removed on close.
+  const scratch = isInMemory(requested) ? mkdtempSync(join(tmpdir(), "hookbox-mem-")) : undefined;
+  const url = scratch ? `file:${join(scratch, "hookbox.db")}` : requested;
   const embedded = url.startsWith("file:");
   const path = embedded ? url.slice("file:".length) : "";
-  const inMemory = path === "" || path === ":memory:" || path.startsWith(":memory:?");
-  if (embedded && !inMemory) mkdirSync(dirname(path), { recursive: true });
+  if (embedded) mkdirSync(dirname(path), { recursive: true });
   const durability = opts.durability ?? "full";
   // `timeout` is the busy timeout (ms) of every pooled connection, not only the first one, so
   // another process (e.g. the CLI next to a running server) waits for the lock instead of failing.
@@ -64,9 +68,8 @@ export async function openStorage(url = DEFAULT_DB_URL, opts: StorageOptions = {
   const db = new Kysely<Database>({ dialect: new LibsqlDialect({ client }) });
   await migrate(db);
   // PRAGMA synchronous is per connection and cannot be set inside a transaction, and the client's
-  // pool hands out any connection: every write goes through one dedicated writer connection instead
-  // (an in-memory database exists on one connection only, so there it is the same client).
-  const writer = embedded && !inMemory ? createClient({ url, timeout: 5000, concurrency: 1 }) : client;
+  // pool hands out any connection: every write goes through one dedicated writer connection instead.
+  const writer = embedded ? createClient({ url, timeout: 5000, concurrency: 1 }) : client;
   if (embedded) {
     await writer.execute("PRAGMA foreign_keys = ON");
     await writer.execute(`PRAGMA synchronous = ${durability === "full" ? "FULL" : "NORMAL"}`);
@@ -78,13 +81,37 @@ export async function openStorage(url = DEFAULT_DB_URL, opts: StorageOptions = {
     client,
     url,
     durability,
-    write: (fn) => writeLock.run(() => writerDb.transaction().execute(fn)),
-    batch: (stmts) => writeLock.run(() => writer.batch(stmts, "write")),
+    write: (fn) => writeLock.run(() => retryLocked(() => writerDb.transaction().execute(fn))),
+    batch: (stmts) => writeLock.run(() => retryLocked(() => writer.batch(stmts, "write"))),
     async close() {
       if (writerDb !== db) await writerDb.destroy();
       await db.destroy();
       writer.close();
       client.close();
+      if (scratch) rmSync(scratch, { recursive: true, force: true });
     },
   };
+}
+
+function isInMemory(url: string): boolean {
+  if (!url.startsWith("file:")) return false;
+  const path = url.slice("file:".length);
+  return path === "" || path === ":memory:" || path.startsWith(":memory:?");
+}
+
+// Another process holds the write lock past the busy timeout, or a libSQL server ended a transaction
+// it judged stuck: the transaction was rolled back whole, so running it again is safe.
+const LOCKED = /SQLITE_BUSY|database is locked|no transaction is active|TRANSACTION_CLOSED|stream expired|timed? ?out/i;
+const RETRY_DELAYS_MS = [25, 100, 250, 600];
+
+async function retryLocked<T>(run: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await run();
+    } catch (err) {
+      const delay = RETRY_DELAYS_MS[attempt];
+      if (delay === undefined || !LOCKED.test(`${(err as { code?: string }).code ?? ""} ${(err as Error).message ?? ""}`)) throw err;
+      await new Promise((r) => setTimeout(r, delay * (0.5 + Math.random())));
+    }
+  }
 }

@@ -86,6 +86,38 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex("plugin_kv_session").on("plugin_kv").columns(["session_id"]).execute();
     },
   },
+  // Plugin state shared by several processes (issue 8): per-plugin KV usage kept by triggers (the
+  // quota check reads one row), tombstones of deleted sessions (their KV stays readable during
+  // on_session_delete and is purged after it, or by the sweep if that process died), and a revision
+  // per session that every append and compaction bumps, so a write can require the history it read.
+  "0003_shared_state": {
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable("plugin_kv_usage")
+        .addColumn("plugin", "text", (c) => c.primaryKey())
+        .addColumn("keys", "integer", (c) => c.notNull().defaultTo(0))
+        .addColumn("bytes", "integer", (c) => c.notNull().defaultTo(0))
+        .execute();
+      await sql`insert into plugin_kv_usage (plugin, keys, bytes)
+        select plugin, count(*), sum(length(cast(key as blob)) + length(cast(value as blob))) from plugin_kv group by plugin`.execute(db);
+      await sql`create trigger plugin_kv_usage_insert after insert on plugin_kv begin
+        insert into plugin_kv_usage (plugin, keys, bytes) values (new.plugin, 1, length(cast(new.key as blob)) + length(cast(new.value as blob)))
+        on conflict (plugin) do update set keys = keys + 1, bytes = bytes + excluded.bytes;
+      end`.execute(db);
+      await sql`create trigger plugin_kv_usage_delete after delete on plugin_kv begin
+        update plugin_kv_usage set keys = keys - 1, bytes = bytes - length(cast(old.key as blob)) - length(cast(old.value as blob)) where plugin = old.plugin;
+      end`.execute(db);
+      await sql`create trigger plugin_kv_usage_update after update of value on plugin_kv begin
+        update plugin_kv_usage set bytes = bytes + length(cast(new.value as blob)) - length(cast(old.value as blob)) where plugin = new.plugin;
+      end`.execute(db);
+      await db.schema
+        .createTable("session_tombstones")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("deleted_at", "integer", (c) => c.notNull())
+        .execute();
+      await db.schema.alterTable("sessions").addColumn("revision", "integer", (c) => c.notNull().defaultTo(0)).execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -17,6 +17,8 @@ export interface SessionsTable {
   end_reason: string | null;
   token_estimate: ColumnType<number, number | undefined, number>;
   last_compaction_at: number | null;
+  /** Bumped by every append and compaction: a write can require the history it read (other processes). */
+  revision: ColumnType<number, number | undefined, number>;
   created_at: number;
   updated_at: number;
 }
@@ -42,6 +44,18 @@ export interface PluginKvTable {
   updated_at: number;
 }
 
+export interface PluginKvUsageTable {
+  plugin: string;
+  keys: number;
+  bytes: number;
+}
+
+/** A deleted session whose plugin KV is kept until on_session_delete has run (then purged). */
+export interface SessionTombstonesTable {
+  id: string;
+  deleted_at: number;
+}
+
 export interface IdempotencyTable {
   key: string;
   /** Hash of method, path and body: a reused key with another request is refused. */
@@ -63,6 +77,8 @@ export interface Database {
   sessions: SessionsTable;
   messages: MessagesTable;
   plugin_kv: PluginKvTable;
+  plugin_kv_usage: PluginKvUsageTable;
+  session_tombstones: SessionTombstonesTable;
   idempotency: IdempotencyTable;
   plugin_state: PluginStateTable;
 }

@@ -1,0 +1,51 @@
+// The one way to build a running plugin: its KV namespace, its host API bound to its grants, and
+// its sandbox over the compiled module. Used by the plugin manager, the tests and the bench alike.
+import type { Grants } from "../../host-api/capabilities.ts";
+import { bindHostApi, type HostContext } from "../../host-api/functions.ts";
+import { PluginKv, type KvBackend, type KvQuota } from "../../host-api/kv.ts";
+import { log } from "../log.ts";
+import { WasmPlugin, type SandboxLimits } from "../sandbox/wasm-plugin.ts";
+import { compilePlugin } from "./loader.ts";
+import type { Manifest } from "./manifest.ts";
+
+export interface PluginSpec {
+  name: string;
+  /** The plugin's folder (plugin.wasm inside). */
+  path: string;
+  manifest: Manifest;
+  limits: SandboxLimits;
+  grants: Grants;
+}
+
+export interface InstanceServices {
+  /** Where KV lives (the core's KvStore). */
+  kv: KvBackend;
+  quota: KvQuota;
+  /** sessions:read; absent: such reads fail. */
+  readMessages?: HostContext["readMessages"];
+  logs?: HostContext["logs"];
+}
+
+export interface PluginInstance {
+  readonly name: string;
+  readonly sandbox: WasmPlugin;
+  readonly kv: PluginKv;
+}
+
+export const DEFAULT_KV_QUOTA: KvQuota = { keys: 100_000, bytes: 64 * 1024 * 1024 };
+
+/** Compiles (or takes from the module cache) and instruments the module; the sandbox starts lazily. */
+export function createPluginInstance(spec: PluginSpec, services: InstanceServices): PluginInstance {
+  const kv = new PluginKv(spec.name, services.kv, services.quota);
+  const host = bindHostApi({
+    plugin: spec.name,
+    grants: spec.grants,
+    kv,
+    readMessages: services.readMessages ?? (() => Promise.reject(new Error("sessions:read is not available here"))),
+    log,
+    ...(services.logs ? { logs: services.logs } : {}),
+  });
+  const module = compilePlugin(spec.path, spec.manifest, spec.limits);
+  const sandbox = new WasmPlugin({ name: spec.name, module, limits: spec.limits, host, inWorker: spec.grants.needsAsyncHost });
+  return { name: spec.name, sandbox, kv };
+}

@@ -1,0 +1,204 @@
+// Every plugin's KV on one database (host-api/kv.ts's KvBackend), owned by the runtime: synchronous
+// reads through a SyncReader, and a group commit for writes. Change sets queued while a commit runs
+// go into the next one together, as ONE batch of set-based statements (one round trip to a libSQL
+// server, no interactive transaction), so a fan-out whose ten plugins each write costs one commit.
+// A change set with guards (kv_incr, kv_cas) commits in a batch of its own that fails as a whole
+// when a guard no longer holds. Writes for a session that no longer exists are dropped.
+import type { InStatement } from "@libsql/client";
+import { KvConflictError, type KvBackend, type KvChangeSet, type KvUsage } from "../../host-api/kv.ts";
+import type { Storage } from "./db.ts";
+import { openSyncReader, type SyncReader } from "./sync-reader.ts";
+
+/** SQLite's documented way to fail a statement: abs() of the smallest integer overflows. */
+const FAIL = "abs(-9223372036854775808)";
+const OVERFLOW = /integer overflow/i;
+const USAGE_TTL_MS = 1000;
+
+const DELETE_SQL = `delete from plugin_kv where (plugin, session_id, key) in
+  (select json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') from json_each(?1))`;
+// A write for a session that was deleted meanwhile (tombstoned: its KV is purged) is dropped.
+const UPSERT_SQL = `insert into plugin_kv (plugin, session_id, key, value, updated_at)
+  select json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), ?2
+  from json_each(?1)
+  where json_extract(value, '$[1]') = '' or not exists (select 1 from session_tombstones t where t.id = json_extract(value, '$[1]'))
+  on conflict (plugin, session_id, key) do update set value = excluded.value, updated_at = excluded.updated_at`;
+const GUARD_PRESENT_SQL = `select ${FAIL} where not exists (select 1 from plugin_kv where plugin = ?1 and session_id = ?2 and key = ?3 and value = ?4)`;
+const GUARD_ABSENT_SQL = `select ${FAIL} where exists (select 1 from plugin_kv where plugin = ?1 and session_id = ?2 and key = ?3)`;
+const USAGE_SQL = `select plugin, keys, bytes from plugin_kv_usage where plugin in (select value from json_each(?1))`;
+
+interface Queued {
+  changes: KvChangeSet;
+  done: (err?: unknown) => void;
+}
+
+export interface KvStoreOptions {
+  now: () => number;
+  /** A commit that failed for another reason than a guard (logged; the writes are lost). */
+  onError: (plugins: string[], err: unknown) => void;
+}
+
+export class KvStore implements KvBackend {
+  private queue: Queued[] = [];
+  private draining: Promise<void> | undefined;
+  /**
+   * Per plugin, its usage as of our last commit or read (every commit's batch refreshes it; it is
+   * re-read after USAGE_TTL_MS so other processes' writes and deletes count too).
+   */
+  private readonly usageOf = new Map<string, KvUsage & { at: number }>();
+  /** Round trips to the database for writes (commits and purges), for the bench and the closing note. */
+  writeRoundTrips = 0;
+
+  constructor(
+    private readonly storage: Storage,
+    private readonly reader: SyncReader,
+    private readonly opts: KvStoreOptions,
+  ) {}
+
+  /** A store with its own synchronous reader on `storage`'s database (closed by close()). */
+  static open(storage: Storage, opts: KvStoreOptions & { authToken?: string | undefined }): KvStore {
+    return new KvStore(storage, openSyncReader(storage.url, opts.authToken), opts);
+  }
+
+  /** Waits for queued writes, then closes the reader. */
+  async close(): Promise<void> {
+    await this.flush();
+    this.reader.close();
+  }
+
+  get(plugin: string, session: string, key: string): string | undefined {
+    const rows = this.reader.all("select value from plugin_kv where plugin = ? and session_id = ? and key = ?", [plugin, session, key]);
+    return rows.length === 0 ? undefined : String(rows[0]![0]);
+  }
+
+  keys(plugin: string, session: string, prefix: string): string[] {
+    // The primary key (plugin, session_id, key) serves a range scan; substr keeps LIKE's wildcards out.
+    const rows = this.reader.all(
+      "select key from plugin_kv where plugin = ? and session_id = ? and key >= ? and substr(key, 1, ?) = ? order by key",
+      [plugin, session, prefix, prefix.length, prefix],
+    );
+    return rows.map((r) => String(r[0]));
+  }
+
+  existing(plugin: string, session: string, keys: readonly string[]): string[] {
+    if (keys.length === 0) return [];
+    const rows = this.reader.all("select key from plugin_kv where plugin = ? and session_id = ? and key in (select value from json_each(?))", [
+      plugin,
+      session,
+      JSON.stringify(keys),
+    ]);
+    return rows.map((r) => String(r[0]));
+  }
+
+  usage(plugin: string): KvUsage {
+    let u = this.usageOf.get(plugin);
+    const now = this.opts.now();
+    if (!u || now - u.at > USAGE_TTL_MS) {
+      const rows = this.reader.all("select keys, bytes from plugin_kv_usage where plugin = ?", [plugin]);
+      u = rows.length === 0 ? { keys: 0, bytes: 0, at: now } : { keys: Number(rows[0]![0]), bytes: Number(rows[0]![1]), at: now };
+      this.usageOf.set(plugin, u);
+    }
+    return u;
+  }
+
+  commit(changes: KvChangeSet): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ changes, done: (err) => (err === undefined ? resolve() : reject(err)) });
+      this.draining ??= this.drain();
+    });
+  }
+
+  /** Resolves once every change set queued so far is committed (or failed). */
+  async flush(): Promise<void> {
+    while (this.draining) await this.draining;
+  }
+
+  /**
+   * Removes the session-scoped KV of deleted sessions (after on_session_delete, whose plugins could
+   * still read it): set-based, one round trip whatever the number of keys. Their tombstones stay
+   * until the sweep, so a late write for them (a call that began before the delete) is dropped.
+   */
+  async purgeSessions(ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return;
+    await this.flush();
+    this.writeRoundTrips++;
+    await this.storage.batch([{ sql: "delete from plugin_kv where session_id in (select value from json_each(?))", args: [JSON.stringify(ids)] }]);
+    this.usageOf.clear();
+  }
+
+  /**
+   * Clean-up a process that died between a delete and its purge left behind: KV of sessions deleted
+   * more than `graceMs` ago; tombstones are dropped after `tombstoneMs`. Returns the rows removed.
+   */
+  async sweep(graceMs: number, tombstoneMs = 3_600_000): Promise<number> {
+    const now = this.opts.now();
+    const [orphans] = await this.storage.batch([
+      {
+        sql: `delete from plugin_kv where session_id in (select id from session_tombstones where deleted_at < ?)`,
+        args: [now - graceMs],
+      },
+      { sql: "delete from session_tombstones where deleted_at < ?", args: [now - Math.max(tombstoneMs, graceMs)] },
+    ]);
+    this.usageOf.clear();
+    return orphans?.rowsAffected ?? 0;
+  }
+
+  private async drain(): Promise<void> {
+    // Let the rest of a fan-out queue its writes before the commit starts.
+    await Promise.resolve();
+    while (this.queue.length > 0) {
+      const queued = this.queue;
+      this.queue = [];
+      const guarded = queued.filter((q) => q.changes.guards.length > 0);
+      const plain = queued.filter((q) => q.changes.guards.length === 0);
+      if (plain.length > 0) await this.commitGroup(plain);
+      for (const q of guarded) await this.commitGroup([q]);
+    }
+    this.draining = undefined;
+  }
+
+  private async commitGroup(group: Queued[]): Promise<void> {
+    // The group's final state per key (last write wins), so the delete and upsert statements can
+    // run set-based in any order.
+    const last = new Map<string, [string, string, string, string | null]>();
+    const plugins = new Set<string>();
+    const stmts: InStatement[] = [];
+    for (const { changes } of group) {
+      plugins.add(changes.plugin);
+      for (const [session, key, expected] of changes.guards) {
+        stmts.push(
+          expected === null
+            ? { sql: GUARD_ABSENT_SQL, args: [changes.plugin, session, key] }
+            : { sql: GUARD_PRESENT_SQL, args: [changes.plugin, session, key, expected] },
+        );
+      }
+      for (const [session, key, value] of changes.writes) {
+        const id = JSON.stringify([changes.plugin, session, key]);
+        last.delete(id);
+        last.set(id, [changes.plugin, session, key, value]);
+      }
+    }
+    const deletes: unknown[] = [];
+    const upserts: unknown[] = [];
+    for (const [plugin, session, key, value] of last.values()) {
+      if (value === null) deletes.push([plugin, session, key]);
+      else upserts.push([plugin, session, key, value]);
+    }
+    if (deletes.length > 0) stmts.push({ sql: DELETE_SQL, args: [JSON.stringify(deletes)] });
+    if (upserts.length > 0) stmts.push({ sql: UPSERT_SQL, args: [JSON.stringify(upserts), this.opts.now()] });
+    stmts.push({ sql: USAGE_SQL, args: [JSON.stringify([...plugins])] });
+    try {
+      this.writeRoundTrips++;
+      const results = await this.storage.batch(stmts);
+      const at = this.opts.now();
+      for (const p of plugins) this.usageOf.set(p, { keys: 0, bytes: 0, at });
+      for (const row of results[results.length - 1]!.rows) {
+        this.usageOf.set(String(row[0]), { keys: Number(row[1]), bytes: Number(row[2]), at });
+      }
+      for (const q of group) q.done();
+    } catch (err) {
+      const conflict = OVERFLOW.test(String((err as Error)?.message ?? err));
+      if (!conflict) this.opts.onError([...plugins], err);
+      for (const q of group) q.done(conflict ? new KvConflictError(q.changes.plugin) : err);
+    }
+  }
+}

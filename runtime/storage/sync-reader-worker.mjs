@@ -1,0 +1,33 @@
+// The remote half of sync-reader.ts: runs each posted query on its own @libsql/client and hands the
+// rows back through shared memory, waking the caller blocked in Atomics.wait. Plain JavaScript, so
+// the worker needs no TypeScript loader on Node or Deno.
+import { parentPort, workerData } from "node:worker_threads";
+import { createClient } from "@libsql/client";
+
+const { url, authToken, ctl, data } = workerData;
+const state = new Int32Array(ctl);
+const out = new Uint8Array(data);
+const encoder = new TextEncoder();
+const client = createClient(authToken ? { url, authToken } : { url });
+
+function reply(code, text) {
+  let bytes = encoder.encode(text);
+  if (bytes.byteLength > out.byteLength) {
+    code = 2;
+    bytes = encoder.encode(`result of ${bytes.byteLength} bytes exceeds ${out.byteLength}`);
+  }
+  out.set(bytes);
+  state[1] = bytes.byteLength;
+  Atomics.store(state, 0, code);
+  Atomics.notify(state, 0);
+}
+
+parentPort.on("message", async ({ sql, args }) => {
+  try {
+    const rs = await client.execute({ sql, args });
+    const rows = rs.rows.map((r) => Array.from(r));
+    reply(1, JSON.stringify(rows));
+  } catch (err) {
+    reply(2, err instanceof Error ? err.message : String(err));
+  }
+});

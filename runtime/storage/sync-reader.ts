@@ -1,0 +1,87 @@
+// Synchronous reads of the shared database, for host functions that must answer inside a running
+// WASM call (plugin KV). Two implementations behind one interface:
+//   - an embedded file: a native libsql connection of our own (the driver @libsql/client uses for
+//     file: URLs), in WAL mode, so a read sees every commit of any process: ~20 µs;
+//   - a libSQL server: a worker thread with its own @libsql/client; the caller posts the query and
+//     blocks on Atomics.wait until the worker has put the rows in shared memory (~1 ms on sqld).
+// Both read committed data only: the database stays the one source of truth for every process.
+import { createRequire } from "node:module";
+import { Worker } from "node:worker_threads";
+
+export type SqlArg = string | number | bigint | null;
+
+export interface SyncReader {
+  /** Rows as arrays of column values, in select order. */
+  all(sql: string, args: readonly SqlArg[]): unknown[][];
+  close(): void;
+}
+
+export function openSyncReader(url: string, authToken?: string): SyncReader {
+  return url.startsWith("file:") ? new FileReader(url.slice("file:".length)) : new RemoteReader(url, authToken);
+}
+
+interface NativeStatement {
+  raw(on?: boolean): NativeStatement;
+  all(...args: unknown[]): unknown[];
+}
+interface NativeDatabase {
+  prepare(sql: string): NativeStatement;
+  exec(sql: string): void;
+  close(): void;
+}
+
+class FileReader implements SyncReader {
+  private readonly db: NativeDatabase;
+  private readonly statements = new Map<string, NativeStatement>();
+
+  constructor(path: string) {
+    // libsql ships with @libsql/client (it is its file: driver); loaded through require because it
+    // is a native addon with a CommonJS entry, on Node and on Deno alike.
+    const Database = createRequire(import.meta.url)("libsql") as new (path: string, opts: { timeout: number }) => NativeDatabase;
+    this.db = new Database(path, { timeout: 5000 });
+    this.db.exec("PRAGMA query_only = 1");
+  }
+
+  all(sql: string, args: readonly SqlArg[]): unknown[][] {
+    let stmt = this.statements.get(sql);
+    if (!stmt) this.statements.set(sql, (stmt = this.db.prepare(sql).raw(true)));
+    return stmt.all(...args) as unknown[][];
+  }
+
+  close(): void {
+    this.db.close();
+  }
+}
+
+/** Results up to this size cross from the worker (a plugin's key list or one 256 KiB value fit easily). */
+const RESULT_BYTES = 16 * 1024 * 1024;
+const READ_TIMEOUT_MS = 10_000;
+
+class RemoteReader implements SyncReader {
+  private readonly worker: Worker;
+  /** [state (0 pending, 1 done, 2 failed), result byte length] */
+  private readonly ctl = new Int32Array(new SharedArrayBuffer(8));
+  private readonly data = new SharedArrayBuffer(RESULT_BYTES);
+
+  constructor(url: string, authToken: string | undefined) {
+    this.worker = new Worker(new URL("./sync-reader-worker.mjs", import.meta.url), {
+      workerData: { url, authToken, ctl: this.ctl.buffer, data: this.data },
+    });
+    this.worker.unref();
+  }
+
+  all(sql: string, args: readonly SqlArg[]): unknown[][] {
+    Atomics.store(this.ctl, 0, 0);
+    this.worker.postMessage({ sql, args });
+    if (Atomics.wait(this.ctl, 0, 0, READ_TIMEOUT_MS) === "timed-out") {
+      throw new Error(`database read timed out after ${READ_TIMEOUT_MS} ms`);
+    }
+    const text = new TextDecoder().decode(new Uint8Array(this.data, 0, this.ctl[1]).slice());
+    if (Atomics.load(this.ctl, 0) === 2) throw new Error(`database read failed: ${text}`);
+    return JSON.parse(text) as unknown[][];
+  }
+
+  close(): void {
+    void this.worker.terminate();
+  }
+}
