@@ -25,6 +25,12 @@ declare function hookbox_kv_list(session: u64, prefix: u64): u64;
 @external("extism:host/user", "hookbox_kv_delete_sessions")
 declare function hookbox_kv_delete_sessions(session: u64, prefix: u64, ids: u64, mode: u64): u64;
 // @ts-ignore: decorator
+@external("extism:host/user", "hookbox_kv_incr")
+declare function hookbox_kv_incr(session: u64, key: u64, delta: i64): i64;
+// @ts-ignore: decorator
+@external("extism:host/user", "hookbox_kv_cas")
+declare function hookbox_kv_cas(session: u64, key: u64, expected: u64, next: u64): i64;
+// @ts-ignore: decorator
 @external("extism:host/user", "hookbox_session_messages")
 declare function hookbox_session_messages(session: u64, limit: i64): u64;
 // @ts-ignore: decorator
@@ -68,6 +74,36 @@ export function kvSet(session: string, key: string, value: string): void {
   free(s);
   free(k);
   free(v);
+}
+
+/**
+ * Adds `delta` to the integer at `key` (absent counts as 0) and returns the new value. Atomic across
+ * every process on the database: no two callers ever get the same value.
+ */
+export function kvIncr(session: string, key: string, delta: i64): i64 {
+  const s = storeString(session);
+  const k = storeString(key);
+  const n = hookbox_kv_incr(s, k, delta);
+  free(s);
+  free(k);
+  return n;
+}
+
+/**
+ * Sets `key` to `next` only if it holds `expected` (null: absent; a null `next` deletes). False when
+ * it held something else: nothing was written; read it again and decide.
+ */
+export function kvCas(session: string, key: string, expected: string | null, next: string | null): bool {
+  const s = storeString(session);
+  const k = storeString(key);
+  const e = expected === null ? 0 : storeString(expected);
+  const v = next === null ? 0 : storeString(next);
+  const ok = hookbox_kv_cas(s, k, e, v);
+  free(s);
+  free(k);
+  if (e != 0) free(e);
+  if (v != 0) free(v);
+  return ok == 1;
 }
 
 export function kvDelete(session: string, key: string): void {

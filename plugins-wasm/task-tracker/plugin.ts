@@ -1,9 +1,11 @@
 // task-tracker: "/task <title>" opens a task tied to the calling session; archiving that session
 // closes it (on_session_delete, reason "archive"); any other delete reason removes the session's
 // tasks, since their session is gone. "/task" alone lists every task.
-// KV (plugin-wide): "next_id"; "task:<session_id>:<id>" = {"id","title","session_id","status"}.
+// KV (plugin-wide): "next_id" (the last id handed out, counted with the atomic kvIncr so that several
+// hookbox processes on one database never hand out the same id); "task:<session_id>:<id>" =
+// {"id","title","session_id","status"}.
 import {
-  beginCall, countStrings, findField, getString, getStringArray, kvGet, kvListBytes,
+  beginCall, countStrings, findField, getString, getStringArray, kvIncr, kvListBytes,
   kvSet, outputString, quote, skipValue, ByteWriter, KvKeys, SliceSet, StringCursor, GLOBAL, kvDeleteSessions, KEY_STARTS_PREFIX_ID,
 } from "../lib";
 
@@ -15,9 +17,7 @@ function taskJson(id: string, title: string, sid: string, status: string): strin
 }
 
 function open(sid: string, title: string): string {
-  const next = kvGet(GLOBAL, NEXT_ID);
-  const id = (next === null ? 1 : I64.parseInt(next)).toString();
-  kvSet(GLOBAL, NEXT_ID, (I64.parseInt(id) + 1).toString());
+  const id = kvIncr(GLOBAL, NEXT_ID, 1).toString();
   const task = taskJson(id, title, sid, "open");
   kvSet(GLOBAL, PREFIX + sid + ":" + id, task);
   return '{"opened":' + task + "}";

@@ -55,6 +55,12 @@ export function createApp(core: Core, opts: OpsOptions = {}): Hono {
     "*",
     bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => c.json(errorBody("body_too_large", `request body exceeds ${MAX_BODY_BYTES} bytes`), 413) }),
   );
+  // A response goes out once the plugin KV writes its hooks made are committed, so any process on
+  // the database (another node, the CLI) sees them at its next request (no cost when none are queued).
+  app.use("/v1/*", async (_c, next) => {
+    await next();
+    await core.kv.flush();
+  });
   app.use("/v1/*", idempotency(core));
   metricsRoute(app, metrics);
   app.get("/v1/health", (c) => c.json({ ok: true }));

@@ -38,8 +38,11 @@ interface Entry {
   kv: PluginKv | undefined;
 }
 
-/** A call whose guarded KV writes (kv_incr, kv_cas) lost a race is run again, up to this many times. */
-const CONFLICT_ATTEMPTS = 8;
+/**
+ * A call whose guarded KV writes (kv_incr, kv_cas) lost a race is run again, up to this many times
+ * and within its deadline, after a random pause that grows with each try (so racing processes part).
+ */
+const CONFLICT_ATTEMPTS = 30;
 
 export async function startPluginHost(core: Core): Promise<PluginManager> {
   const manager = new PluginManager(core);
@@ -392,6 +395,7 @@ async function callRetrying(sandbox: WasmPlugin, fn: string, input: string, dead
       return await sandbox.call(fn, input, deadline, accept);
     } catch (err) {
       if (!(err instanceof PluginCallError) || err.kind !== "conflict" || attempt >= CONFLICT_ATTEMPTS || Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 * attempt)));
     }
   }
 }

@@ -1,6 +1,7 @@
 // Session lifecycle: create, read, append, end/finalize, reset, unarchive, profile adoption and
 // idle auto-archive. Anything that removes rows or archives by request goes through the deletion
 // service instead, so that on_session_delete has exactly one source.
+import type { ResultSet } from "@libsql/client";
 import { sql, type Kysely, type Transaction } from "kysely";
 import type { Database } from "../storage/schema.ts";
 import type { Source } from "../../hooks/catalogue.ts";
@@ -104,26 +105,36 @@ export class SessionService {
   }
 
   /**
-   * The hot append (a turn's messages): ONE write transaction of two fixed statements, sent as one
+   * The hot append (a turn's messages): ONE write transaction of three fixed statements, sent as one
    * batch (one round trip to a remote server, no query compile): a set-based insert whose seq numbers
    * continue the session's, and the token estimate moved by the tokens added. Refused when the
-   * session is gone (404) or has ended meanwhile (409); then nothing is written.
+   * session is gone (404), has ended meanwhile (409 session_ended), or its last message is no longer
+   * `expectedTop` (409 session_busy: another process stored a turn of this session meanwhile, so
+   * turns never interleave); then nothing is written.
    */
-  async appendOpen(id: string, msgs: NewMessage[]): Promise<{ rows: MessageRow[]; token_estimate: number }> {
+  async appendOpen(id: string, msgs: NewMessage[], expectedTop: number): Promise<{ rows: MessageRow[]; token_estimate: number }> {
     const now = this.ctx.now();
     const values = msgs.map((m) => ({ role: m.role, content: m.content, tool_name: m.tool_name ?? null, tokens: estimateTokens(m.content) }));
     const added = values.reduce((n, m) => n + m.tokens, 0);
-    const [inserted, touched] = await this.ctx.storage.batch([
-      { sql: APPEND_SQL, args: [id, now, JSON.stringify(values)] },
-      { sql: TOUCH_SQL, args: [id, added, now] },
-    ]);
-    const top = touched!.rows[0];
-    if (top === undefined || inserted!.rows.length !== msgs.length) {
+    let results: ResultSet[] | undefined;
+    try {
+      results = await this.ctx.storage.batch([
+        { sql: APPEND_GUARD_SQL, args: [id, expectedTop] },
+        { sql: APPEND_SQL, args: [id, now, JSON.stringify(values), expectedTop] },
+        { sql: TOUCH_SQL, args: [id, added, now] },
+      ]);
+    } catch (err) {
+      if (!GUARD_FAILED.test((err as Error).message)) throw err;
+    }
+    const [, inserted, touched] = results ?? [];
+    const top = touched?.rows[0];
+    if (!inserted || top === undefined || inserted.rows.length !== msgs.length) {
       const s = await this.find(id);
       if (!s) throw notFound("session", id);
-      throw conflict("session_ended", `session ${id} has ended (${s.end_reason ?? "ended"})`);
+      if (s.ended_at !== null) throw conflict("session_ended", `session ${id} has ended (${s.end_reason ?? "ended"})`);
+      throw conflict("session_busy", `session ${id} got another turn meanwhile (another process); nothing of this turn was stored: send it again`);
     }
-    const rows = inserted!.rows.map((r) => ({
+    const rows = inserted.rows.map((r) => ({
       id: Number(r.id),
       session_id: String(r.session_id),
       seq: Number(r.seq),
@@ -247,16 +258,21 @@ export class SessionService {
   }
 }
 
-// appendOpen's statements: ?1 session id, ?2 now, ?3 JSON array of {role, content, tool_name, tokens}.
-// Both only act on an open session; the uncorrelated max(seq) is computed once, before the insert.
+// appendOpen's statements: ?1 session id, ?2 now, ?3 JSON array of {role, content, tool_name, tokens},
+// ?4 the seq the turn's history ended at. Both only act on an open session whose history is still the
+// one the turn read; the uncorrelated max(seq) is computed once, before the insert.
 const APPEND_SQL = `insert into messages (session_id, seq, role, content, tool_name, tokens, created_at)
-  select ?1, (select coalesce(max(seq), 0) from messages where session_id = ?1) + m.key + 1,
+  select ?1, ?4 + m.key + 1,
          m.value ->> '$.role', m.value ->> '$.content', m.value ->> '$.tool_name', m.value ->> '$.tokens', ?2
   from json_each(?3) m
-  where exists (select 1 from sessions where id = ?1 and ended_at is null)
   returning id, session_id, seq, role, content, tool_name, tokens, created_at`;
-const TOUCH_SQL = `update sessions set token_estimate = token_estimate + ?2, updated_at = ?3
+const TOUCH_SQL = `update sessions set token_estimate = token_estimate + ?2, updated_at = ?3, revision = revision + 1
   where id = ?1 and ended_at is null returning token_estimate`;
+// Fails the whole batch (SQLite's abs() of the smallest integer overflows) unless the session is open
+// and its history still ends at ?2: nothing of a refused turn is written.
+const APPEND_GUARD_SQL = `select abs(-9223372036854775808) where not exists (select 1 from sessions where id = ?1 and ended_at is null)
+  or (select coalesce(max(seq), 0) from messages where session_id = ?1) <> ?2`;
+const GUARD_FAILED = /integer overflow/i;
 
 /** The session list in keyset order (created_at, id); every filter combination has its index. */
 export function listQuery(db: Kysely<Database>, f: ListFilter, anchor?: Pick<SessionRow, "created_at" | "id">) {

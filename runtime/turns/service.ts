@@ -28,6 +28,9 @@ const MAX_MODEL_CALLS = 5;
 /** pre_llm_call sees this many recent messages. */
 const HISTORY_FOR_HOOK = 20;
 
+/** Tries of a turn that lost the race for its session against another process. */
+const BUSY_ATTEMPTS = 5;
+
 export class TurnService {
   constructor(
     private readonly ctx: CoreContext,
@@ -53,7 +56,22 @@ export class TurnService {
       const output = await this.commands.run(slash.name, slash.raw_args, { session_id: s.id, platform: s.platform, source: sourceOf(s) });
       return { type: "command", session_id: s.id, command: slash.name, output };
     }
-    return this.ctx.sessionLocks.run(sessionId, () => this.chat(sessionId, text, events));
+    return this.ctx.sessionLocks.run(sessionId, async () => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const result = await this.chat(sessionId, text, events);
+          // The turn's answer goes out once its plugins' KV writes are committed: any process on the
+          // database sees them from the next request on.
+          await this.ctx.kv.flush();
+          return result;
+        } catch (err) {
+          // Another process stored a turn of this session meanwhile: this one stored nothing, so
+          // it runs again on the new history (a streamed turn cannot take back what it sent).
+          if (events || attempt >= BUSY_ATTEMPTS || !(err instanceof AppError) || err.code !== "session_busy") throw err;
+          await new Promise((r) => setTimeout(r, 10 + Math.random() * 40 * attempt));
+        }
+      }
+    });
   }
 
   private async chat(sessionId: string, text: string, events: TurnEventSink | undefined): Promise<TurnResult> {

@@ -16,6 +16,8 @@ export class TurnLog {
   /** seq of the turn's user message once it is stored; null while nothing is. */
   private firstSeq: number | null = null;
   private chatCache: ChatMessage[] | null = null;
+  /** The seq the stored history ends at: the append requires it still does (turns never interleave). */
+  private top: number;
 
   constructor(
     private readonly sessions: SessionService,
@@ -24,7 +26,9 @@ export class TurnLog {
     private storedTokens: number,
     /** The stored history (before the turn's user message once that is stored). */
     private history: MessageRow[],
-  ) {}
+  ) {
+    this.top = history.at(-1)?.seq ?? 0;
+  }
 
   /** The stored conversation before this turn. */
   get before(): readonly MessageRow[] {
@@ -49,8 +53,9 @@ export class TurnLog {
   /** Stores the pending messages (one write transaction); a no-op when there are none. */
   async flush(): Promise<void> {
     if (this.pending.length === 0) return;
-    const { rows, token_estimate } = await this.sessions.appendOpen(this.sessionId, this.pending);
+    const { rows, token_estimate } = await this.sessions.appendOpen(this.sessionId, this.pending, this.top);
     this.firstSeq ??= rows[0]!.seq;
+    this.top = rows.at(-1)!.seq;
     this.pending = [];
     this.pendingTokens = 0;
     this.storedTokens = token_estimate;
@@ -67,6 +72,7 @@ export class TurnLog {
       const [session, rows] = await Promise.all([this.sessions.get(this.sessionId), this.sessions.history(this.sessionId)]);
       const userSeq = this.firstSeq ?? Infinity;
       this.storedTokens = session.token_estimate;
+      this.top = rows.at(-1)?.seq ?? 0;
       this.history = rows.filter((m) => m.seq < userSeq);
       this.chatCache = null;
     }
