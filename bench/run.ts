@@ -14,6 +14,7 @@ import { runStartup } from "./suites/startup.ts";
 import { runSeedDelete } from "./suites/seed-delete.ts";
 import { runWorker } from "./suites/worker.ts";
 import { runPluginTool } from "./suites/plugin-tool.ts";
+import { runRoundTrips } from "./suites/roundtrips.ts";
 
 const SUITES: Record<string, (o: BenchOptions) => Promise<Row[]>> = {
   fanout: runFanout,
@@ -25,6 +26,7 @@ const SUITES: Record<string, (o: BenchOptions) => Promise<Row[]>> = {
   "seed-delete": runSeedDelete,
   worker: runWorker,
   "plugin-tool": runPluginTool,
+  roundtrips: runRoundTrips,
 };
 
 function selected(argv: readonly string[]): string[] {
