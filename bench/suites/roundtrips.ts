@@ -43,7 +43,7 @@ async function sqldRoundTrips(opts: BenchOptions): Promise<Row[]> {
     const writesPerTurn = writes.get() / turns;
 
     const N = 1_000;
-    progress(`round trips: creating ${N} indexed sessions with a task each`);
+    progress(`round trips: creating ${N} sessions indexed by sidecar-index`);
     const ids: string[] = [];
     for (let i = 0; i < N; i++) ids.push((await core.sessions.create({ platform: "bench", source: { user_id: `u${i}`, chat_id: `c${i}` } })).id);
     await core.kv.flush();
