@@ -1,0 +1,114 @@
+// The bridge from the core into a plugin's sandbox: its hook subscriber for the dispatcher, its
+// slash commands and tools, and direct calls (`hookbox plugins call`). Every call is counted in the
+// plugin's stats, run again when its guarded KV writes lost a race (`conflict`), and a failure is
+// written to the plugin's log ring.
+import type { CallResult, HookDispatcher, HookSubscriber } from "../../hooks/dispatcher.ts";
+import { PluginCallError } from "../../hooks/failures.ts";
+import { readHookOutput } from "../../hooks/results.ts";
+import { CommandError, type CommandCall } from "../commands/registry.ts";
+import type { WasmPlugin } from "../sandbox/wasm-plugin.ts";
+import { commandOutput } from "./command-output.ts";
+import type { PluginEntry } from "./entry.ts";
+import type { PluginLogs } from "./logs.ts";
+
+/**
+ * A call whose guarded KV writes (kv_incr, kv_cas) lost a race is run again, up to this many times
+ * and within its deadline, after a random pause that grows with each try (so racing processes part).
+ */
+const CONFLICT_ATTEMPTS = 30;
+
+export class CommandBridge {
+  constructor(
+    private readonly dispatcher: HookDispatcher,
+    private readonly logRings: PluginLogs,
+  ) {}
+
+  /** The dispatcher's view of an active plugin. */
+  subscriber(e: PluginEntry, sandbox: WasmPlugin): HookSubscriber {
+    const { name } = e;
+    return {
+      name,
+      hooks: new Set(e.manifest!.hooks),
+      timeoutMs: e.limits!.timeoutMs,
+      enforcesDeadline: true,
+      // The output is checked inside the call, so a refused output also discards the call's KV writes.
+      call: async (d) => {
+        let checked: CallResult["checked"];
+        const accept = (text: string | undefined) => void (checked = { output: readHookOutput(d.hook, text) });
+        try {
+          const r = await callRetrying(sandbox, d.hook, d.json(), d.deadline, accept);
+          return { fuel: r.fuel, checked };
+        } catch (err) {
+          throw this.failed(name, d.hook, err);
+        }
+      },
+    };
+  }
+
+  /** `/command` of a plugin: its `command_<name>` export with the caller's identity. */
+  async runCommand(e: PluginEntry, command: string, call: CommandCall): Promise<string> {
+    const input = JSON.stringify({
+      raw_args: call.raw_args,
+      session_id: call.session_id ?? null,
+      session_key: call.session_key ?? null,
+      platform: call.platform ?? null,
+      source: call.source ?? null,
+    });
+    try {
+      return commandOutput(await this.runExport(e, `command_${command}`, input));
+    } catch (err) {
+      throw new CommandError("failed", `/${command} ${(err as Error).message}`);
+    }
+  }
+
+  /**
+   * Calls one of the plugin's non-hook exports (a command or a tool) under its limits, counted in
+   * its stats; throws "failed (kind): message" when the call fails or the plugin cannot run.
+   */
+  async runExport(e: PluginEntry, fn: string, input: string): Promise<string | undefined> {
+    const quarantined = this.dispatcher.stats(e.name)?.quarantined;
+    if (quarantined) throw new Error(`failed: plugin ${e.name} is quarantined (${quarantined})`);
+    try {
+      return (await this.invoke(e, fn, input)).output;
+    } catch (err) {
+      const failure = err as PluginCallError;
+      throw new Error(`failed (${failure.kind}): ${failure.message}`);
+    }
+  }
+
+  /** One call of export `fn`, counted like a command; throws the PluginCallError. */
+  async invoke(e: PluginEntry, fn: string, input: string): Promise<{ output: string | undefined; fuel: number; ms: number }> {
+    const sandbox = e.sandbox;
+    if (!sandbox) throw new PluginCallError("unavailable", `plugin ${e.name} is not active`);
+    const t0 = performance.now();
+    try {
+      const r = await callRetrying(sandbox, fn, input, Date.now() + e.limits!.timeoutMs);
+      const ms = performance.now() - t0;
+      this.dispatcher.recordExternalCall(e.name, ms, undefined, r.fuel);
+      return { output: r.output, fuel: r.fuel, ms };
+    } catch (err) {
+      const failure = this.failed(e.name, fn, err);
+      this.dispatcher.recordExternalCall(e.name, performance.now() - t0, failure);
+      throw failure;
+    }
+  }
+
+  /** A failed call, as a PluginCallError, also recorded in the plugin's log ring. */
+  private failed(plugin: string, fn: string, err: unknown): PluginCallError {
+    const failure = err instanceof PluginCallError ? err : new PluginCallError("trap", String(err));
+    this.logRings.of(plugin).push("error", "failure", `${fn} failed (${failure.kind}): ${failure.message}`);
+    return failure;
+  }
+}
+
+/** One call, run again when its guarded KV writes lost a race with another writer (`conflict`). */
+async function callRetrying(sandbox: WasmPlugin, fn: string, input: string, deadline: number, accept?: (output: string | undefined) => void) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await sandbox.call(fn, input, deadline, accept);
+    } catch (err) {
+      if (!(err instanceof PluginCallError) || err.kind !== "conflict" || attempt >= CONFLICT_ATTEMPTS || Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 * attempt)));
+    }
+  }
+}
