@@ -30,6 +30,9 @@ export async function openRawFleet(wasmPath: string, count: number): Promise<Raw
             hookbox_kv_get: () => 0n,
             hookbox_kv_set: () => undefined,
             hookbox_kv_delete: () => undefined,
+            hookbox_abort: () => {
+              throw new Error("plugin aborted");
+            },
           },
         },
       },

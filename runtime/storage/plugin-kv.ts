@@ -5,6 +5,7 @@
 // A change set with guards (kv_incr, kv_cas) commits in a batch of its own that fails as a whole
 // when a guard no longer holds. Writes for a session that no longer exists are dropped.
 import type { InStatement } from "@libsql/client";
+import { setImmediate } from "node:timers";
 import { KvConflictError, type KvBackend, type KvChangeSet, type KvUsage } from "../../host-api/kv.ts";
 import type { Storage } from "./db.ts";
 import { openSyncReader, type SyncReader } from "./sync-reader.ts";
@@ -143,8 +144,9 @@ export class KvStore implements KvBackend {
   }
 
   private async drain(): Promise<void> {
-    // Let the rest of a fan-out queue its writes before the commit starts.
-    await Promise.resolve();
+    // Let the rest of a fan-out queue its writes before the commit starts: its in-thread plugin
+    // calls settle within this turn of the event loop, so one commit takes them all.
+    await new Promise((resolve) => setImmediate(resolve));
     while (this.queue.length > 0) {
       const queued = this.queue;
       this.queue = [];
