@@ -1,8 +1,7 @@
 // Capabilities: what a plugin requests (manifest) and what the operator grants (config). A plugin
 // gets the intersection, never more; a host function called without its grant is refused with a
-// typed "denied" error that fails the whole call, is logged here and counted by the dispatcher.
+// typed "denied" error that fails the whole call, and is logged and counted like any failed call.
 import { PluginCallError } from "../hooks/failures.ts";
-import { log } from "../runtime/log.ts";
 
 export const CAPABILITY_PATTERN = /^(kv|sessions:read|http:[a-z0-9.-]+(:[0-9]{1,5})?)$/;
 
@@ -52,6 +51,5 @@ export function deny(plugin: string, fn: string, capability: string, requested: 
   const message = wasRequested
     ? `${fn} needs capability "${capability}", which the operator has not granted to ${plugin} (config plugins.grants.${plugin})`
     : `${fn} needs capability "${capability}", which ${plugin}'s manifest.json does not request (add it to "capabilities"; the operator must also grant it)`;
-  log("warn", "plugin host call denied", { plugin, function: fn, capability });
   throw new PluginCallError("denied", message);
 }
