@@ -29,9 +29,12 @@ export class Grants {
     return this.httpHosts.size > 0;
   }
 
-  /** Granted host functions that are asynchronous (need the plugin to run in a worker). */
+  /**
+   * Granted host functions that are asynchronous (need the plugin to run in a worker): only HTTP.
+   * sessions:read reads the database synchronously, in-thread, like KV.
+   */
   get needsAsyncHost(): boolean {
-    return this.sessionsRead || this.anyHttp;
+    return this.anyHttp;
   }
 }
 

@@ -39,8 +39,8 @@ export interface HostContext {
   plugin: string;
   grants: Grants;
   kv: PluginKv;
-  /** sessions:read: the last `limit` messages of a session, oldest first. */
-  readMessages(sessionId: string, limit: number): Promise<Array<{ role: string; content: string }>>;
+  /** sessions:read: the last `limit` messages of a session, oldest first (a synchronous read). */
+  readMessages(sessionId: string, limit: number): Array<{ role: string; content: string }>;
   /** The server log. */
   log: HookLogger;
   /** The plugin's own log ring (GET /v1/plugins/:name/logs); its lines also go to the server log. */
@@ -108,12 +108,11 @@ export function bindHostApi(h: HostContext): HostBinding {
       needKv("hookbox_kv_list");
       return ctx.store(JSON.stringify(kv.list(readText(ctx, session, "kv session"), readText(ctx, prefix, "kv prefix"))));
     },
-    // Granted only to plugins running in a worker, where Extism awaits asynchronous host functions.
     hookbox_session_messages(ctx: CallContext, session: bigint, limit: bigint) {
       if (!grants.sessionsRead) deny(plugin, "hookbox_session_messages", "sessions:read", grants.requested);
       const id = readText(ctx, session, "session id");
       const n = limit <= 0n ? 100 : Math.min(Number(limit), MAX_MESSAGES);
-      return h.readMessages(id, n).then((rows) => ctx.store(JSON.stringify(rows)));
+      return ctx.store(JSON.stringify(h.readMessages(id, n)));
     },
     hookbox_http(ctx: CallContext, request: bigint) {
       const raw = readText(ctx, request, "http request");

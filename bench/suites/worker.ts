@@ -1,7 +1,8 @@
 // Plugins that read or fetch (granted sessions:read or http:) next to the same work done by a
 // TypeScript callback: pre_llm_call reads the session's last 20 messages; post_llm_call GETs a local
-// HTTP server. The WASM side is the probe fixture through the real runtime (with these grants it
-// runs in the worker path); the floor is an in-process callback doing the same query / fetch.
+// HTTP server. The WASM side is the probe fixture through the real runtime, granted only what the
+// case needs: with sessions:read it runs in-thread (the read is synchronous, at the database); with
+// http: in a worker. The floor is an in-process callback doing the same query / fetch.
 import { Hono } from "hono";
 import { callbackSubscriber } from "../../hooks/dispatcher.ts";
 import type { Core } from "../../runtime/core.ts";
@@ -11,7 +12,6 @@ import { measure, type Timing } from "../lib/measure.ts";
 import { progress, type BenchOptions } from "../lib/options.ts";
 import type { Row } from "../lib/report.ts";
 
-const GRANTS = ["kv", "sessions:read", "http:127.0.0.1"];
 
 async function sessionWithHistory(core: Core): Promise<string> {
   const s = await core.sessions.create({ profile: "bench", platform: "bench" });
@@ -55,24 +55,25 @@ export async function runWorker(opts: BenchOptions): Promise<Row[]> {
   const server = await serveFetch(app.fetch, { host: "127.0.0.1", port: 0 });
   const url = `${server.url}/data`;
   let ts: BenchCore | undefined;
-  let wasm: BenchCore | undefined;
+  const opened: BenchCore[] = [];
   try {
     ts = await openBenchCore();
     subscribeTs(ts.core, url);
-    wasm = await openBenchCore({
-      fleet: [{ from: "hostile/probe", prefix: "probe", count: 1, grants: GRANTS }],
-      beforeStart: async (storage) => {
-        await storage.write((trx) => trx.insertInto("plugin_kv").values({ plugin: "probe-00", session_id: "", key: "url", value: url, updated_at: Date.now() }).execute());
-      },
-    });
     const rows: Row[] = [];
     const cases = [
-      { hook: "pre_llm_call" as const, what: "sessions:read, 20 messages" },
-      { hook: "post_llm_call" as const, what: "http: GET a local server" },
+      { hook: "pre_llm_call" as const, what: "sessions:read, 20 messages", grants: ["kv", "sessions:read"], path: "in-thread" },
+      { hook: "post_llm_call" as const, what: "http: GET a local server", grants: ["kv", "http:127.0.0.1"], path: "worker" },
     ];
     const tsSid = await sessionWithHistory(ts.core);
-    const wasmSid = await sessionWithHistory(wasm.core);
     for (const c of cases) {
+      const wasm = await openBenchCore({
+        fleet: [{ from: "hostile/probe", prefix: "probe", count: 1, grants: c.grants }],
+        beforeStart: async (storage) => {
+          await storage.write((trx) => trx.insertInto("plugin_kv").values({ plugin: "probe-00", session_id: "", key: "url", value: url, updated_at: Date.now() }).execute());
+        },
+      });
+      opened.push(wasm);
+      const wasmSid = await sessionWithHistory(wasm.core);
       const time = async (bc: BenchCore, sid: string, label: string): Promise<Timing> => {
         const p = payloads(sid);
         const payload = c.hook === "pre_llm_call" ? p.pre : p.post;
@@ -90,7 +91,7 @@ export async function runWorker(opts: BenchOptions): Promise<Row[]> {
       rows.push({ group, case: "TS callback (floor)", plugins: 1, mean_ms: floor.mean, p99_ms: floor.p99, samples: floor.samples });
       rows.push({
         group,
-        case: "WASM plugin (granted: worker path)",
+        case: `WASM plugin (${c.path})`,
         plugins: 1,
         mean_ms: plug.mean,
         p99_ms: plug.p99,
@@ -101,7 +102,7 @@ export async function runWorker(opts: BenchOptions): Promise<Row[]> {
     }
     return rows;
   } finally {
-    await wasm?.close();
+    for (const bc of opened) await bc.close();
     await ts?.close();
     await server.close();
   }

@@ -1,5 +1,6 @@
 // The one way to build a running plugin: its KV namespace, its host API bound to its grants, and
 // its sandbox over the compiled module. Used by the plugin manager, the tests and the bench alike.
+import { PluginCallError } from "../../hooks/failures.ts";
 import type { Grants } from "../../host-api/capabilities.ts";
 import { bindHostApi, type HostContext } from "../../host-api/functions.ts";
 import { PluginKv, type KvBackend, type KvQuota } from "../../host-api/kv.ts";
@@ -41,7 +42,11 @@ export function createPluginInstance(spec: PluginSpec, services: InstanceService
     plugin: spec.name,
     grants: spec.grants,
     kv,
-    readMessages: services.readMessages ?? (() => Promise.reject(new Error("sessions:read is not available here"))),
+    readMessages:
+      services.readMessages ??
+      (() => {
+        throw new PluginCallError("unavailable", "sessions:read is not available here");
+      }),
     log,
     ...(services.logs ? { logs: services.logs } : {}),
   });

@@ -183,7 +183,7 @@ export class PluginManager implements PluginHost {
         {
           kv: this.core.kv,
           quota: this.core.config.plugins.kv_quota,
-          readMessages: (id, limit) => this.core.sessions.history(id, limit).then((rows) => rows.map((r) => ({ role: r.role, content: r.content }))),
+          readMessages: (id, limit) => this.core.kv.recentMessages(id, limit),
           logs: this.logRings.of(e.name),
         },
       );

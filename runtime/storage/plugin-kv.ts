@@ -90,6 +90,15 @@ export class KvStore implements KvBackend {
     return rows.map((r) => String(r[0]));
   }
 
+  /**
+   * sessions:read for plugins: the last `limit` messages of a session, oldest first, read
+   * synchronously on the same connection as KV (a WASM call cannot await).
+   */
+  recentMessages(sessionId: string, limit: number): Array<{ role: string; content: string }> {
+    const rows = this.reader.all("select role, content from messages where session_id = ? order by seq desc limit ?", [sessionId, limit]);
+    return rows.reverse().map((r) => ({ role: String(r[0]), content: String(r[1]) }));
+  }
+
   usage(plugin: string): KvUsage {
     let u = this.usageOf.get(plugin);
     const now = this.opts.now();
