@@ -32,6 +32,20 @@ for (const db of TEST_DBS) {
       assert.equal(tomb.length, 3, "tombstones keep late writes for the deleted sessions out");
     });
 
+    it("the sweep removes what a process that died before its purge left, after the grace period", async () => {
+      const db = s.core.storage.db;
+      const now = Date.now();
+      await db.insertInto("plugin_kv").values([
+        { plugin: "books", session_id: "s_died", key: "resource", value: "res", updated_at: now },
+        { plugin: "books", session_id: "s_raced", key: "resource", value: "res", updated_at: now - 3_600_000 },
+      ]).execute();
+      await db.insertInto("session_tombstones").values({ id: "s_died", deleted_at: now - 1_000 }).execute();
+      assert.equal(await s.core.kv.sweep(600_000), 1, "within the grace period only the old orphan goes");
+      assert.equal(await kvRows(["s_died", "s_raced"]), 1);
+      assert.equal(await s.core.kv.sweep(500), 1, "past it, the tombstoned session's KV goes too");
+      assert.equal(await kvRows(["s_died", "s_raced"]), 0);
+    });
+
     it("a write beyond the KV quota fails the call as quota and writes nothing of it", async () => {
       const ok = await command(s, "fill", { raw_args: "10" });
       assert.equal(ok.status, 200, JSON.stringify(ok.body));

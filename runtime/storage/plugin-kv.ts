@@ -15,8 +15,9 @@ const FAIL = "abs(-9223372036854775808)";
 const OVERFLOW = /integer overflow/i;
 const USAGE_TTL_MS = 1000;
 
-const DELETE_SQL = `delete from plugin_kv where (plugin, session_id, key) in
-  (select json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') from json_each(?1))`;
+// One statement per (plugin, scope): a key list probes the primary key directly (a row-value IN over
+// all three columns was twice as slow at 70,000 keys).
+const DELETE_SQL = `delete from plugin_kv where plugin = ?1 and session_id = ?2 and key in (select value from json_each(?3))`;
 // A write for a session that was deleted meanwhile (tombstoned: its KV is purged) is dropped.
 const UPSERT_SQL = `insert into plugin_kv (plugin, session_id, key, value, updated_at)
   select json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), ?2
@@ -141,15 +142,18 @@ export class KvStore implements KvBackend {
    */
   async sweep(graceMs: number, tombstoneMs = 3_600_000): Promise<number> {
     const now = this.opts.now();
-    const [orphans] = await this.storage.batch([
+    const [tombstoned, orphans] = await this.storage.batch([
+      { sql: `delete from plugin_kv where session_id in (select id from session_tombstones where deleted_at < ?)`, args: [now - graceMs] },
+      // A session deleted without KV has no tombstone; a write that raced its delete is an orphan.
       {
-        sql: `delete from plugin_kv where session_id in (select id from session_tombstones where deleted_at < ?)`,
+        sql: `delete from plugin_kv where session_id <> '' and updated_at < ? and not exists (select 1 from sessions s where s.id = plugin_kv.session_id)
+          and not exists (select 1 from session_tombstones t where t.id = plugin_kv.session_id)`,
         args: [now - graceMs],
       },
       { sql: "delete from session_tombstones where deleted_at < ?", args: [now - Math.max(tombstoneMs, graceMs)] },
     ]);
     this.usageOf.clear();
-    return orphans?.rowsAffected ?? 0;
+    return (tombstoned?.rowsAffected ?? 0) + (orphans?.rowsAffected ?? 0);
   }
 
   private async drain(): Promise<void> {
@@ -188,13 +192,19 @@ export class KvStore implements KvBackend {
         last.set(id, [changes.plugin, session, key, value]);
       }
     }
-    const deletes: unknown[] = [];
+    const deletes = new Map<string, { plugin: string; session: string; keys: string[] }>();
     const upserts: unknown[] = [];
     for (const [plugin, session, key, value] of last.values()) {
-      if (value === null) deletes.push([plugin, session, key]);
-      else upserts.push([plugin, session, key, value]);
+      if (value !== null) {
+        upserts.push([plugin, session, key, value]);
+        continue;
+      }
+      const scope = JSON.stringify([plugin, session]);
+      let d = deletes.get(scope);
+      if (!d) deletes.set(scope, (d = { plugin, session, keys: [] }));
+      d.keys.push(key);
     }
-    if (deletes.length > 0) stmts.push({ sql: DELETE_SQL, args: [JSON.stringify(deletes)] });
+    for (const d of deletes.values()) stmts.push({ sql: DELETE_SQL, args: [d.plugin, d.session, JSON.stringify(d.keys)] });
     if (upserts.length > 0) stmts.push({ sql: UPSERT_SQL, args: [JSON.stringify(upserts), this.opts.now()] });
     stmts.push({ sql: USAGE_SQL, args: [JSON.stringify([...plugins])] });
     try {
