@@ -69,11 +69,19 @@ export class PluginKv {
   ) {}
 
   get(session: string, key: string): string | undefined {
-    const s = slot(session, key);
-    if (this.pending?.has(s)) return this.pending.get(s) ?? undefined;
-    const u = this.unflushed.get(s);
-    if (u) return u.value ?? undefined;
+    const staged = this.staged(session, key);
+    if (staged !== undefined) return staged ?? undefined;
     return this.backend.get(this.plugin, session, key);
+  }
+
+  /**
+   * This process's write of `key` that the database may not have yet (the running call's, or one
+   * still being committed): the value, null for a delete, undefined when there is none.
+   */
+  staged(session: string, key: string): string | null | undefined {
+    const s = slot(session, key);
+    if (this.pending?.has(s)) return this.pending.get(s);
+    return this.unflushed.get(s)?.value;
   }
 
   set(session: string, key: string, value: string): void {

@@ -17,7 +17,7 @@ import { createPluginInstance } from "./instance.ts";
 import { effectiveLimits } from "./limits.ts";
 import { readManifest, scanPluginDir } from "./loader.ts";
 import { PluginLogs, type PluginLogEntry } from "./logs.ts";
-import { pluginTools, sectionOf } from "./plugin-api.ts";
+import { pluginTools, sectionOf, SYSTEM_PROMPT_KEY } from "./plugin-api.ts";
 import { PluginStateStore } from "./state.ts";
 import { isWanted, pluginInfo } from "./status.ts";
 import { suggest } from "../util/suggest.ts";
@@ -231,10 +231,20 @@ export class PluginManager implements PluginHost {
 
   /** Durable system-prompt sections of the active plugins for a session (and its compaction chain). */
   promptSections(sessionIds: readonly string[]): Array<{ plugin: string; text: string }> {
+    const live = [...this.entries.values()]
+      .filter((e) => e.sandbox && e.manifest && !this.core.dispatcher.stats(e.name)?.quarantined)
+      .sort((a, b) => (a.name < b.name ? -1 : 1));
+    if (live.length === 0) return [];
+    // Every plugin's stored sections for the session chain in one read (one round trip to a server);
+    // a write of this process the database does not have yet wins.
+    const stored = this.core.kv.valuesOf(SYSTEM_PROMPT_KEY, live.map((e) => e.name), ["", ...sessionIds]);
     const out: Array<{ plugin: string; text: string }> = [];
-    for (const e of [...this.entries.values()].sort((a, b) => (a.name < b.name ? -1 : 1))) {
-      if (!e.sandbox || !e.manifest || this.core.dispatcher.stats(e.name)?.quarantined) continue;
-      const text = sectionOf(e.name, e.manifest, e.kv, sessionIds);
+    for (const e of live) {
+      const lookup = (scope: string) => {
+        const staged = e.kv?.staged(scope, SYSTEM_PROMPT_KEY);
+        return staged !== undefined ? (staged ?? undefined) : stored.get(`${e.name}\u0000${scope}`);
+      };
+      const text = sectionOf(e.name, e.manifest!, lookup, sessionIds);
       if (text) out.push({ plugin: e.name, text });
     }
     return out;

@@ -2,7 +2,6 @@
 // registry that calls the plugin's `tool_<name>` export in its sandbox) and its durable
 // system-prompt section (the manifest's `system_prompt`, plus what it keeps in its own KV under
 // SYSTEM_PROMPT_KEY, plugin-wide or for a session: set with the kv host function).
-import type { PluginKv } from "../../host-api/kv.ts";
 import { log } from "../log.ts";
 import type { Tool } from "../tools/registry.ts";
 import { commandOutput } from "./command-output.ts";
@@ -27,13 +26,13 @@ const warned = new Set<string>();
  * The plugin's section for a session: the manifest's text, then the plugin-wide KV text, then the
  * session's own (the nearest in its compaction chain), joined; capped at MAX_SYSTEM_PROMPT_BYTES.
  */
-export function sectionOf(plugin: string, manifest: Manifest, kv: PluginKv | undefined, sessionIds: readonly string[]): string | undefined {
+export function sectionOf(plugin: string, manifest: Manifest, stored: (scope: string) => string | undefined, sessionIds: readonly string[]): string | undefined {
   const parts: string[] = [];
   if (manifest.system_prompt) parts.push(manifest.system_prompt);
-  const global = kv?.get("", SYSTEM_PROMPT_KEY);
+  const global = stored("");
   if (global) parts.push(global);
   for (const id of sessionIds) {
-    const own = kv?.get(id, SYSTEM_PROMPT_KEY);
+    const own = stored(id);
     if (own) {
       parts.push(own);
       break;

@@ -72,6 +72,15 @@ export class KvStore implements KvBackend {
     return rows.length === 0 ? undefined : String(rows[0]![0]);
   }
 
+  /** `key` in several plugins' scopes at once, as "plugin\0scope" -> value (one read). */
+  valuesOf(key: string, plugins: readonly string[], sessions: readonly string[]): Map<string, string> {
+    const rows = this.reader.all(
+      "select plugin, session_id, value from plugin_kv where key = ? and plugin in (select value from json_each(?)) and session_id in (select value from json_each(?))",
+      [key, JSON.stringify(plugins), JSON.stringify(sessions)],
+    );
+    return new Map(rows.map((r) => [`${r[0]}\u0000${r[1]}`, String(r[2])]));
+  }
+
   keys(plugin: string, session: string, prefix: string): string[] {
     // The primary key (plugin, session_id, key) serves a range scan; substr keeps LIKE's wildcards out.
     const rows = this.reader.all(
