@@ -36,10 +36,12 @@ async function sqldRoundTrips(opts: BenchOptions): Promise<Row[]> {
     const session = await core.sessions.create({ platform: "bench", source: { user_id: "u", chat_id: "c" } });
     await core.turns.run(session.id, "warm up");
     const turns = opts.quick ? 10 : 40;
-    const r0 = proxy.requests;
+    // HTTP requests at the proxy, plus the KV reader's queries (one WebSocket frame each way).
+    const trips = () => proxy.requests + core.kv.readRoundTrips;
+    const r0 = trips();
     writes.reset();
     for (let i = 0; i < turns; i++) await core.turns.run(session.id, `turn ${i}`);
-    const perTurn = (proxy.requests - r0) / turns;
+    const perTurn = (trips() - r0) / turns;
     const writesPerTurn = writes.get() / turns;
 
     const N = 1_000;
@@ -48,11 +50,11 @@ async function sqldRoundTrips(opts: BenchOptions): Promise<Row[]> {
     for (let i = 0; i < N; i++) ids.push((await core.sessions.create({ platform: "bench", source: { user_id: `u${i}`, chat_id: `c${i}` } })).id);
     await core.kv.flush();
     const kvBefore = core.kv.writeRoundTrips;
-    const r1 = proxy.requests;
+    const r1 = trips();
     writes.reset();
     await core.deletion.remove({ reason: "delete", ids });
     await core.kv.flush();
-    const deleteTrips = proxy.requests - r1;
+    const deleteTrips = trips() - r1;
     const cleanupWrites = core.kv.writeRoundTrips - kvBefore;
     assertNoPluginFailures(core, "round trips");
     const left = await core.storage.db.selectFrom("plugin_kv").select((eb) => eb.fn.countAll().as("n")).where("session_id", "in", ids.slice(0, 500)).executeTakeFirst();

@@ -50,6 +50,11 @@ export class KvStore implements KvBackend {
   /** Round trips to the database for writes (commits and purges), for the bench and the closing note. */
   writeRoundTrips = 0;
 
+  /** Synchronous reads so far (KV, sessions:read, prompt sections): on a server, one round trip each. */
+  get readRoundTrips(): number {
+    return this.reader.reads;
+  }
+
   constructor(
     private readonly storage: Storage,
     private readonly reader: SyncReader,

@@ -8,7 +8,10 @@ const { url, authToken, ctl, data } = workerData;
 const state = new Int32Array(ctl);
 const out = new Uint8Array(data);
 const encoder = new TextEncoder();
-const client = createClient(authToken ? { url, authToken } : { url });
+// Hrana over a WebSocket keeps one connection open: a point read is one frame each way, not an
+// HTTP request (the same server answers both on one port).
+const wsUrl = url.replace(/^http(s?):/, "ws$1:");
+const client = createClient(authToken ? { url: wsUrl, authToken } : { url: wsUrl });
 
 function reply(code, text) {
   let bytes = encoder.encode(text);

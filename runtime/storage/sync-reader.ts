@@ -2,8 +2,8 @@
 // WASM call (plugin KV). Two implementations behind one interface:
 //   - an embedded file: a native libsql connection of our own (the driver @libsql/client uses for
 //     file: URLs), in WAL mode, so a read sees every commit of any process: ~20 µs;
-//   - a libSQL server: a worker thread with its own @libsql/client; the caller posts the query and
-//     blocks on Atomics.wait until the worker has put the rows in shared memory (~1 ms on sqld).
+//   - a libSQL server: a worker thread with its own @libsql/client over a WebSocket; the caller posts
+//     the query and blocks on Atomics.wait until the worker has put the rows in shared memory.
 // Both read committed data only: the database stays the one source of truth for every process.
 import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
@@ -13,6 +13,8 @@ export type SqlArg = string | number | bigint | null;
 export interface SyncReader {
   /** Rows as arrays of column values, in select order. */
   all(sql: string, args: readonly SqlArg[]): unknown[][];
+  /** Queries run so far (on a server: round trips). */
+  readonly reads: number;
   close(): void;
 }
 
@@ -31,6 +33,7 @@ interface NativeDatabase {
 }
 
 class FileReader implements SyncReader {
+  reads = 0;
   private readonly db: NativeDatabase;
   private readonly statements = new Map<string, NativeStatement>();
 
@@ -43,6 +46,7 @@ class FileReader implements SyncReader {
   }
 
   all(sql: string, args: readonly SqlArg[]): unknown[][] {
+    this.reads++;
     let stmt = this.statements.get(sql);
     if (!stmt) this.statements.set(sql, (stmt = this.db.prepare(sql).raw(true)));
     return stmt.all(...args) as unknown[][];
@@ -58,6 +62,7 @@ const RESULT_BYTES = 16 * 1024 * 1024;
 const READ_TIMEOUT_MS = 10_000;
 
 class RemoteReader implements SyncReader {
+  reads = 0;
   private readonly worker: Worker;
   /** [state (0 pending, 1 done, 2 failed), result byte length] */
   private readonly ctl = new Int32Array(new SharedArrayBuffer(8));
@@ -71,6 +76,7 @@ class RemoteReader implements SyncReader {
   }
 
   all(sql: string, args: readonly SqlArg[]): unknown[][] {
+    this.reads++;
     Atomics.store(this.ctl, 0, 0);
     this.worker.postMessage({ sql, args });
     if (Atomics.wait(this.ctl, 0, 0, READ_TIMEOUT_MS) === "timed-out") {
