@@ -2,173 +2,177 @@
 // sensitive-command refusal, and parallel turns on one session.
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { TEST_DBS } from "./helpers/dialects.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { recordHooks, type HookRecorder } from "./helpers/hooks.ts";
 
-describe("turns", () => {
-  let t: TestServer;
-  let rec: HookRecorder;
-  const NOW = Date.UTC(2030, 0, 2, 3, 4, 5);
-  before(async () => {
-    t = await startTestServer({
-      now: () => NOW,
-      config: { plugins: { command_users: { "admin-only": ["alice"] } } },
-      before: (core) => {
-        rec = recordHooks(core.dispatcher, { name: "recorder" });
-        // Two context providers; injected text must come out in plugin name order, not subscribe order.
-        recordHooks(core.dispatcher, { name: "zeta", hooks: ["pre_llm_call"], reply: () => ({ context: "ZETA: remember the build uses npm" }) });
-        recordHooks(core.dispatcher, { name: "alpha", hooks: ["pre_llm_call"], reply: (p) => `ALPHA: user said ${(p as any).user_message.length} chars` });
-        recordHooks(core.dispatcher, { name: "mute", hooks: ["pre_llm_call"], reply: () => "   " });
-        core.commands.register({ name: "kw", description: "shows kwargs", wants: ["session_id", "platform"], run: (call) => JSON.stringify(call) });
-        core.commands.register({ name: "plug", description: "plugin command", plugin: "some-plugin", run: (call) => JSON.stringify(call) });
-        core.commands.register({ name: "secret", description: "sensitive", sensitive: true, wants: ["source"], run: (call) => `ok ${call.source?.user_id}` });
-        core.commands.register({ name: "admin-only", description: "limited", sensitive: true, run: () => "admin ok" });
-      },
+for (const db of TEST_DBS) {
+  describe(`turns [${db}]`, () => {
+    let t: TestServer;
+    let rec: HookRecorder;
+    const NOW = Date.UTC(2030, 0, 2, 3, 4, 5);
+    before(async () => {
+      t = await startTestServer({
+        db,
+        now: () => NOW,
+        config: { plugins: { command_users: { "admin-only": ["alice"] } } },
+        before: (core) => {
+          rec = recordHooks(core.dispatcher, { name: "recorder" });
+          // Two context providers; injected text must come out in plugin name order, not subscribe order.
+          recordHooks(core.dispatcher, { name: "zeta", hooks: ["pre_llm_call"], reply: () => ({ context: "ZETA: remember the build uses npm" }) });
+          recordHooks(core.dispatcher, { name: "alpha", hooks: ["pre_llm_call"], reply: (p) => `ALPHA: user said ${(p as any).user_message.length} chars` });
+          recordHooks(core.dispatcher, { name: "mute", hooks: ["pre_llm_call"], reply: () => "   " });
+          core.commands.register({ name: "kw", description: "shows kwargs", wants: ["session_id", "platform"], run: (call) => JSON.stringify(call) });
+          core.commands.register({ name: "plug", description: "plugin command", plugin: "some-plugin", run: (call) => JSON.stringify(call) });
+          core.commands.register({ name: "secret", description: "sensitive", sensitive: true, wants: ["source"], run: (call) => `ok ${call.source?.user_id}` });
+          core.commands.register({ name: "admin-only", description: "limited", sensitive: true, run: () => "admin ok" });
+        },
+      });
+    });
+    after(() => t.close());
+
+    const newSession = async (body: object = {}) => (await t.api("POST", "/v1/sessions", body)).body.session.id as string;
+
+    it("injects pre_llm_call context into this model call only, in plugin name order, and reports it", async () => {
+      const id = await newSession();
+      rec.clear();
+      const res = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "deploy it" });
+      assert.equal(res.status, 200);
+      assert.deepEqual(res.body.injected, [
+        { plugin: "alpha", context: "ALPHA: user said 9 chars" },
+        { plugin: "zeta", context: "ZETA: remember the build uses npm" },
+      ]);
+      // The model saw the user's text with both contexts appended after a blank line each.
+      assert.equal(res.body.reply, "You said: deploy it\n\nALPHA: user said 9 chars\n\nZETA: remember the build uses npm");
+      const msgs = (await t.api("GET", `/v1/sessions/${id}/messages`)).body.messages;
+      assert.equal(msgs[0].content, "deploy it", "stored history keeps the user's own text");
+      const [pre] = rec.of("pre_llm_call");
+      assert.equal(pre!.user_message, "deploy it");
+      assert.deepEqual(pre!.conversation_history, []);
+      const [post] = rec.of("post_llm_call");
+      assert.equal(post!.session_id, id);
+      assert.equal(post!.response, res.body.reply);
+      assert.ok(post!.usage.total_tokens > 0);
+      // Second turn: history carries the stored (un-injected) messages.
+      rec.clear();
+      await t.api("POST", `/v1/sessions/${id}/turns`, { message: "again" });
+      assert.deepEqual(rec.of("pre_llm_call")[0]!.conversation_history.map((m) => m.content), ["deploy it", res.body.reply]);
+    });
+
+    it("runs the built-in tools with pre_tool_call and post_tool_call", async () => {
+      const id = await newSession();
+      rec.clear();
+      const calc = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "calc (2 + 3) * 4" });
+      assert.equal(calc.status, 200);
+      assert.deepEqual(
+        calc.body.tool_calls.map((r: any) => ({ tool_name: r.tool_name, args: r.args, result: r.result, status: r.status, error: r.error })),
+        [{ tool_name: "calculator", args: { expression: "(2 + 3) * 4" }, result: "(2 + 3) * 4 = 20", status: "ok", error: null }],
+      );
+      assert.match(calc.body.reply, /returned \(2 \+ 3\) \* 4 = 20/);
+      assert.deepEqual(rec.of("pre_tool_call").map((e) => [e.tool_name, e.args]), [["calculator", { expression: "(2 + 3) * 4" }]]);
+      assert.deepEqual(rec.of("post_tool_call").map((e) => [e.session_id, e.result]), [[id, "(2 + 3) * 4 = 20"]]);
+      const clock = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "what time is it?" });
+      assert.equal(clock.body.tool_calls[0].result, new Date(NOW).toISOString());
+      const roles = (await t.api("GET", `/v1/sessions/${id}/messages`)).body.messages.map((m: any) => m.role);
+      assert.deepEqual(roles, ["user", "tool", "assistant", "user", "tool", "assistant"]);
+    });
+
+    it("ends, finalizes and resets sessions", async () => {
+      const id = await newSession({ platform: "slack", source: { chat_id: "c9" } });
+      rec.clear();
+      const reset = await t.api("POST", `/v1/sessions/${id}/reset`);
+      assert.equal(reset.status, 201);
+      const fresh = reset.body.session;
+      assert.notEqual(fresh.id, id);
+      assert.equal(fresh.platform, "slack");
+      assert.deepEqual(rec.events.map((e) => e.hook), ["on_session_end", "on_session_finalize", "on_session_start", "on_session_reset"]);
+      assert.deepEqual(rec.of("on_session_reset")[0], { hook: "on_session_reset", schema_version: 1, session_id: fresh.id, old_session_id: id });
+      assert.equal(rec.of("on_session_end")[0]!.reason, "reset");
+      const turnOnEnded = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "hi" });
+      assert.equal(turnOnEnded.status, 409);
+      rec.clear();
+      const end = await t.api("POST", `/v1/sessions/${fresh.id}/end`, { reason: "user_left" });
+      assert.equal(end.body.ended, true);
+      const again = await t.api("POST", `/v1/sessions/${fresh.id}/end`, {});
+      assert.equal(again.body.ended, false);
+      assert.deepEqual(rec.events.map((e) => [e.hook, (e as any).reason]), [["on_session_end", "user_left"], ["on_session_finalize", undefined]]);
+    });
+
+    it("runs slash commands instead of the model, with the kwargs each handler asked for", async () => {
+      const id = await newSession({ platform: "discord", source: { user_id: "bob", chat_id: "c1", thread_id: "t1" } });
+      rec.clear();
+      const kw = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "/kw  some args here " });
+      assert.equal(kw.status, 200);
+      assert.equal(kw.body.type, "command");
+      assert.deepEqual(JSON.parse(kw.body.output), { raw_args: "some args here", session_id: id, platform: "discord" });
+      const plug = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "/plug x" });
+      assert.deepEqual(JSON.parse(plug.body.output), {
+        raw_args: "x",
+        session_id: id,
+        session_key: "discord:c1:t1",
+        platform: "discord",
+        source: { user_id: "bob", chat_id: "c1", thread_id: "t1" },
+      });
+      assert.equal(rec.of("pre_llm_call").length, 0, "a command does not call the model");
+      assert.equal((await t.api("GET", `/v1/sessions/${id}/messages`)).body.messages.length, 0);
+      const list = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "/commands" });
+      assert.match(list.body.output, /\/compress/);
+      assert.match(list.body.output, /\/secret \(sensitive\)/);
+      const unknown = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "/nope" });
+      assert.equal(unknown.status, 404);
+      assert.equal(unknown.body.error.code, "unknown_command");
+    });
+
+    it("refuses sensitive commands without a caller identity, and limits them to listed users", async () => {
+      const anon = await newSession();
+      const refused = await t.api("POST", `/v1/sessions/${anon}/turns`, { message: "/secret" });
+      assert.equal(refused.status, 403);
+      assert.equal(refused.body.error.code, "forbidden");
+      const bare = await t.api("POST", "/v1/commands/secret", {});
+      assert.equal(bare.status, 403);
+      const as = async (source: object) => (await t.api("POST", "/v1/sessions", { source })).body.session.id as string;
+      const noUser = await t.api("POST", "/v1/commands/secret", { session_id: await as({ chat_id: "c" }) });
+      assert.equal(noUser.status, 403);
+      const carol = await as({ user_id: "carol" });
+      const ok = await t.api("POST", "/v1/commands/secret", { session_id: carol });
+      assert.deepEqual([ok.status, ok.body.output], [200, "ok carol"]);
+      assert.equal((await t.api("POST", "/v1/commands/admin-only", { session_id: carol })).status, 403);
+      assert.equal((await t.api("POST", "/v1/commands/admin-only", { session_id: await as({ user_id: "alice" }) })).body.output, "admin ok");
+      // The identity is the session's: a body claiming alice's source or a platform is refused outright.
+      for (const claim of [{ source: { user_id: "alice" } }, { session_id: carol, source: { user_id: "alice" } }, { session_id: carol, platform: "admin" }]) {
+        const forged = await t.api("POST", "/v1/commands/admin-only", claim);
+        assert.equal(forged.status, 400, JSON.stringify(claim));
+        assert.match(forged.body.error.message, /identity comes from the session/);
+      }
+      const listed = await t.api("GET", "/v1/commands");
+      assert.ok(listed.body.commands.some((c: any) => c.name === "secret" && c.sensitive === true));
+    });
+
+    it("ends and deletes with /exit --delete", async () => {
+      const id = await newSession();
+      const child = (await t.api("POST", "/v1/sessions", { parent_session_id: id })).body.session.id;
+      rec.clear();
+      const res = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "/exit --delete" });
+      assert.equal(res.status, 200);
+      assert.deepEqual(rec.events.map((e) => e.hook), ["on_session_end", "on_session_finalize", "on_session_delete"]);
+      const del = rec.of("on_session_delete")[0]!;
+      assert.equal(del.reason, "delete");
+      assert.deepEqual(del.deleted_ids, [id, child].sort());
+      assert.equal((await t.api("GET", `/v1/sessions/${id}`)).status, 404);
+      const bad = await t.api("POST", `/v1/sessions/${await newSession()}/turns`, { message: "/exit --now" });
+      assert.equal(bad.status, 422);
+    });
+
+    it("serializes parallel turns on one session without losing messages", async () => {
+      const id = await newSession();
+      const n = 12;
+      const results = await Promise.all(Array.from({ length: n }, (_, i) => t.api("POST", `/v1/sessions/${id}/turns`, { message: `m${i}` })));
+      assert.ok(results.every((r) => r.status === 200));
+      const msgs = (await t.api("GET", `/v1/sessions/${id}/messages`)).body.messages;
+      assert.equal(msgs.length, 2 * n);
+      assert.deepEqual(msgs.map((m: any) => m.seq), Array.from({ length: 2 * n }, (_, i) => i + 1));
+      // Each user message is directly followed by its own answer.
+      for (let i = 0; i < msgs.length; i += 2) assert.ok(msgs[i + 1].content.startsWith(`You said: ${msgs[i].content}`));
     });
   });
-  after(() => t.close());
-
-  const newSession = async (body: object = {}) => (await t.api("POST", "/v1/sessions", body)).body.session.id as string;
-
-  it("injects pre_llm_call context into this model call only, in plugin name order, and reports it", async () => {
-    const id = await newSession();
-    rec.clear();
-    const res = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "deploy it" });
-    assert.equal(res.status, 200);
-    assert.deepEqual(res.body.injected, [
-      { plugin: "alpha", context: "ALPHA: user said 9 chars" },
-      { plugin: "zeta", context: "ZETA: remember the build uses npm" },
-    ]);
-    // The model saw the user's text with both contexts appended after a blank line each.
-    assert.equal(res.body.reply, "You said: deploy it\n\nALPHA: user said 9 chars\n\nZETA: remember the build uses npm");
-    const msgs = (await t.api("GET", `/v1/sessions/${id}/messages`)).body.messages;
-    assert.equal(msgs[0].content, "deploy it", "stored history keeps the user's own text");
-    const [pre] = rec.of("pre_llm_call");
-    assert.equal(pre!.user_message, "deploy it");
-    assert.deepEqual(pre!.conversation_history, []);
-    const [post] = rec.of("post_llm_call");
-    assert.equal(post!.session_id, id);
-    assert.equal(post!.response, res.body.reply);
-    assert.ok(post!.usage.total_tokens > 0);
-    // Second turn: history carries the stored (un-injected) messages.
-    rec.clear();
-    await t.api("POST", `/v1/sessions/${id}/turns`, { message: "again" });
-    assert.deepEqual(rec.of("pre_llm_call")[0]!.conversation_history.map((m) => m.content), ["deploy it", res.body.reply]);
-  });
-
-  it("runs the built-in tools with pre_tool_call and post_tool_call", async () => {
-    const id = await newSession();
-    rec.clear();
-    const calc = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "calc (2 + 3) * 4" });
-    assert.equal(calc.status, 200);
-    assert.deepEqual(
-      calc.body.tool_calls.map((r: any) => ({ tool_name: r.tool_name, args: r.args, result: r.result, status: r.status, error: r.error })),
-      [{ tool_name: "calculator", args: { expression: "(2 + 3) * 4" }, result: "(2 + 3) * 4 = 20", status: "ok", error: null }],
-    );
-    assert.match(calc.body.reply, /returned \(2 \+ 3\) \* 4 = 20/);
-    assert.deepEqual(rec.of("pre_tool_call").map((e) => [e.tool_name, e.args]), [["calculator", { expression: "(2 + 3) * 4" }]]);
-    assert.deepEqual(rec.of("post_tool_call").map((e) => [e.session_id, e.result]), [[id, "(2 + 3) * 4 = 20"]]);
-    const clock = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "what time is it?" });
-    assert.equal(clock.body.tool_calls[0].result, new Date(NOW).toISOString());
-    const roles = (await t.api("GET", `/v1/sessions/${id}/messages`)).body.messages.map((m: any) => m.role);
-    assert.deepEqual(roles, ["user", "tool", "assistant", "user", "tool", "assistant"]);
-  });
-
-  it("ends, finalizes and resets sessions", async () => {
-    const id = await newSession({ platform: "slack", source: { chat_id: "c9" } });
-    rec.clear();
-    const reset = await t.api("POST", `/v1/sessions/${id}/reset`);
-    assert.equal(reset.status, 201);
-    const fresh = reset.body.session;
-    assert.notEqual(fresh.id, id);
-    assert.equal(fresh.platform, "slack");
-    assert.deepEqual(rec.events.map((e) => e.hook), ["on_session_end", "on_session_finalize", "on_session_start", "on_session_reset"]);
-    assert.deepEqual(rec.of("on_session_reset")[0], { hook: "on_session_reset", schema_version: 1, session_id: fresh.id, old_session_id: id });
-    assert.equal(rec.of("on_session_end")[0]!.reason, "reset");
-    const turnOnEnded = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "hi" });
-    assert.equal(turnOnEnded.status, 409);
-    rec.clear();
-    const end = await t.api("POST", `/v1/sessions/${fresh.id}/end`, { reason: "user_left" });
-    assert.equal(end.body.ended, true);
-    const again = await t.api("POST", `/v1/sessions/${fresh.id}/end`, {});
-    assert.equal(again.body.ended, false);
-    assert.deepEqual(rec.events.map((e) => [e.hook, (e as any).reason]), [["on_session_end", "user_left"], ["on_session_finalize", undefined]]);
-  });
-
-  it("runs slash commands instead of the model, with the kwargs each handler asked for", async () => {
-    const id = await newSession({ platform: "discord", source: { user_id: "bob", chat_id: "c1", thread_id: "t1" } });
-    rec.clear();
-    const kw = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "/kw  some args here " });
-    assert.equal(kw.status, 200);
-    assert.equal(kw.body.type, "command");
-    assert.deepEqual(JSON.parse(kw.body.output), { raw_args: "some args here", session_id: id, platform: "discord" });
-    const plug = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "/plug x" });
-    assert.deepEqual(JSON.parse(plug.body.output), {
-      raw_args: "x",
-      session_id: id,
-      session_key: "discord:c1:t1",
-      platform: "discord",
-      source: { user_id: "bob", chat_id: "c1", thread_id: "t1" },
-    });
-    assert.equal(rec.of("pre_llm_call").length, 0, "a command does not call the model");
-    assert.equal((await t.api("GET", `/v1/sessions/${id}/messages`)).body.messages.length, 0);
-    const list = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "/commands" });
-    assert.match(list.body.output, /\/compress/);
-    assert.match(list.body.output, /\/secret \(sensitive\)/);
-    const unknown = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "/nope" });
-    assert.equal(unknown.status, 404);
-    assert.equal(unknown.body.error.code, "unknown_command");
-  });
-
-  it("refuses sensitive commands without a caller identity, and limits them to listed users", async () => {
-    const anon = await newSession();
-    const refused = await t.api("POST", `/v1/sessions/${anon}/turns`, { message: "/secret" });
-    assert.equal(refused.status, 403);
-    assert.equal(refused.body.error.code, "forbidden");
-    const bare = await t.api("POST", "/v1/commands/secret", {});
-    assert.equal(bare.status, 403);
-    const as = async (source: object) => (await t.api("POST", "/v1/sessions", { source })).body.session.id as string;
-    const noUser = await t.api("POST", "/v1/commands/secret", { session_id: await as({ chat_id: "c" }) });
-    assert.equal(noUser.status, 403);
-    const carol = await as({ user_id: "carol" });
-    const ok = await t.api("POST", "/v1/commands/secret", { session_id: carol });
-    assert.deepEqual([ok.status, ok.body.output], [200, "ok carol"]);
-    assert.equal((await t.api("POST", "/v1/commands/admin-only", { session_id: carol })).status, 403);
-    assert.equal((await t.api("POST", "/v1/commands/admin-only", { session_id: await as({ user_id: "alice" }) })).body.output, "admin ok");
-    // The identity is the session's: a body claiming alice's source or a platform is refused outright.
-    for (const claim of [{ source: { user_id: "alice" } }, { session_id: carol, source: { user_id: "alice" } }, { session_id: carol, platform: "admin" }]) {
-      const forged = await t.api("POST", "/v1/commands/admin-only", claim);
-      assert.equal(forged.status, 400, JSON.stringify(claim));
-      assert.match(forged.body.error.message, /identity comes from the session/);
-    }
-    const listed = await t.api("GET", "/v1/commands");
-    assert.ok(listed.body.commands.some((c: any) => c.name === "secret" && c.sensitive === true));
-  });
-
-  it("ends and deletes with /exit --delete", async () => {
-    const id = await newSession();
-    const child = (await t.api("POST", "/v1/sessions", { parent_session_id: id })).body.session.id;
-    rec.clear();
-    const res = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "/exit --delete" });
-    assert.equal(res.status, 200);
-    assert.deepEqual(rec.events.map((e) => e.hook), ["on_session_end", "on_session_finalize", "on_session_delete"]);
-    const del = rec.of("on_session_delete")[0]!;
-    assert.equal(del.reason, "delete");
-    assert.deepEqual(del.deleted_ids, [id, child].sort());
-    assert.equal((await t.api("GET", `/v1/sessions/${id}`)).status, 404);
-    const bad = await t.api("POST", `/v1/sessions/${await newSession()}/turns`, { message: "/exit --now" });
-    assert.equal(bad.status, 422);
-  });
-
-  it("serializes parallel turns on one session without losing messages", async () => {
-    const id = await newSession();
-    const n = 12;
-    const results = await Promise.all(Array.from({ length: n }, (_, i) => t.api("POST", `/v1/sessions/${id}/turns`, { message: `m${i}` })));
-    assert.ok(results.every((r) => r.status === 200));
-    const msgs = (await t.api("GET", `/v1/sessions/${id}/messages`)).body.messages;
-    assert.equal(msgs.length, 2 * n);
-    assert.deepEqual(msgs.map((m: any) => m.seq), Array.from({ length: 2 * n }, (_, i) => i + 1));
-    // Each user message is directly followed by its own answer.
-    for (let i = 0; i < msgs.length; i += 2) assert.ok(msgs[i + 1].content.startsWith(`You said: ${msgs[i].content}`));
-  });
-});
+}
