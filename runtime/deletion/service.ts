@@ -115,9 +115,9 @@ async function deleteClosureIn(trx: Trx, seedJson: string, now: number): Promise
   const idsJson = JSON.stringify(rows.map((r) => r.id));
   await sql`delete from messages where session_id in (select value from json_each(${idsJson}))`.execute(trx);
   // Their plugin KV stays readable until on_session_delete has run; the tombstone marks it for purge
-  // and keeps late writes out. Only sessions that have plugin KV need one (an index probe each).
-  await sql`insert into session_tombstones (id, deleted_at)
-    select j.value, ${now} from json_each(${idsJson}) j where exists (select 1 from plugin_kv k where k.session_id = j.value)
+  // and keeps out a late write (a plugin call that began before the delete and commits after it),
+  // which may come for a session that had no KV at all: every deleted session gets one.
+  await sql`insert into session_tombstones (id, deleted_at) select value, ${now} from json_each(${idsJson}) where true
     on conflict (id) do update set deleted_at = excluded.deleted_at`.execute(trx);
   await sql`delete from sessions where id in (select value from json_each(${idsJson}))`.execute(trx);
   return rows;
