@@ -73,6 +73,10 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   if (embedded) {
     await writer.execute("PRAGMA foreign_keys = ON");
     await writer.execute(`PRAGMA synchronous = ${durability === "full" ? "FULL" : "NORMAL"}`);
+    // A bulk delete of 100,000 sessions dirties tens of MB of pages; with SQLite's default 2 MB cache
+    // they spill to the WAL mid-transaction and are re-read and re-written. 64 MiB is a ceiling
+    // (pages are allocated as used), on the one writer connection only.
+    await writer.execute("PRAGMA cache_size = -65536");
   }
   const writerDb = writer === client ? db : new Kysely<Database>({ dialect: new LibsqlDialect({ client: writer }) });
   const writeLock = new Mutex();
