@@ -78,16 +78,17 @@ export function bindHostApi(h: HostContext): HostBinding {
     // deleted_ids of on_session_delete); mode 0: prefix + id, mode 1: prefix + id + ":" + anything.
     hookbox_kv_delete_sessions(ctx: CallContext, session: bigint, prefix: bigint, ids: bigint, mode: bigint) {
       needKv("hookbox_kv_delete_sessions");
+      const idsJson = readText(ctx, ids, "session ids");
       let list: unknown;
       try {
-        list = JSON.parse(readText(ctx, ids, "session ids"));
+        list = JSON.parse(idsJson);
       } catch {
         throw new PluginCallError("trap", "hookbox_kv_delete_sessions: ids is not JSON");
       }
       if (!Array.isArray(list) || !list.every((x) => typeof x === "string")) {
         throw new PluginCallError("trap", "hookbox_kv_delete_sessions: ids must be a JSON array of strings");
       }
-      const n = kv.deleteForSessions(readText(ctx, session, "kv session"), readText(ctx, prefix, "kv prefix"), list as string[], mode === 1n);
+      const n = kv.deleteForSessions(readText(ctx, session, "kv session"), readText(ctx, prefix, "kv prefix"), idsJson, list as string[], mode === 1n);
       return BigInt(n);
     },
     // Atomic across processes: returns the new value; the call fails as `conflict` (and is run

@@ -15,9 +15,42 @@ export interface KvQuota {
   bytes: number;
 }
 
-/** One successful call's writes: [session, key, value or null for delete], in order. */
+/**
+ * A set-based delete staged by deleteForSessions: the keys of scope `session` that belong to the
+ * sessions `ids`, i.e. `prefix + id` (byIdPrefix false) or `prefix + id + ":" + suffix` where that
+ * ":" is the key's last (byIdPrefix true). The backend deletes them with one statement at commit;
+ * until then the overlay answers reads through `matches`, so no key list crosses the host.
+ */
+export class KvSweep {
+  private readonly wanted: ReadonlySet<string>;
+
+  constructor(
+    readonly session: string,
+    readonly prefix: string,
+    /** The ids as a JSON array of strings (handed to SQL as is). */
+    readonly idsJson: string,
+    ids: readonly string[],
+    readonly byIdPrefix: boolean,
+  ) {
+    this.wanted = new Set(ids);
+  }
+
+  matches(session: string, key: string): boolean {
+    if (session !== this.session || !key.startsWith(this.prefix)) return false;
+    if (!this.byIdPrefix) return this.wanted.has(key.slice(this.prefix.length));
+    const colon = key.lastIndexOf(":");
+    return colon > this.prefix.length && this.wanted.has(key.slice(this.prefix.length, colon));
+  }
+}
+
+/**
+ * One successful call's changes: its sweeps, then its writes ([session, key, value or null for
+ * delete], in order). A write staged before a sweep it matches is already a delete, so applying
+ * every sweep before the writes keeps the call's order.
+ */
 export interface KvChangeSet {
   plugin: string;
+  sweeps?: KvSweep[];
   writes: Array<[string, string, string | null]>;
   /** [session, key, value the call read (null: absent)]: the commit holds only if each still is. */
   guards: Array<[string, string, string | null]>;
@@ -34,8 +67,8 @@ export interface KvBackend {
   get(plugin: string, session: string, key: string): string | undefined;
   /** Keys of the scope starting with `prefix`, sorted. */
   keys(plugin: string, session: string, prefix: string): string[];
-  /** Which of `keys` exist in the scope. */
-  existing(plugin: string, session: string, keys: readonly string[]): string[];
+  /** The stored keys `sweep` matches in the plugin's scope (one read). */
+  sweptKeys(plugin: string, sweep: KvSweep): string[];
   usage(plugin: string): KvUsage;
   /** Commits in order; rejects with KvConflictError when a guard no longer holds. */
   commit(changes: KvChangeSet): Promise<void>;
@@ -57,6 +90,9 @@ export class PluginKv {
   private guards: Map<string, string | null> | undefined;
   /** Writes handed to the backend but not yet committed: slot -> value and the change set's number. */
   private readonly unflushed = new Map<string, { value: string | null; gen: number }>();
+  /** The running call's sweeps, and those handed to the backend but not yet committed. */
+  private pendingSweeps: KvSweep[] | undefined;
+  private readonly unflushedSweeps = new Set<{ sweep: KvSweep; gen: number }>();
   private gen = 0;
   /** Bytes and keys this call adds at most (every set counted as a new key: no read needed). */
   private callKeys = 0;
@@ -81,7 +117,14 @@ export class PluginKv {
   staged(session: string, key: string): string | null | undefined {
     const s = slot(session, key);
     if (this.pending?.has(s)) return this.pending.get(s);
-    return this.unflushed.get(s)?.value;
+    // A pending write the call made before its sweep was turned into a delete when it swept.
+    if (this.pendingSweeps?.some((w) => w.matches(session, key))) return null;
+    const u = this.unflushed.get(s);
+    // Within one change set the writes come after its sweeps: the later generation wins.
+    let swept = 0;
+    for (const w of this.unflushedSweeps) if (w.gen > swept && w.sweep.matches(session, key)) swept = w.gen;
+    if (swept > 0 && (u === undefined || u.gen < swept)) return null;
+    return u?.value;
   }
 
   set(session: string, key: string, value: string): void {
@@ -126,39 +169,42 @@ export class PluginKv {
   }
 
   /**
-   * Deletes the keys of `session` that belong to the sessions `ids`: `prefix + id` (byIdPrefix
-   * false), or every `prefix + id + ":" + suffix` (byIdPrefix true; the id ends at the key's last
-   * ":"). One read, whatever the number of ids; returns how many keys it deleted.
+   * Deletes the keys of `session` that belong to the sessions `ids` (a JSON array of strings, as
+   * `idsJson`): `prefix + id` (byIdPrefix false), or every `prefix + id + ":" + suffix` (byIdPrefix
+   * true; the id ends at the key's last ":"). Staged as ONE sweep the commit runs as one statement:
+   * 10,000 ids cost one read (the count the host function returns, one JSON string) instead of
+   * 10,000 staged keys crossing the host, the commit queue and SQL twice.
    */
-  deleteForSessions(session: string, prefix: string, ids: readonly string[], byIdPrefix: boolean): number {
-    let doomed: string[];
-    if (!byIdPrefix) {
-      doomed = this.existing(session, ids.map((id) => prefix + id));
-    } else {
-      const wanted = new Set(ids);
-      doomed = this.list(session, prefix).filter((key) => {
-        const colon = key.lastIndexOf(":");
-        return colon > prefix.length && wanted.has(key.slice(prefix.length, colon));
-      });
+  deleteForSessions(session: string, prefix: string, idsJson: string, ids: readonly string[], byIdPrefix: boolean): number {
+    const sweep = new KvSweep(session, prefix, idsJson, ids, byIdPrefix);
+    // What goes is what this call sees: the stored keys and this process's staged writes it matches.
+    const gone = new Set<string>();
+    for (const key of this.backend.sweptKeys(this.plugin, sweep)) if (this.staged(session, key) !== null) gone.add(key);
+    for (const key of this.stagedKeys(session, prefix)) if (sweep.matches(session, key) && this.staged(session, key) !== null) gone.add(key);
+    // The call's earlier writes it matches become deletes: its later writes must win over it.
+    for (const s of this.pending?.keys() ?? []) {
+      const cut = s.indexOf(SEP);
+      if (sweep.matches(s.slice(0, cut), s.slice(cut + 1))) this.pending!.set(s, null);
     }
-    for (const key of doomed) this.stage(session, key, null);
-    return doomed.length;
+    (this.pendingSweeps ??= []).push(sweep);
+    return gone.size;
   }
 
   /** Keys of `session` starting with `prefix`, sorted; the call's own and unflushed writes count. */
   list(session: string, prefix: string): string[] {
-    const keys = new Set(this.backend.keys(this.plugin, session, prefix));
-    const head = session + SEP;
-    const apply = (s: string, value: string | null) => {
-      if (!s.startsWith(head)) return;
-      const key = s.slice(head.length);
-      if (!key.startsWith(prefix)) return;
-      if (value === null) keys.delete(key);
-      else keys.add(key);
-    };
-    for (const [s, u] of this.unflushed) apply(s, u.value);
-    for (const [s, v] of this.pending ?? []) apply(s, v);
+    const keys = new Set<string>();
+    for (const key of this.backend.keys(this.plugin, session, prefix)) if (this.staged(session, key) !== null) keys.add(key);
+    for (const key of this.stagedKeys(session, prefix)) if (this.staged(session, key) != null) keys.add(key);
     return [...keys].sort();
+  }
+
+  /** Keys of `session` starting with `prefix` that this process has staged writes for (any value). */
+  private stagedKeys(session: string, prefix: string): string[] {
+    const head = session + SEP + prefix;
+    const out: string[] = [];
+    for (const s of this.unflushed.keys()) if (s.startsWith(head)) out.push(s.slice(session.length + 1));
+    for (const s of this.pending?.keys() ?? []) if (s.startsWith(head)) out.push(s.slice(session.length + 1));
+    return out;
   }
 
   /**
@@ -167,13 +213,15 @@ export class PluginKv {
    * commit runs in the background and the runtime's flush() waits for it.
    */
   end(ok: boolean): Promise<void> | undefined {
-    const pending = this.pending;
+    const pending = this.pending ?? new Map<string, string | null>();
     const guards = this.guards;
+    const sweeps = this.pendingSweeps ?? [];
     this.pending = undefined;
     this.guards = undefined;
+    this.pendingSweeps = undefined;
     this.callKeys = 0;
     this.callBytes = 0;
-    if (!ok || !pending || pending.size === 0) return undefined;
+    if (!ok || (pending.size === 0 && sweeps.length === 0)) return undefined;
     const gen = ++this.gen;
     const writes: KvChangeSet["writes"] = [];
     for (const [s, value] of pending) {
@@ -181,13 +229,16 @@ export class PluginKv {
       writes.push([s.slice(0, cut), s.slice(cut + 1), value]);
       this.unflushed.set(s, { value, gen });
     }
+    const swept = sweeps.map((sweep) => ({ sweep, gen }));
+    for (const w of swept) this.unflushedSweeps.add(w);
     const guardList: KvChangeSet["guards"] = [];
     for (const [s, value] of guards ?? []) {
       const cut = s.indexOf(SEP);
       guardList.push([s.slice(0, cut), s.slice(cut + 1), value]);
     }
-    const committed = this.backend.commit({ plugin: this.plugin, writes, guards: guardList }).finally(() => {
+    const committed = this.backend.commit({ plugin: this.plugin, sweeps, writes, guards: guardList }).finally(() => {
       for (const s of pending.keys()) if (this.unflushed.get(s)?.gen === gen) this.unflushed.delete(s);
+      for (const w of swept) this.unflushedSweeps.delete(w);
     });
     if (guardList.length > 0) {
       return committed.catch((err: unknown) => {
@@ -197,18 +248,6 @@ export class PluginKv {
     }
     committed.catch(() => undefined); // logged by the backend
     return undefined;
-  }
-
-  private existing(session: string, keys: readonly string[]): string[] {
-    const found = new Set(this.backend.existing(this.plugin, session, keys));
-    const out: string[] = [];
-    for (const key of keys) {
-      const s = slot(session, key);
-      const staged = this.pending?.has(s) ? this.pending.get(s) : this.unflushed.get(s)?.value;
-      if (staged === null) continue;
-      if (staged !== undefined || found.has(key)) out.push(key);
-    }
-    return out;
   }
 
   /** Reads `key` and remembers the value as this call's guard (the first read counts). */

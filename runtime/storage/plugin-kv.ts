@@ -6,7 +6,7 @@
 // when a guard no longer holds. Writes for a session that no longer exists are dropped.
 import type { InStatement } from "@libsql/client";
 import { setImmediate } from "node:timers";
-import { KvConflictError, type KvBackend, type KvChangeSet, type KvUsage } from "../../host-api/kv.ts";
+import { KvConflictError, type KvBackend, type KvChangeSet, type KvSweep, type KvUsage } from "../../host-api/kv.ts";
 import type { Storage } from "./db.ts";
 import { openSyncReader, type SyncReader } from "./sync-reader.ts";
 
@@ -24,6 +24,22 @@ const UPSERT_SQL = `insert into plugin_kv (plugin, session_id, key, value, updat
   from json_each(?1)
   where json_extract(value, '$[1]') = '' or not exists (select 1 from session_tombstones t where t.id = json_extract(value, '$[1]'))
   on conflict (plugin, session_id, key) do update set value = excluded.value, updated_at = excluded.updated_at`;
+// A sweep's keys (host-api/kv.ts KvSweep; ?1 plugin, ?2 scope, ?3 prefix, ?4 ids JSON), one primary
+// key probe per id: `prefix || id`, or the key range [prefix || id || ':', prefix || id || ';') with
+// no further ':' (the id ends at the key's last ':'). CROSS JOIN keeps json_each outside, so each
+// id's range is a seek; the planner otherwise scans the ids once per stored key.
+const SWEEP_KEYS = {
+  exact: `select ?3 || value as key from json_each(?4)`,
+  byIdPrefix: `select k.key from json_each(?4) j cross join plugin_kv k
+    where j.value <> '' and k.plugin = ?1 and k.session_id = ?2
+      and k.key >= ?3 || j.value || ':' and k.key < ?3 || j.value || ';' and instr(substr(k.key, length(?3 || j.value) + 2), ':') = 0`,
+};
+const sweepKeys = (sweep: KvSweep) => (sweep.byIdPrefix ? SWEEP_KEYS.byIdPrefix : SWEEP_KEYS.exact);
+const sweepArgs = (plugin: string, sweep: KvSweep) => [plugin, sweep.session, sweep.prefix, sweep.idsJson];
+const sweepDeleteSql = (sweep: KvSweep) => `delete from plugin_kv where plugin = ?1 and session_id = ?2 and key in (${sweepKeys(sweep)})`;
+// The stored keys as ONE JSON string: 10,000 rows as JS values cost more than the probes.
+const sweepListSql = (sweep: KvSweep) =>
+  `select json_group_array(key) from plugin_kv where plugin = ?1 and session_id = ?2 and key in (${sweepKeys(sweep)})`;
 const GUARD_PRESENT_SQL = `select ${FAIL} where not exists (select 1 from plugin_kv where plugin = ?1 and session_id = ?2 and key = ?3 and value = ?4)`;
 const GUARD_ABSENT_SQL = `select ${FAIL} where exists (select 1 from plugin_kv where plugin = ?1 and session_id = ?2 and key = ?3)`;
 const USAGE_SQL = `select plugin, keys, bytes from plugin_kv_usage where plugin in (select value from json_each(?1))`;
@@ -95,14 +111,9 @@ export class KvStore implements KvBackend {
     return rows.map((r) => String(r[0]));
   }
 
-  existing(plugin: string, session: string, keys: readonly string[]): string[] {
-    if (keys.length === 0) return [];
-    const rows = this.reader.all("select key from plugin_kv where plugin = ? and session_id = ? and key in (select value from json_each(?))", [
-      plugin,
-      session,
-      JSON.stringify(keys),
-    ]);
-    return rows.map((r) => String(r[0]));
+  sweptKeys(plugin: string, sweep: KvSweep): string[] {
+    const rows = this.reader.all(sweepListSql(sweep), sweepArgs(plugin, sweep));
+    return JSON.parse(String(rows[0]?.[0] ?? "[]")) as string[];
   }
 
   /**
@@ -193,6 +204,12 @@ export class KvStore implements KvBackend {
     const stmts: InStatement[] = [];
     for (const { changes } of group) {
       plugins.add(changes.plugin);
+      // A sweep runs before every key write of the group: an earlier change set's write it matches
+      // becomes a delete here, a later one's stays a write (and wins).
+      for (const sweep of changes.sweeps ?? []) {
+        stmts.push({ sql: sweepDeleteSql(sweep), args: sweepArgs(changes.plugin, sweep) });
+        for (const w of last.values()) if (w[0] === changes.plugin && w[3] !== null && sweep.matches(w[1], w[2])) w[3] = null;
+      }
       for (const [session, key, expected] of changes.guards) {
         stmts.push(
           expected === null

@@ -1,0 +1,86 @@
+// hookbox_kv_delete_sessions stages ONE sweep (host-api/kv.ts KvSweep) that the commit runs as one
+// statement: reads see it before it is committed, the call's earlier writes it matches go with it,
+// its later writes win over it, and ids end at a key's last ":" (mode 1) exactly as before.
+import { describe, it, after, before } from "node:test";
+import assert from "node:assert/strict";
+import { PluginKv } from "../host-api/kv.ts";
+import { openStorage, type Storage } from "../runtime/storage/db.ts";
+import { KvStore } from "../runtime/storage/plugin-kv.ts";
+
+describe("kv sweep (hookbox_kv_delete_sessions)", () => {
+  let storage: Storage;
+  let store: KvStore;
+  const quota = { keys: 1_000, bytes: 1_000_000 };
+  before(async () => {
+    storage = await openStorage("file::memory:");
+    store = KvStore.open(storage, { now: () => Date.now(), onError: () => undefined });
+  });
+  after(async () => {
+    await store.close();
+    await storage.close();
+  });
+
+  const seed = async (kv: PluginKv, keys: string[]) => {
+    for (const k of keys) kv.set("", k, "v");
+    kv.end(true);
+    await store.flush();
+  };
+  const sweep = (kv: PluginKv, prefix: string, ids: string[], byIdPrefix: boolean) =>
+    kv.deleteForSessions("", prefix, JSON.stringify(ids), ids, byIdPrefix);
+
+  it("mode 0 deletes prefix + id; reads see it before and after the commit", async () => {
+    const kv = new PluginKv("p0", store, quota);
+    await seed(kv, ["entry:a", "entry:b", "entry:c", "other:a"]);
+    assert.equal(sweep(kv, "entry:", ["a", "b", "zz"], false), 2);
+    assert.equal(kv.get("", "entry:a"), undefined, "the running call sees its sweep");
+    assert.deepEqual(kv.list("", ""), ["entry:c", "other:a"]);
+    kv.end(true);
+    assert.deepEqual(kv.list("", "entry:"), ["entry:c"], "unflushed: still seen");
+    await store.flush();
+    assert.deepEqual(store.keys("p0", "", ""), ["entry:c", "other:a"]);
+    assert.deepEqual(kv.list("", ""), ["entry:c", "other:a"]);
+  });
+
+  it("mode 1 deletes prefix + id + ':' + suffix, the id ending at the last ':'", async () => {
+    const kv = new PluginKv("p1", store, quota);
+    await seed(kv, ["task:a:1", "task:a:2", "task:a:b:3", "task:ab:4", "task:b:5", "task:a:"]);
+    assert.equal(sweep(kv, "task:", ["a", ""], true), 3);
+    kv.end(true);
+    await store.flush();
+    assert.deepEqual(store.keys("p1", "", "task:"), ["task:a:b:3", "task:ab:4", "task:b:5"]);
+    assert.equal(sweep(kv, "task:", ["a:b"], true), 1);
+    kv.end(true);
+    await store.flush();
+    assert.deepEqual(store.keys("p1", "", "task:"), ["task:ab:4", "task:b:5"]);
+  });
+
+  it("a write before the sweep goes with it, a write after it wins, in one call and across calls", async () => {
+    const kv = new PluginKv("p2", store, quota);
+    await seed(kv, ["entry:a"]);
+    kv.set("", "entry:b", "before");
+    assert.equal(sweep(kv, "entry:", ["a", "b"], false), 2, "a stored key and this call's staged one");
+    kv.set("", "entry:a", "after");
+    assert.equal(kv.get("", "entry:a"), "after");
+    assert.equal(kv.get("", "entry:b"), undefined);
+    kv.end(true);
+    // Next call, before the first one's commit: a new sweep of a wins over the unflushed write.
+    assert.equal(sweep(kv, "entry:", ["a"], false), 1);
+    assert.equal(kv.get("", "entry:a"), undefined);
+    kv.end(true);
+    kv.set("", "entry:c", "later");
+    kv.end(true);
+    await store.flush();
+    assert.deepEqual(store.keys("p2", "", "entry:"), ["entry:c"]);
+    assert.equal(sweep(kv, "entry:", ["a", "b"], false), 0, "nothing left to delete");
+    kv.end(false);
+  });
+
+  it("a failed call's sweep is dropped", async () => {
+    const kv = new PluginKv("p3", store, quota);
+    await seed(kv, ["entry:a"]);
+    assert.equal(sweep(kv, "entry:", ["a"], false), 1);
+    kv.end(false);
+    await store.flush();
+    assert.equal(kv.get("", "entry:a"), "v");
+  });
+});
