@@ -231,9 +231,15 @@ export class HookDispatcher {
 
   private fail(name: string, b: Bookkeeping, e: PluginCallError, hook?: HookName): void {
     b.failures[e.kind]++;
-    b.consecutiveFailures++;
     b.lastError = `${e.kind}: ${e.message}`;
     b.failingHook = hook ?? null;
+    // `unavailable` is the host's fault (its database down, the plugin closed), not the plugin's:
+    // counted and logged, but it never brings the plugin nearer to a quarantine.
+    if (e.kind === "unavailable") {
+      this.log("warn", "plugin call failed", { plugin: name, kind: e.kind, error: e.message });
+      return;
+    }
+    b.consecutiveFailures++;
     if (hook !== undefined) {
       const streak = (b.hookStreak.get(hook) ?? 0) + 1;
       b.hookStreak.set(hook, streak);

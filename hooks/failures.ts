@@ -2,7 +2,10 @@
 export const FAILURE_KINDS = ["trap", "fuel", "timeout", "memory", "bad_output", "denied", "unavailable", "quota", "conflict"] as const;
 export type FailureKind = (typeof FAILURE_KINDS)[number];
 
-/** A plugin call that failed; `kind` says which limit or fault stopped it. */
+/**
+ * A plugin call that failed; `kind` says which limit or fault stopped it. `unavailable` is the host's
+ * side (the plugin is not running, its database cannot answer) and never leads to a quarantine.
+ */
 export class PluginCallError extends Error {
   constructor(
     readonly kind: FailureKind,

@@ -243,7 +243,7 @@ export class PluginKv {
     if (guardList.length > 0) {
       return committed.catch((err: unknown) => {
         if (err instanceof KvConflictError) throw new PluginCallError("conflict", err.message);
-        throw err;
+        throw new PluginCallError("unavailable", `kv commit failed: ${(err as Error)?.message ?? err}`.slice(0, 500));
       });
     }
     committed.catch(() => undefined); // logged by the backend

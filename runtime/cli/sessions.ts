@@ -15,7 +15,7 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
 
   sessions
     .command("list")
-    .description("list sessions, newest first")
+    .description("list sessions, oldest first (the API's order: created_at, then id)")
     .option("--profile <profile>", "only this profile")
     .addOption(new Option("--archived <bool>", "only archived (true) or active (false) sessions").choices(["true", "false"]))
     .option("--limit <n>", "at most this many", wholeNumber(1, 1000), 100)
@@ -54,7 +54,11 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
         const core = await ctx.core();
         await requireExisting(core, ids);
         const res = await core.deletion.remove({ reason: action, ids });
-        if (!res.fired) throw new AppError(409, "already_archived", `already archived: ${ids.join(", ")}`);
+        if (!res.fired) {
+          // Checked a moment ago, gone now: another process removed them in between.
+          if (action === "delete") throw new AppError(404, "not_found", `already deleted (by another process meanwhile): ${ids.join(", ")}`);
+          throw new AppError(409, "already_archived", `already archived: ${ids.join(", ")}`);
+        }
         for (const id of res.deleted_ids) io.out(`${action === "delete" ? "deleted" : "archived"} ${id}`);
       });
   }

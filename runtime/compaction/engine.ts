@@ -169,13 +169,17 @@ export class CompactionEngine {
     const fingerprint = rows.length === 0 ? "0:0" : `${rows.length}:${rows.at(-1)!.seq}`;
     const targetId = await this.ctx.storage.write(async (trx) => {
       // Re-check inside the transaction: a concurrent delete wins; nothing is resurrected.
-      const live = await sql<{ n: number; top: number | null; exists_: number }>`
+      // A rotation needs the session still open: another process may have rotated it meanwhile
+      // (its messages stay as they were, so the fingerprint alone would not tell) — never fork it.
+      const live = await sql<{ n: number; top: number | null; exists_: number; open_: number }>`
         select (select count(*) from messages where session_id = ${session.id}) as n,
                (select max(seq) from messages where session_id = ${session.id}) as top,
-               (select count(*) from sessions where id = ${session.id}) as exists_`.execute(trx);
+               (select count(*) from sessions where id = ${session.id}) as exists_,
+               (select count(*) from sessions where id = ${session.id} and ended_at is null) as open_`.execute(trx);
       const l = live.rows[0]!;
       if (Number(l.exists_) === 0) return null;
       if (`${Number(l.n)}:${Number(l.top ?? 0)}` !== fingerprint) return undefined;
+      if (rotate && Number(l.open_) === 0) return undefined;
       if (!rotate) {
         const removeIds = plan.remove.map((r) => r.id);
         if (removeIds.length > 0) await sql`delete from messages where id in (select value from json_each(${JSON.stringify(removeIds)}))`.execute(trx);

@@ -15,6 +15,7 @@ import { sql, type Transaction } from "kysely";
 import type { Database } from "../storage/schema.ts";
 import type { DeleteReason } from "../../hooks/catalogue.ts";
 import type { CoreContext } from "../context.ts";
+import { log } from "../log.ts";
 
 export type Trx = Transaction<Database>;
 
@@ -90,7 +91,13 @@ export class DeletionService {
         sessions_dir,
       });
     }
-    if (req.reason !== "archive") await this.ctx.kv.purgeSessions(result.deleted_ids);
+    // The delete is committed and announced: a purge that fails (the database went away) must not
+    // turn it into an error; the sweep purges what is left (the tombstones say what).
+    if (req.reason !== "archive") {
+      await this.ctx.kv.purgeSessions(result.deleted_ids).catch((err: unknown) => {
+        log("warn", "plugin kv purge after delete failed; the sweep will do it", { ids: result.deleted_ids.length, error: (err as Error).message });
+      });
+    }
     return result;
   }
 }

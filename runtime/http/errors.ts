@@ -16,6 +16,11 @@ export function describeError(err: unknown, c: Context): { status: 400 | 401 | 4
   if (err instanceof AppError) return { status: err.status, body: errorBody(err.code, err.message, err.issues) };
   if (err instanceof CommandError) return { status: COMMAND_STATUS[err.code], body: errorBody(err.code, err.message) };
   if (err instanceof PluginNotFoundError) return { status: 404, body: errorBody("not_found", err.message) };
+  const db = databaseFault(err);
+  if (db) {
+    log("error", "database unavailable", { method: c.req.method, path: c.req.path, error: db });
+    return { status: 503, body: errorBody("database_unavailable", `the database did not answer (${db}); nothing was changed unless the response says so: retry`) };
+  }
   log("error", "request failed", { method: c.req.method, path: c.req.path, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
   return { status: 500, body: errorBody("internal", "internal error") };
 }
@@ -23,4 +28,13 @@ export function describeError(err: unknown, c: Context): { status: 400 | 401 | 4
 export function onError(err: Error, c: Context): Response {
   const { status, body } = describeError(err, c);
   return c.json(body, status);
+}
+
+/** The database (a libSQL server, or the file's lock) could not be reached: its message, else undefined. */
+export function databaseFault(err: unknown): string | undefined {
+  const e = err as { code?: unknown; message?: unknown; cause?: { code?: unknown; message?: unknown } } | null;
+  const text = `${e?.code ?? ""} ${e?.message ?? ""} ${e?.cause?.code ?? ""} ${e?.cause?.message ?? ""}`;
+  return /fetch failed|ECONNREFUSED|ECONNRESET|HRANA_WEBSOCKET_ERROR|SERVER_ERROR|SQLITE_BUSY|database is locked|database read (failed|timed out)/i.test(text)
+    ? String(e?.message ?? err).slice(0, 300)
+    : undefined;
 }

@@ -18,16 +18,25 @@ export interface OpsOptions {
   draining?: () => boolean;
 }
 
+const READY_DB_TIMEOUT_MS = 2_000;
+
 /** Probes and docs: registered before the bearer guard, so they answer without a token. */
 export function publicOpsRoutes(app: Hono, core: Core, opts: OpsOptions): void {
   app.get("/healthz", (c) => c.json({ ok: true, version: VERSION }));
   app.get("/readyz", async (c) => {
     const checks: Record<string, string> = {};
+    // A database that hangs (a stopped server) must not hang the probe too.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${READY_DB_TIMEOUT_MS} ms`)), READY_DB_TIMEOUT_MS);
+    });
     try {
-      await sql`select 1`.execute(core.storage.db);
+      await Promise.race([sql`select 1`.execute(core.storage.db), late]);
       checks.database = "ok";
     } catch (err) {
       checks.database = `unreachable: ${(err as Error).message}`;
+    } finally {
+      clearTimeout(timer);
     }
     checks.plugins = core.plugins === noPlugins ? "not loaded" : "ok";
     if (opts.draining?.()) checks.server = "shutting down";

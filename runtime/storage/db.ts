@@ -59,6 +59,11 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   // another process (e.g. the CLI next to a running server) waits for the lock instead of failing.
   const open = () => createClient(opts.authToken ? { url, authToken: opts.authToken } : { url, timeout: 5000 });
   const client = open();
+  // The first statement is where an unreachable server or a bad path shows: say which database.
+  await client.execute("select 1").catch((err: unknown) => {
+    client.close();
+    throw new Error(`cannot open the database ${redactUrl(url)}: ${(err as Error).message}${(err as { cause?: Error }).cause ? ` (${(err as { cause: Error }).cause.message})` : ""}`);
+  });
   if (embedded) {
     // WAL lets readers proceed during a write; busy_timeout makes concurrent writers wait, not fail.
     await client.execute("PRAGMA journal_mode = WAL");
@@ -118,4 +123,9 @@ async function retryLocked<T>(run: () => Promise<T>): Promise<T> {
       await new Promise((r) => setTimeout(r, delay * (0.5 + Math.random())));
     }
   }
+}
+
+/** A URL fit for a log or an error: no credentials. */
+function redactUrl(url: string): string {
+  return url.replace(/\/\/[^@/]*@/, "//***@").replace(/([?&](authToken|token)=)[^&]*/gi, "$1***");
 }

@@ -8,7 +8,8 @@ import type { InStatement } from "@libsql/client";
 import { setImmediate } from "node:timers";
 import { KvConflictError, type KvBackend, type KvChangeSet, type KvSweep, type KvUsage } from "../../host-api/kv.ts";
 import type { Storage } from "./db.ts";
-import { openSyncReader, type SyncReader } from "./sync-reader.ts";
+import { PluginCallError } from "../../hooks/failures.ts";
+import { openSyncReader, type SqlArg, type SyncReader } from "./sync-reader.ts";
 
 /** SQLite's documented way to fail a statement: abs() of the smallest integer overflows. */
 const FAIL = "abs(-9223372036854775808)";
@@ -77,6 +78,18 @@ export class KvStore implements KvBackend {
     private readonly opts: KvStoreOptions,
   ) {}
 
+  /**
+   * A read for a plugin's host call. A database that cannot answer is the host's fault, not the
+   * plugin's: the call fails as `unavailable`, which never counts towards a quarantine.
+   */
+  private read(sql: string, args: readonly SqlArg[]): unknown[][] {
+    try {
+      return this.reader.all(sql, args);
+    } catch (err) {
+      throw new PluginCallError("unavailable", `database: ${(err as Error).message}`.slice(0, 500));
+    }
+  }
+
   /** A store with its own synchronous reader on `storage`'s database (closed by close()). */
   static open(storage: Storage, opts: KvStoreOptions & { authToken?: string | undefined }): KvStore {
     return new KvStore(storage, openSyncReader(storage.url, opts.authToken), opts);
@@ -89,13 +102,13 @@ export class KvStore implements KvBackend {
   }
 
   get(plugin: string, session: string, key: string): string | undefined {
-    const rows = this.reader.all("select value from plugin_kv where plugin = ? and session_id = ? and key = ?", [plugin, session, key]);
+    const rows = this.read("select value from plugin_kv where plugin = ? and session_id = ? and key = ?", [plugin, session, key]);
     return rows.length === 0 ? undefined : String(rows[0]![0]);
   }
 
   /** `key` in several plugins' scopes at once, as "plugin\0scope" -> value (one read). */
   valuesOf(key: string, plugins: readonly string[], sessions: readonly string[]): Map<string, string> {
-    const rows = this.reader.all(
+    const rows = this.read(
       "select plugin, session_id, value from plugin_kv where key = ? and plugin in (select value from json_each(?)) and session_id in (select value from json_each(?))",
       [key, JSON.stringify(plugins), JSON.stringify(sessions)],
     );
@@ -104,7 +117,7 @@ export class KvStore implements KvBackend {
 
   keys(plugin: string, session: string, prefix: string): string[] {
     // The primary key (plugin, session_id, key) serves a range scan; substr keeps LIKE's wildcards out.
-    const rows = this.reader.all(
+    const rows = this.read(
       "select key from plugin_kv where plugin = ? and session_id = ? and key >= ? and substr(key, 1, ?) = ? order by key",
       [plugin, session, prefix, prefix.length, prefix],
     );
@@ -112,7 +125,7 @@ export class KvStore implements KvBackend {
   }
 
   sweptKeys(plugin: string, sweep: KvSweep): string[] {
-    const rows = this.reader.all(sweepListSql(sweep), sweepArgs(plugin, sweep));
+    const rows = this.read(sweepListSql(sweep), sweepArgs(plugin, sweep));
     return JSON.parse(String(rows[0]?.[0] ?? "[]")) as string[];
   }
 
@@ -121,7 +134,7 @@ export class KvStore implements KvBackend {
    * synchronously on the same connection as KV (a WASM call cannot await).
    */
   recentMessages(sessionId: string, limit: number): Array<{ role: string; content: string }> {
-    const rows = this.reader.all("select role, content from messages where session_id = ? order by seq desc limit ?", [sessionId, limit]);
+    const rows = this.read("select role, content from messages where session_id = ? order by seq desc limit ?", [sessionId, limit]);
     return rows.reverse().map((r) => ({ role: String(r[0]), content: String(r[1]) }));
   }
 
@@ -129,7 +142,7 @@ export class KvStore implements KvBackend {
     let u = this.usageOf.get(plugin);
     const now = this.opts.now();
     if (!u || now - u.at > USAGE_TTL_MS) {
-      const rows = this.reader.all("select keys, bytes from plugin_kv_usage where plugin = ?", [plugin]);
+      const rows = this.read("select keys, bytes from plugin_kv_usage where plugin = ?", [plugin]);
       u = rows.length === 0 ? { keys: 0, bytes: 0, at: now } : { keys: Number(rows[0]![0]), bytes: Number(rows[0]![1]), at: now };
       this.usageOf.set(plugin, u);
     }

@@ -13,7 +13,7 @@ const encoder = new TextEncoder();
 const wsUrl = url.replace(/^http(s?):/, "ws$1:");
 const client = createClient(authToken ? { url: wsUrl, authToken } : { url: wsUrl });
 
-function reply(code, text) {
+function reply(id, code, text) {
   let bytes = encoder.encode(text);
   if (bytes.byteLength > out.byteLength) {
     code = 2;
@@ -21,16 +21,23 @@ function reply(code, text) {
   }
   out.set(bytes);
   state[1] = bytes.byteLength;
-  Atomics.store(state, 0, code);
+  state[2] = id;
+  state[3] = code;
+  // The answer counter moves last: a caller that sees it move reads a complete answer.
+  Atomics.add(state, 0, 1);
   Atomics.notify(state, 0);
 }
 
-parentPort.on("message", async ({ sql, args }) => {
-  try {
-    const rs = await client.execute({ sql, args });
-    const rows = rs.rows.map((r) => Array.from(r));
-    reply(1, JSON.stringify(rows));
-  } catch (err) {
-    reply(2, err instanceof Error ? err.message : String(err));
-  }
+// One query at a time, in order: the shared buffer holds one answer, tagged with its request id (a
+// caller that gave up on a hung query must not take its late answer for the next one's).
+let chain = Promise.resolve();
+parentPort.on("message", ({ id, sql, args }) => {
+  chain = chain.then(async () => {
+    try {
+      const rs = await client.execute({ sql, args });
+      reply(id, 1, JSON.stringify(rs.rows.map((r) => Array.from(r))));
+    } catch (err) {
+      reply(id, 2, err instanceof Error ? err.message : String(err));
+    }
+  });
 });

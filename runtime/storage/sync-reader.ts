@@ -59,13 +59,20 @@ class FileReader implements SyncReader {
 
 /** Results up to this size cross from the worker (a plugin's key list or one 256 KiB value fit easily). */
 const RESULT_BYTES = 16 * 1024 * 1024;
-const READ_TIMEOUT_MS = 10_000;
+/**
+ * A read blocks the event loop while it waits, so a server that hangs must not hold it long: a read
+ * gives up after READ_TIMEOUT_MS, and for DOWN_MS after that, reads fail at once instead of waiting.
+ */
+const READ_TIMEOUT_MS = 2_000;
+const DOWN_MS = 5_000;
 
 class RemoteReader implements SyncReader {
   reads = 0;
   private readonly worker: Worker;
-  /** [state (0 pending, 1 done, 2 failed), result byte length] */
-  private readonly ctl = new Int32Array(new SharedArrayBuffer(8));
+  /** [answers so far, result byte length, id of the request answered, 1 rows / 2 error] */
+  private readonly ctl = new Int32Array(new SharedArrayBuffer(16));
+  private lastId = 0;
+  private downUntil = 0;
   private readonly data = new SharedArrayBuffer(RESULT_BYTES);
 
   constructor(url: string, authToken: string | undefined) {
@@ -77,13 +84,24 @@ class RemoteReader implements SyncReader {
 
   all(sql: string, args: readonly SqlArg[]): unknown[][] {
     this.reads++;
-    Atomics.store(this.ctl, 0, 0);
-    this.worker.postMessage({ sql, args });
-    if (Atomics.wait(this.ctl, 0, 0, READ_TIMEOUT_MS) === "timed-out") {
-      throw new Error(`database read timed out after ${READ_TIMEOUT_MS} ms`);
+    const now = Date.now();
+    if (now < this.downUntil) throw new Error(`database read refused: the server did not answer a read within ${READ_TIMEOUT_MS} ms; retrying after ${DOWN_MS} ms`);
+    const id = (this.lastId = (this.lastId % 0x7fffffff) + 1);
+    let seen = Atomics.load(this.ctl, 0);
+    this.worker.postMessage({ id, sql, args });
+    const deadline = now + READ_TIMEOUT_MS;
+    // A late answer to an earlier, abandoned read may come first: wait on for ours.
+    for (;;) {
+      const left = deadline - Date.now();
+      if (left <= 0 || Atomics.wait(this.ctl, 0, seen, left) === "timed-out") {
+        this.downUntil = Date.now() + DOWN_MS;
+        throw new Error(`database read timed out after ${READ_TIMEOUT_MS} ms`);
+      }
+      seen = Atomics.load(this.ctl, 0);
+      if (Atomics.load(this.ctl, 2) === id) break;
     }
     const text = new TextDecoder().decode(new Uint8Array(this.data, 0, this.ctl[1]).slice());
-    if (Atomics.load(this.ctl, 0) === 2) throw new Error(`database read failed: ${text}`);
+    if (this.ctl[3] === 2) throw new Error(`database read failed: ${text}`);
     return JSON.parse(text) as unknown[][];
   }
 

@@ -28,8 +28,11 @@ const MAX_MODEL_CALLS = 5;
 /** pre_llm_call sees this many recent messages. */
 const HISTORY_FOR_HOOK = 20;
 
-/** Tries of a turn that lost the race for its session against another process. */
-const BUSY_ATTEMPTS = 5;
+/**
+ * Tries of a turn that lost the race for its session against another process (each try pauses a
+ * little longer, at random, so two nodes busy on one session part).
+ */
+const BUSY_ATTEMPTS = 25;
 
 export class TurnService {
   constructor(
@@ -68,7 +71,7 @@ export class TurnService {
           // Another process stored a turn of this session meanwhile: this one stored nothing, so
           // it runs again on the new history (a streamed turn cannot take back what it sent).
           if (events || attempt >= BUSY_ATTEMPTS || !(err instanceof AppError) || err.code !== "session_busy") throw err;
-          await new Promise((r) => setTimeout(r, 10 + Math.random() * 40 * attempt));
+          await new Promise((r) => setTimeout(r, 5 + Math.random() * Math.min(250, 20 * attempt)));
         }
       }
     });
