@@ -152,6 +152,22 @@ for (const db of TEST_DBS) {
       assert.deepEqual(reported, [...ids].sort());
     });
 
+    it("one Idempotency-Key sent to both nodes at once runs the request once", async () => {
+      const sid = await newSession(a, "idem");
+      for (let round = 0; round < 5; round++) {
+        const headers = { "content-type": "application/json", "idempotency-key": `both-${db}-${round}` };
+        const send = (node: Node) =>
+          fetch(`${node.url}/v1/sessions/${sid}/turns`, { method: "POST", headers, body: JSON.stringify({ message: `pay invoice ${round}` }) }).then(async (r) => ({ status: r.status, body: await r.text(), replay: r.headers.get("idempotent-replay") }));
+        const [ra, rb] = await Promise.all([send(a), send(b)]);
+        assert.equal(ra.status, 200, ra.body);
+        assert.equal(rb.status, 200, rb.body);
+        assert.equal(ra.body, rb.body, "the same answer, once run and once replayed");
+        assert.equal([ra.replay, rb.replay].filter((x) => x === "true").length, 1);
+      }
+      const messages = (await api(a, "GET", `/v1/sessions/${sid}/messages?limit=100`)).body.messages as Array<{ content: string }>;
+      assert.equal(messages.length, 10, "five exchanges, none twice");
+    });
+
     it("turns of one session sent to both nodes at once never interleave", async () => {
       const sid = await newSession(a, "talker");
       const sent = Array.from({ length: 8 }, (_, i) => `turn ${i}`);

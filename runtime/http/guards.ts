@@ -27,6 +27,11 @@ const KEY = /^[\x21-\x7e]{1,200}$/;
  * path and body. A retry with the same request gets the stored response back and runs nothing (so
  * no hook fires twice); the same key with a different request is refused with 422. A stored answer
  * expires after idempotency_ttl_seconds: then the key is free again (expired rows are purged).
+ *
+ * The key is claimed in the database before the request runs (a row with status 0), so two
+ * processes on one database never both run it: the second waits for the first one's answer and
+ * replays it. A claim whose process died is taken over after CLAIM_STALE_MS; a request that ends
+ * in a 5xx gives its key back.
  */
 export function idempotency(core: Core): MiddlewareHandler {
   const locks = new KeyedMutex();
@@ -39,32 +44,76 @@ export function idempotency(core: Core): MiddlewareHandler {
     const url = new URL(c.req.url);
     const hash = digest(`${c.req.method} ${url.pathname}${url.search}\n${await c.req.text()}`).toString("hex");
     return locks.run(key, async () => {
-      const db = core.storage.db;
-      const now = core.now();
-      const seen = await db.selectFrom("idempotency").selectAll().where("key", "=", key).where("created_at", ">", now - ttlMs).executeTakeFirst();
-      if (seen) {
+      const waitUntil = Date.now() + CLAIM_WAIT_MS;
+      for (;;) {
+        const now = core.now();
+        const claimed = await claim(core, key, hash, now, ttlMs);
+        if (claimed) break;
+        const seen = await core.storage.db.selectFrom("idempotency").selectAll().where("key", "=", key).executeTakeFirst();
+        if (!seen) continue; // given back (a 5xx) or expired meanwhile: claim again
         if (seen.request_hash !== hash) {
           return c.json(errorBody("idempotency_key_reused", "this Idempotency-Key was used for a different request"), 422);
         }
-        return c.body(seen.response, seen.status as 200, { "content-type": "application/json", "idempotent-replay": "true" });
+        if (seen.status !== 0) return c.body(seen.response, seen.status as 200, { "content-type": "application/json", "idempotent-replay": "true" });
+        // Another process runs this request right now: wait for its answer.
+        if (Date.now() > waitUntil) {
+          return c.json(errorBody("idempotency_key_in_progress", "a request with this Idempotency-Key is still running; retry later"), 409);
+        }
+        await new Promise((r) => setTimeout(r, 25));
       }
-      await next();
-      if (c.res.status < 500) {
-        const response = await c.res.clone().text();
-        const row = { key, request_hash: hash, status: c.res.status, response, created_at: now };
-        const purge = now - lastPurge > 60_000;
-        if (purge) lastPurge = now;
-        await core.storage.write(async (trx) => {
-          if (purge) await trx.deleteFrom("idempotency").where("created_at", "<=", now - ttlMs).execute();
-          // An expired row for this key (not purged yet) is replaced.
-          await trx
-            .insertInto("idempotency")
-            .values(row)
-            .onConflict((oc) => oc.column("key").doUpdateSet(row).where("idempotency.created_at", "<=", now - ttlMs))
-            .execute();
-        });
+      const now = core.now();
+      try {
+        await next();
+      } catch (err) {
+        await release(core, key);
+        throw err;
       }
+      if (c.res.status >= 500) {
+        await release(core, key);
+        return;
+      }
+      const response = await c.res.clone().text();
+      const purge = now - lastPurge > 60_000;
+      if (purge) lastPurge = now;
+      await core.storage.write(async (trx) => {
+        if (purge) await trx.deleteFrom("idempotency").where("created_at", "<=", now - ttlMs).where("status", "<>", 0).execute();
+        await trx.updateTable("idempotency").set({ status: c.res.status, response }).where("key", "=", key).execute();
+      });
       return;
     });
   };
+}
+
+/** Waits this long for another process's answer to the same key before answering 409. */
+const CLAIM_WAIT_MS = 60_000;
+/** A claim (status 0) older than this belongs to a process that died: it may be taken over. */
+const CLAIM_STALE_MS = 10 * 60_000;
+
+/** Takes the key in one statement: free, expired, or a dead process's claim. True when taken. */
+async function claim(core: Core, key: string, hash: string, now: number, ttlMs: number): Promise<boolean> {
+  const row = { key, request_hash: hash, status: 0, response: "", created_at: now };
+  const res = await core.storage.write((trx) =>
+    trx
+      .insertInto("idempotency")
+      .values(row)
+      .onConflict((oc) =>
+        oc
+          .column("key")
+          .doUpdateSet(row)
+          .where((eb) =>
+            eb.or([
+              eb.and([eb("idempotency.status", "<>", 0), eb("idempotency.created_at", "<=", now - ttlMs)]),
+              eb.and([eb("idempotency.status", "=", 0), eb("idempotency.created_at", "<=", now - CLAIM_STALE_MS)]),
+            ]),
+          ),
+      )
+      .returning("key")
+      .execute(),
+  );
+  return res.length > 0;
+}
+
+/** Gives a key back (its request failed): the next try runs it again. */
+async function release(core: Core, key: string): Promise<void> {
+  await core.storage.write((trx) => trx.deleteFrom("idempotency").where("key", "=", key).where("status", "=", 0).execute()).catch(() => undefined);
 }
