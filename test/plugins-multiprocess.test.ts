@@ -152,6 +152,20 @@ for (const db of TEST_DBS) {
       assert.deepEqual(reported, [...ids].sort());
     });
 
+    it("two nodes rotating one session at once make one successor", async () => {
+      const long = Array.from({ length: 6 }, (_, i) => Array.from({ length: 300 }, (_, w) => `r${i}w${w}`).join(" "));
+      for (let round = 0; round < 3; round++) {
+        const sid = await newSession(a, `rotor-${round}`);
+        for (const text of long) assert.equal((await api(a, "POST", `/v1/sessions/${sid}/turns`, { message: text })).status, 200);
+        const body = { kind: "summarize", rotate: true };
+        const [ra, rb] = await Promise.all([api(a, "POST", `/v1/sessions/${sid}/compress`, body), api(b, "POST", `/v1/sessions/${sid}/compress`, body)]);
+        const rotated = [ra, rb].filter((r) => r.status === 200 && r.body.compacted === true);
+        assert.equal(rotated.length, 1, JSON.stringify([ra.body, rb.body]));
+        const successors = await client.execute({ sql: "select id from sessions where compacted_from = ?", args: [sid] });
+        assert.equal(successors.rows.length, 1);
+      }
+    });
+
     it("one Idempotency-Key sent to both nodes at once runs the request once", async () => {
       const sid = await newSession(a, "idem");
       for (let round = 0; round < 5; round++) {

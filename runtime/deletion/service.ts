@@ -7,7 +7,8 @@
 //   4. after commit, emits on_session_delete once per profile touched, each event with the ids
 //      actually removed in that profile (profile names are sorted; seeds first within each); the
 //      plugins can still read the deleted sessions' KV,
-//   5. purges that KV (set-based, one round trip; a sweep does it if this process dies first).
+//   5. tells its listeners (onRemoved): the core purges that KV there (set-based, one round trip;
+//      a sweep does it if this process dies first).
 // Ids that are already gone are simply not in the result, so a retry or an overlapping bulk delete
 // fires nothing for them. Archive uses the same path but flips the flag instead of deleting.
 import { resolve } from "node:path";
@@ -49,8 +50,18 @@ class DryRun {
 /** What an operation removed (or flipped): id -> profile. */
 type Removed = Map<string, string>;
 
+/** Told of every committed delete (not archive) after its on_session_delete fan-out. */
+export type RemovedListener = (deletedIds: readonly string[]) => Promise<void>;
+
 export class DeletionService {
+  private readonly removedListeners: RemovedListener[] = [];
+
   constructor(private readonly ctx: CoreContext) {}
+
+  /** Registers a listener (the core's plugin KV purge); it runs after the hooks, in order. */
+  onRemoved(listener: RemovedListener): void {
+    this.removedListeners.push(listener);
+  }
 
   async remove(req: RemoveRequest): Promise<RemoveResult> {
     const now = this.ctx.now();
@@ -90,12 +101,14 @@ export class DeletionService {
         sessions_dir,
       });
     }
-    // The delete is committed and announced: a purge that fails (the database went away) must not
-    // turn it into an error; the sweep purges what is left (the tombstones say what).
-    if (req.reason !== "archive") {
-      await this.ctx.kv.purgeSessions(result.deleted_ids).catch((err: unknown) => {
-        log("warn", "plugin kv purge after delete failed; the sweep will do it", { ids: result.deleted_ids.length, error: (err as Error).message });
-      });
+    // The delete is committed and announced: a listener that fails (the database went away) must
+    // not turn it into an error; the sweep purges what is left (the tombstones say what).
+    if (req.reason !== "archive" && result.fired) {
+      for (const listener of this.removedListeners) {
+        await listener(result.deleted_ids).catch((err: unknown) => {
+          log("warn", "after-delete step failed; the sweep will finish it", { ids: result.deleted_ids.length, error: (err as Error).message });
+        });
+      }
     }
     return result;
   }
