@@ -118,6 +118,16 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable("sessions").addColumn("revision", "integer", (c) => c.notNull().defaultTo(0)).execute();
     },
   },
+  // plugin_kv_session serves only the clean-up of deleted sessions, i.e. session-scoped rows; the
+  // plugin-wide rows (session_id '', most of a seed plugin's index) paid an index entry each for
+  // nothing: deleting 70,000 of them cost 10-25% more (one B-tree more per row). Queries that need
+  // it say `session_id <> ''` so the planner can use the partial index.
+  "0004_plugin_kv_session_partial": {
+    async up(db: Kysely<any>) {
+      await db.schema.dropIndex("plugin_kv_session").execute();
+      await db.schema.createIndex("plugin_kv_session").on("plugin_kv").column("session_id").where(sql.ref("session_id"), "<>", "").execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

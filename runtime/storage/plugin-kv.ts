@@ -170,7 +170,7 @@ export class KvStore implements KvBackend {
     if (ids.length === 0) return;
     await this.flush();
     this.writeRoundTrips++;
-    await this.storage.batch([{ sql: "delete from plugin_kv where session_id in (select value from json_each(?))", args: [JSON.stringify(ids)] }]);
+    await this.storage.batch([{ sql: "delete from plugin_kv where session_id <> '' and session_id in (select value from json_each(?))", args: [JSON.stringify(ids)] }]);
     this.usageOf.clear();
   }
 
@@ -181,7 +181,7 @@ export class KvStore implements KvBackend {
   async sweep(graceMs: number, tombstoneMs = 3_600_000): Promise<number> {
     const now = this.opts.now();
     const [tombstoned, orphans] = await this.storage.batch([
-      { sql: `delete from plugin_kv where session_id in (select id from session_tombstones where deleted_at < ?)`, args: [now - graceMs] },
+      { sql: `delete from plugin_kv where session_id <> '' and session_id in (select id from session_tombstones where deleted_at < ?)`, args: [now - graceMs] },
       // A session deleted without KV has no tombstone; a write that raced its delete is an orphan.
       {
         sql: `delete from plugin_kv where session_id <> '' and updated_at < ? and not exists (select 1 from sessions s where s.id = plugin_kv.session_id)
