@@ -20,7 +20,7 @@ function sandbox(limits: Partial<SandboxLimits> = {}) {
     end: (ok) => void ends.push(ok),
   };
   const all = { ...LIMITS, ...limits };
-  const module = compileInstrumented(limitsModule(), { memoryPages: all.memoryPages, startFuel: all.fuel });
+  const module = compileInstrumented(limitsModule(), { memoryPages: all.memoryPages });
   const plugin = new WasmPlugin({ name: "wat", module, limits: all, host, inWorker: false });
   return { plugin, ends, logs };
 }
@@ -38,17 +38,17 @@ async function failure(p: Promise<unknown>): Promise<PluginCallError> {
 
 describe("instrumentation", () => {
   it("is deterministic and caps memory", () => {
-    const a = instrument(limitsModule(), { memoryPages: 4, startFuel: 1000 });
-    const b = instrument(limitsModule(), { memoryPages: 4, startFuel: 1000 });
+    const a = instrument(limitsModule(), { memoryPages: 4 });
+    const b = instrument(limitsModule(), { memoryPages: 4 });
     assert.deepEqual(a, b);
     const imports = WebAssembly.Module.imports(new WebAssembly.Module(a)).map((i) => `${i.module}.${i.name}`);
     assert.ok(imports.includes("hookbox:fuel.refill"));
-    const c = instrument(limitsModule(), { memoryPages: 9, startFuel: 1000 });
+    const c = instrument(limitsModule(), { memoryPages: 9 });
     assert.notDeepEqual(a, c);
   });
 
   it("refuses a module that imports the fuel functions itself or is not WASM", () => {
-    assert.throws(() => instrument(new TextEncoder().encode("not wasm") as Uint8Array<ArrayBuffer>, { memoryPages: 1, startFuel: 1 }), /not a valid WebAssembly/);
+    assert.throws(() => instrument(new TextEncoder().encode("not wasm") as Uint8Array<ArrayBuffer>, { memoryPages: 1 }), /not a valid WebAssembly/);
   });
 });
 

@@ -8,7 +8,7 @@ import { adaptWasiModule } from "../sandbox/wasi-adapt.ts";
 import { InstrumentError } from "../sandbox/instrument.ts";
 import { compileInstrumented } from "../sandbox/module-cache.ts";
 import { WasmFormatError } from "../sandbox/wasm-binary.ts";
-import { HOST_MODULE, SANDBOX_FUNCTION_NAMES, WASI_SANDBOX_MODULE } from "../sandbox/wasm-plugin.ts";
+import { HOST_MODULE, KERNEL_MODULE, refusedImport, SANDBOX_FUNCTION_NAMES, WASI_SANDBOX_MODULE } from "../sandbox/wasm-plugin.ts";
 import { suggest } from "../util/suggest.ts";
 import { parseManifest, type Manifest } from "./manifest.ts";
 import type { SandboxLimits } from "../sandbox/wasm-plugin.ts";
@@ -38,8 +38,6 @@ export function readManifest(path: string, folder: string): Manifest {
   return manifest;
 }
 
-// Extism's own HTTP functions would bypass the http:<host> grants: plugins use hookbox_http.
-const FORBIDDEN_KERNEL = new Set(["http_request", "http_status_code", "http_headers"]);
 const USER_FUNCTIONS = new Set<string>([...HOST_FUNCTION_NAMES, ...SANDBOX_FUNCTION_NAMES]);
 
 /** Reads, checks and compiles plugin.wasm for the given memory cap. */
@@ -58,14 +56,16 @@ export function compilePlugin(path: string, manifest: Manifest, limits: SandboxL
   try {
     // Modules from WASI toolchains get hookbox's capability-free WASI (see WASI_SANDBOX_MODULE).
     const renamed = adaptWasiModule(bytes, WASI_MODULE, WASI_SANDBOX_MODULE);
-    module = compileInstrumented(renamed, { memoryPages: limits.memoryPages, startFuel: limits.fuel });
+    module = compileInstrumented(renamed, { memoryPages: limits.memoryPages });
   } catch (err) {
     if (err instanceof InstrumentError || err instanceof WasmFormatError) throw new PluginLoadError(`plugin.wasm: ${err.message}`);
     throw err;
   }
+  const refused = refusedImport(module);
+  if (refused) throw new PluginLoadError(`plugin.wasm ${refused}`);
   for (const imp of WebAssembly.Module.imports(module)) {
     const ok =
-      (imp.module === "extism:host/env" && !FORBIDDEN_KERNEL.has(imp.name)) ||
+      imp.module === KERNEL_MODULE ||
       (imp.module === HOST_MODULE && USER_FUNCTIONS.has(imp.name)) ||
       (imp.module === WASI_SANDBOX_MODULE && WASI_FUNCTION_NAMES.has(imp.name)) ||
       imp.module === "hookbox:fuel";

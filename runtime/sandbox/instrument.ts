@@ -12,9 +12,19 @@
 // returns an i32 passes it through `ret(code)` on the way out: Extism's JS SDK ignores the status
 // code, the sandbox fails the call on a non-zero one.
 //
+// Bulk operations (memory.fill/copy/init, table.fill/copy/init/grow) do work proportional to their
+// length operand, not one instruction's worth: each first calls an added `charge_bytes(len)` or
+// `charge_elems(len)` that subtracts that work from the counter (and refills / checks the deadline
+// like a loop header) and passes the length through unchanged.
+//
+// The counter starts at START_FUEL: a start function runs that much at instantiation without the
+// host (an Extism worker cannot serve host calls while it instantiates); beyond it, it asks the
+// host's refill like any call, which in-thread checks the deadline and in a worker fails the load.
+//
 // Memory: the memory section gets a maximum; and every memory.grow first calls an added
 // `grow_check(delta)` that tells the host (`oom(delta)`) when the grow will be refused, so the trap
 // the language runtime then raises (AssemblyScript: `unreachable`) is reported as a memory failure.
+// Tables get a maximum the same way (table.grow past it returns -1, as the spec says).
 import { Op, Reader, WasmFormatError, Writer, readInstr, readSections, sectionRank, writeModule, type Section } from "./wasm-binary.ts";
 
 /** Import module of the fuel host functions the instrumented module calls. */
@@ -23,9 +33,18 @@ export const FUEL_MODULE = "hookbox:fuel";
 export interface InstrumentOptions {
   /** Largest linear memory in 64 KiB pages, written as the memory's maximum. */
   memoryPages: number;
-  /** Fuel for code that runs outside an exported call (the start function at instantiation). */
-  startFuel: number;
+  /** Largest table in elements, written as every table's maximum (default TABLE_ELEMENTS). */
+  tableElements?: number;
 }
+
+/** Default cap on a table's elements: far above what compilers emit, far below a memory problem. */
+export const TABLE_ELEMENTS = 65_536;
+/** Bytes of a bulk memory operation charged as one fuel unit (about one instruction's time). */
+const BYTES_PER_UNIT_SHIFT = 4;
+/** Static cost of a direct call to an imported (host) function: the cheapest kernel call's price. */
+const HOST_CALL_UNITS = 20;
+/** Fuel a start function gets before it must ask the host (about 1 ms of code). */
+export const START_FUEL = 1_000_000;
 
 export class InstrumentError extends Error {
   override name = "InstrumentError";
@@ -50,11 +69,21 @@ interface Layout {
   definedGlobals: number;
 }
 
+/**
+ * Largest module accepted: compiling (and instrumenting) happens on the event loop, and its time
+ * and memory grow with the size (an 8 MB module blocked it 3.3 s at +1.4 GB).
+ */
+export const MAX_MODULE_BYTES = 4 * 1024 * 1024;
+
 export function instrument(wasm: Uint8Array<ArrayBuffer>, opts: InstrumentOptions): Uint8Array<ArrayBuffer> {
+  if (wasm.byteLength > MAX_MODULE_BYTES) {
+    throw new InstrumentError(`module of ${wasm.byteLength} bytes exceeds the limit of ${MAX_MODULE_BYTES} bytes (4 MiB)`);
+  }
   if (!WebAssembly.validate(wasm)) throw new InstrumentError("not a valid WebAssembly module");
   for (const imp of WebAssembly.Module.imports(new WebAssembly.Module(wasm))) {
     if (imp.module === FUEL_MODULE) throw new InstrumentError(`module may not import "${FUEL_MODULE}"`);
     if (imp.kind === "memory") throw new InstrumentError("modules that import their memory are not supported");
+    if (imp.kind === "table") throw new InstrumentError("modules that import a table are not supported");
   }
   try {
     return rewrite(readSections(wasm), opts);
@@ -74,9 +103,11 @@ function rewrite(sections: Section[], opts: InstrumentOptions): Uint8Array<Array
   const fuelGlobal = layout.importedGlobals + layout.definedGlobals;
   const exports = readExports(find(sections, 7));
   const funcExports = exports.filter((e) => e.kind === 0);
-  // New function indices: [old imports][fuel imports][old defined][wrappers][grow_check]
+  // New function indices: [old imports][fuel imports][old defined][wrappers][grow_check][charge_bytes][charge_elems]
   const firstWrapper = I + k + definedCount;
   const growCheck = firstWrapper + funcExports.length;
+  const chargeBytes = growCheck + 1;
+  const chargeElems = growCheck + 2;
   const newTypes = FUEL_IMPORTS.map((f, i) => ({ ...f, index: layout.typeCount + i }));
   const growType = newTypes[REFILL]!.index; // (i32) -> i32
 
@@ -90,13 +121,8 @@ function rewrite(sections: Section[], opts: InstrumentOptions): Uint8Array<Array
     ),
   );
   const wrapperTypes = funcExports.map((e) => layout.funcTypes[e.index]!);
-  out.set(3, appendVec(find(sections, 3), [...wrapperTypes, growType].map((t) => new Writer().u32(t))));
-  out.set(
-    6,
-    appendVec(find(sections, 6), [
-      new Writer().byte(I32).byte(0x01).byte(Op.I32Const).i32(clampI32(opts.startFuel)).byte(Op.End),
-    ]),
-  );
+  out.set(3, appendVec(find(sections, 3), [...wrapperTypes, growType, growType, growType].map((t) => new Writer().u32(t))));
+  out.set(6, appendVec(find(sections, 6), [new Writer().byte(I32).byte(0x01).byte(Op.I32Const).i32(START_FUEL).byte(Op.End)]));
   let wrapperIdx = firstWrapper;
   out.set(
     7,
@@ -112,7 +138,7 @@ function rewrite(sections: Section[], opts: InstrumentOptions): Uint8Array<Array
   const elements = find(sections, 9);
   if (elements) out.set(9, rewriteElements(elements, remap));
 
-  const meter: MeterCtx = { fuelGlobal, refill: fuelFn(REFILL), growCheck, remap };
+  const meter: MeterCtx = { fuelGlobal, refill: fuelFn(REFILL), growCheck, chargeBytes, chargeElems, importedFuncs: I, remap };
   const bodies = readVec(find(sections, 10) ?? new Uint8Array([0]), (r) => r.bytes(r.u32()));
   const code = bodies.map((b) => instrumentBody(b, meter));
   for (const e of funcExports) {
@@ -123,6 +149,7 @@ function rewrite(sections: Section[], opts: InstrumentOptions): Uint8Array<Array
     code.push(wrapperBody(nParams, remap(e.index), fuelGlobal, fuelFn(BEGIN), fuelFn(END), ret));
   }
   code.push(growCheckBody(opts.memoryPages, fuelFn(OOM)));
+  code.push(chargeBody(BYTES_PER_UNIT_SHIFT, meter), chargeBody(0, meter));
   out.set(10, encodeVec(code.map((c) => new Writer().sized(c))));
 
   // Reassemble in canonical order; the "name" section would now lie about indices, so drop it.
@@ -136,10 +163,9 @@ function rewrite(sections: Section[], opts: InstrumentOptions): Uint8Array<Array
     const at = result.findIndex((s) => s.id !== 0 && sectionRank(s.id) > sectionRank(id));
     result.splice(at === -1 ? result.length : at, 0, { id, body });
   }
+  capTables(result, opts.tableElements ?? TABLE_ELEMENTS);
   return capMemory(result, opts.memoryPages);
 }
-
-const clampI32 = (n: number) => Math.max(0, Math.min(0x7fff_ffff, Math.floor(n)));
 
 function find(sections: Section[], id: number): Uint8Array | undefined {
   return sections.find((s) => s.id === id)?.body;
@@ -221,8 +247,15 @@ interface MeterCtx {
   fuelGlobal: number;
   refill: number;
   growCheck: number;
+  chargeBytes: number;
+  chargeElems: number;
+  importedFuncs: number;
   remap: (idx: number) => number;
 }
+
+/** 0xfc sub-opcodes whose last operand is a length in bytes / in table elements. */
+const BULK_BYTES = new Set([8, 10, 11]); // memory.init, memory.copy, memory.fill
+const BULK_ELEMS = new Set([12, 14, 15, 17]); // table.init, table.copy, table.grow, table.fill
 
 /** fuel -= cost; if (fuel < 0) fuel = refill(fuel) */
 function meterCode(w: Writer, cost: number, m: MeterCtx): void {
@@ -255,7 +288,8 @@ function instrumentBody(body: Uint8Array, m: MeterCtx): Uint8Array {
       stack.pop();
       continue;
     }
-    costs[region]!++;
+    // A call into the host costs what a host call costs the host, not one instruction.
+    costs[region]! += ins.op === Op.Call && new Reader(body, ins.immStart).u32() < m.importedFuncs ? HOST_CALL_UNITS : 1;
     if (ins.op === Op.Loop) {
       costs.push(0);
       stack.push(costs.length - 1);
@@ -270,6 +304,11 @@ function instrumentBody(body: Uint8Array, m: MeterCtx): Uint8Array {
       continue;
     }
     if (ins.op === Op.MemoryGrow) w.byte(Op.Call).u32(m.growCheck);
+    if (ins.op === Op.Prefix) {
+      const sub = new Reader(body, ins.immStart).u32();
+      if (BULK_BYTES.has(sub)) w.byte(Op.Call).u32(m.chargeBytes);
+      else if (BULK_ELEMS.has(sub)) w.byte(Op.Call).u32(m.chargeElems);
+    }
     w.raw(body.subarray(ins.start, ins.end));
     if (ins.op === Op.Loop) meterCode(w, costs[++loop]!, m);
   }
@@ -294,6 +333,41 @@ function growCheckBody(maxPages: number, oom: number): Uint8Array {
   w.byte(Op.If).byte(0x40).byte(Op.LocalGet).u32(0).byte(Op.Call).u32(oom).byte(Op.End);
   w.byte(Op.LocalGet).u32(0).byte(Op.End);
   return w.toBytes();
+}
+
+/**
+ * charge(len) = fuel -= (len >>> shift) & 0x3fffffff (an unsigned length, never a negative charge);
+ * refill when below zero; len.
+ */
+function chargeBody(shift: number, m: MeterCtx): Uint8Array {
+  const g = m.fuelGlobal;
+  const w = new Writer().u32(0);
+  w.byte(Op.GlobalGet).u32(g).byte(Op.LocalGet).u32(0).byte(Op.I32Const).i32(shift).byte(Op.I32ShrU);
+  w.byte(Op.I32Const).i32(0x3fff_ffff).byte(Op.I32And).byte(Op.I32Sub).byte(Op.GlobalSet).u32(g);
+  w.byte(Op.GlobalGet).u32(g).byte(Op.I32Const).i32(0).byte(Op.I32LtS).byte(Op.If).byte(0x40);
+  w.byte(Op.GlobalGet).u32(g).byte(Op.Call).u32(m.refill).byte(Op.GlobalSet).u32(g).byte(Op.End);
+  w.byte(Op.LocalGet).u32(0).byte(Op.End);
+  return w.toBytes();
+}
+
+/** Writes every table's maximum: min(existing max, elements); a larger initial size is refused. */
+function capTables(sections: Section[], elements: number): void {
+  const tables = sections.find((s) => s.id === 4);
+  if (!tables) return;
+  const r = new Reader(tables.body);
+  const n = r.u32();
+  const w = new Writer().u32(n);
+  for (let i = 0; i < n; i++) {
+    const refType = r.byte();
+    if (refType === 0x40) throw new InstrumentError("tables with an initializer expression are not supported");
+    const flags = r.byte();
+    if (flags & ~0x01) throw new InstrumentError("shared or 64-bit tables are not supported");
+    const initial = r.u32();
+    const max = flags & 0x01 ? Math.min(r.u32(), elements) : elements;
+    if (initial > max) throw new InstrumentError(`a table needs ${initial} elements at start, limit is ${max}`);
+    w.byte(refType).byte(0x01).u32(initial).u32(max);
+  }
+  tables.body = w.toBytes();
 }
 
 /** Element segments name functions by index: shift them past the added imports. */

@@ -6,7 +6,7 @@ import { instrument, type InstrumentOptions } from "./instrument.ts";
 const cache = new Map<string, WebAssembly.Module>();
 
 export function compileInstrumented(wasm: Uint8Array<ArrayBuffer>, opts: InstrumentOptions): WebAssembly.Module {
-  const key = `${createHash("sha256").update(wasm).digest("hex")}:${opts.memoryPages}:${opts.startFuel}`;
+  const key = `${createHash("sha256").update(wasm).digest("hex")}:${opts.memoryPages}:${opts.tableElements ?? ""}`;
   let mod = cache.get(key);
   if (!mod) cache.set(key, (mod = new WebAssembly.Module(instrument(wasm, opts))));
   return mod;

@@ -138,9 +138,12 @@ export const Op = {
   I32GtU: 0x4b,
   I32Add: 0x6a,
   I32Sub: 0x6b,
+  I32And: 0x71,
+  I32ShrU: 0x76,
   MemorySize: 0x3f,
   MemoryGrow: 0x40,
   RefFunc: 0xd2,
+  Prefix: 0xfc,
 } as const;
 
 /** One decoded instruction: opcode, where its immediates start, where it ends. */

@@ -4,13 +4,20 @@
 //
 // In-thread by default (~µs per call). A plugin whose granted host functions are asynchronous
 // (sessions:read reads libSQL, http fetches) runs in an Extism worker, where the host functions are
-// awaited and the SDK's timeoutMs can cancel a call stuck in one.
+// awaited. hookbox owns every deadline itself: in-thread the fuel meter checks the clock at each
+// refill and host call; a worker call that has not answered by its deadline plus WORKER_GRACE_MS
+// is abandoned (the call fails as `timeout`, the lock is released) and its worker terminated.
+//
+// Every host function the module imports is wrapped: it charges fuel (HOST_CALL_FUEL plus the size
+// of the blocks it is handed) and checks the clock; in-thread the kernel's alloc is capped so the
+// blocks of one call stay within the plugin's memory allowance.
 import createPlugin, { type CallContext, type Plugin } from "@extism/extism";
 import { PluginCallError } from "../../hooks/failures.ts";
 import { createWasi, WasiExit } from "../../host-api/wasi.ts";
 import type { HostBinding, HostFunction } from "../../host-api/binding.ts";
 import { FuelMeter } from "./fuel.ts";
 import { FUEL_MODULE } from "./instrument.ts";
+import { LogBudget } from "./log-budget.ts";
 import { INITIALIZE_EXPORT } from "./wasi-adapt.ts";
 
 export const HOST_MODULE = "extism:host/user";
@@ -29,6 +36,26 @@ export const WASI_SANDBOX_MODULE = "hookbox:wasi";
  * (lib's abort handler: `throw new Error("x")` arrives as "abort: x at file:line:col").
  */
 export const SANDBOX_FUNCTION_NAMES = ["hookbox_input_read", "hookbox_abort"] as const;
+
+/** Extism's kernel module: hookbox's sandbox serves only the memory and I/O part of it. */
+export const KERNEL_MODULE = "extism:host/env";
+/**
+ * Kernel functions a module may import. Not vars (var_get/var_set: host memory that outlives calls,
+ * keys uncounted), config_get (hookbox has no Extism config), nor http_* (would bypass the
+ * http:<host> grants: plugins use hookbox_http).
+ */
+export const KERNEL_FUNCTION_NAMES: ReadonlySet<string> = new Set([
+  "alloc", "free", "length", "length_unsafe", "load_u8", "load_u64", "store_u8", "store_u64",
+  "input_offset", "input_length", "input_load_u8", "input_load_u64", "output_set", "error_set", "error_get",
+  "log_trace", "log_debug", "log_info", "log_warn", "log_error", "get_log_level",
+]);
+
+/** Fuel a host call costs on top of 1 unit per 16 bytes of the blocks it is handed. */
+export const HOST_CALL_FUEL = 1_000;
+/** How long past its deadline a worker call may take to answer before its worker is terminated. */
+export const WORKER_GRACE_MS = 250;
+/** Longest failure message kept (the plugin writes it: it is stored and served). */
+export const MAX_ERROR_CHARS = 1_000;
 
 export interface SandboxLimits {
   fuel: number;
@@ -83,16 +110,26 @@ export class WasmPlugin {
   private readonly usesLib: boolean;
   private inputRead = false;
   private readonly wasi: Record<string, HostFunction>;
+  private readonly logBudget = new LogBudget();
+  /** Host-side bytes the kernel's alloc handed out during the current call (in-thread). */
+  private allocated = 0;
+  /** The live instance's generation: host functions of an abandoned instance refuse to run. */
+  private generation = 0;
 
   constructor(private readonly opts: SandboxOptions) {
     this.meter = new FuelMeter(opts.limits.fuel, opts.limits.memoryPages);
     this.usesLib = WebAssembly.Module.imports(opts.module).some((i) => i.module === HOST_MODULE && i.name === "hookbox_input_read");
     const wasi = createWasi({
       memory: () => this.memory,
-      output: (fd, line) => opts.host.log?.(fd === 1 ? "info" : "warn", fd === 1 ? "stdout" : "stderr", line),
+      output: (fd, line) => this.log(fd === 1 ? "info" : "warn", fd === 1 ? "stdout" : "stderr", line),
     });
     // Extism passes its call context first; WASI functions take only their own arguments.
     this.wasi = Object.fromEntries(Object.entries(wasi).map(([name, fn]) => [name, (_ctx: CallContext, ...args: any[]) => fn(...args)]));
+  }
+
+  /** A line for the plugin's log, within its rate limit. */
+  private log(level: "debug" | "info" | "warn" | "error", source: "log" | "stdout" | "stderr", line: string): void {
+    if (this.logBudget.take()) this.opts.host.log?.(level, source, line.slice(0, MAX_ERROR_CHARS * 2));
   }
 
   get name(): string {
@@ -135,15 +172,19 @@ export class WasmPlugin {
     if (this.closed) throw new PluginCallError("unavailable", `${this.name} is closed`);
     // The deadline covers the wait for the instance too (callers rely on it: enforcesDeadline).
     if (Date.now() > deadline) throw new PluginCallError("timeout", `waited past its deadline for the busy instance`);
-    const plugin = this.instance ?? (await this.ensureInstance());
+    const plugin = this.instance ?? (await this.ensureInstance(deadline));
     const { host, limits } = this.opts;
     this.meter.start(deadline);
+    this.allocated = 0;
     host.begin(deadline);
     let ok = false;
     try {
       this.input = utf8(input);
       this.inputRead = false;
-      const out = await plugin.call(fn, this.input);
+      // The kernel wraps the bytes it is given without a copy and the plugin may write to that
+      // block: each call gets its own copy, so no plugin changes what a later one reads.
+      const call = plugin.call(fn, this.input.slice());
+      const out = this.opts.inWorker ? await this.withinDeadline(call, deadline) : await call;
       this.checkReturn(fn);
       const bytes = out?.bytes();
       if (bytes && bytes.byteLength > limits.maxOutputBytes) {
@@ -158,13 +199,33 @@ export class WasmPlugin {
     } catch (err) {
       const e = this.classify(err);
       // Any fault may leave the module's globals or heap inconsistent: start the next call fresh.
-      if (e.kind !== "bad_output" && e.kind !== "conflict") await this.discardInstance();
+      // A timed-out worker may be stuck: it is terminated without waiting for it.
+      if (e.kind !== "bad_output" && e.kind !== "conflict") await this.discardInstance(e.kind !== "timeout");
       throw e;
     } finally {
       this.input = undefined;
       this.meter.stop();
       if (!ok) host.end(false);
+      const dropped = this.logBudget.takeDropped();
+      if (dropped > 0) host.log?.("warn", "log", `${dropped} log lines dropped (rate limit)`);
     }
+  }
+
+  /**
+   * A worker call that has not answered by its deadline plus WORKER_GRACE_MS fails as `timeout`;
+   * the caller's catch discards the instance, which terminates the worker (a stuck worker never
+   * holds the lock). Extism's own time-out is not used: it can hang while restarting the worker.
+   */
+  private withinDeadline<T>(call: Promise<T>, deadline: number): Promise<T> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new PluginCallError("timeout", `did not answer within ${this.opts.limits.timeoutMs} ms (its worker was terminated)`)),
+        Math.max(0, deadline - Date.now()) + WORKER_GRACE_MS,
+      );
+    });
+    call.catch(() => undefined); // settles after the race was lost: nothing to report
+    return Promise.race([call, late]).finally(() => clearTimeout(timer));
   }
 
   /** Extism's convention (ignored by its JS SDK): a non-zero i32 return is a failure. */
@@ -180,6 +241,12 @@ export class WasmPlugin {
   }
 
   private classify(err: unknown): PluginCallError {
+    const e = this.kindOf(err);
+    // The message may be the plugin's own words (error_set, abort): bounded before it is stored.
+    return e.message.length > MAX_ERROR_CHARS ? new PluginCallError(e.kind, `${e.message.slice(0, MAX_ERROR_CHARS)}… (truncated)`) : e;
+  }
+
+  private kindOf(err: unknown): PluginCallError {
     if (err instanceof PluginCallError) return err;
     if (err instanceof WasiExit) return new PluginCallError("trap", err.message);
     if (this.meter.memoryRefused) return this.meter.memoryError();
@@ -191,9 +258,9 @@ export class WasmPlugin {
     return new PluginCallError("trap", message.replace(/^Plugin-originated error: /, "plugin error: "));
   }
 
-  private ensureInstance(): Promise<Plugin> {
+  private ensureInstance(deadline = Date.now() + this.opts.limits.timeoutMs): Promise<Plugin> {
     if (this.instance) return Promise.resolve(this.instance);
-    this.building ??= this.build().then(
+    this.building ??= this.build(deadline).then(
       (p) => {
         this.instance = p;
         this.building = undefined;
@@ -220,37 +287,117 @@ export class WasmPlugin {
     return len;
   };
 
-  private async build(): Promise<Plugin> {
+  /**
+   * Wraps a host function: refuses to run for an abandoned instance, charges HOST_CALL_FUEL plus
+   * 1 unit per 16 bytes of the blocks named by its u64 arguments, and checks the clock (both may
+   * end the call). An async function stays async (Extism awaits those).
+   */
+  private charged(fn: HostFunction, generation: number): HostFunction {
+    const charge = (ctx: CallContext, args: unknown[]) => {
+      if (generation !== this.generation) throw new PluginCallError("unavailable", "host call from an abandoned instance");
+      let bytes = 0;
+      for (const a of args) if (typeof a === "bigint" && a !== 0n) bytes += Number(ctx.length(a));
+      this.meter.charge(HOST_CALL_FUEL + Math.floor(bytes / 16));
+    };
+    if (fn.constructor.name === "AsyncFunction") {
+      return async (ctx: CallContext, ...args: any[]) => {
+        charge(ctx, args);
+        return await fn(ctx, ...args);
+      };
+    }
+    return (ctx: CallContext, ...args: any[]) => {
+      charge(ctx, args);
+      return fn(ctx, ...args);
+    };
+  }
+
+  private chargedAll(fns: Record<string, HostFunction>, generation: number): Record<string, HostFunction> {
+    return Object.fromEntries(Object.entries(fns).map(([name, fn]) => [name, this.charged(fn, generation)]));
+  }
+
+  /**
+   * The kernel's alloc, in-thread: charged by size and capped so that one call's host-side blocks
+   * stay within the plugin's memory allowance. Refused before the SDK makes the block (its own
+   * maxPages check keeps a refused block and re-sums every block on each alloc).
+   */
+  private readonly kernelAlloc = (ctx: CallContext, n: bigint): bigint => {
+    const size = Number(n);
+    const allowance = this.opts.limits.memoryPages * 64 * 1024;
+    if (size < 0 || this.allocated + size > allowance) {
+      this.meter.memoryRefused = true;
+      throw new PluginCallError("memory", `host memory (kernel alloc) beyond the limit of ${this.opts.limits.memoryPages} pages (${allowance / 1024} KiB)`);
+    }
+    this.meter.charge(HOST_CALL_FUEL + Math.floor(size / 16));
+    this.allocated += size;
+    return ctx.alloc(n);
+  };
+
+  /** Extism's own logger (kernel log_* functions, its warnings): into the plugin's log, rate limited. */
+  private readonly extismLogger = {
+    trace: (m: string) => this.log("debug", "log", String(m)),
+    debug: (m: string) => this.log("debug", "log", String(m)),
+    info: (m: string) => this.log("info", "log", String(m)),
+    log: (m: string) => this.log("info", "log", String(m)),
+    warn: (m: string) => this.log("warn", "log", String(m)),
+    error: (m: string) => this.log("error", "log", String(m)),
+  } as unknown as Console;
+
+  private async build(deadline: number): Promise<Plugin> {
     const { module, host, inWorker, limits } = this.opts;
     const importsWasi = WebAssembly.Module.imports(module).some((i) => i.module === WASI_SANDBOX_MODULE);
     if (importsWasi && inWorker) {
       // WASI passes pointers into the instance's memory, which a worker keeps in its own thread.
       throw new Error("a WASI module runs in-thread only: it cannot be granted sessions:read or http: (those run plugins in a worker)");
     }
-    const plugin = await createPlugin(
-      { wasm: [{ module }] },
-      {
-        functions: {
-          [HOST_MODULE]: { ...host.functions, hookbox_input_read: this.inputReadFn, hookbox_abort: abort },
-          [FUEL_MODULE]: this.meter.functions,
-          [WASI_SANDBOX_MODULE]: this.wasi,
+    const refused = refusedImport(module);
+    if (refused) throw new Error(refused);
+    const generation = ++this.generation;
+    const user: Record<string, HostFunction> = { ...host.functions, hookbox_input_read: this.inputReadFn, hookbox_abort: abort };
+    const hostLog = user.hookbox_log;
+    // hookbox_log within the plugin's log rate limit (a dropped line costs no host work).
+    if (hostLog) user.hookbox_log = (ctx: CallContext, ...args: any[]) => (this.logBudget.take() ? hostLog(ctx, ...args) : undefined);
+    // The start function runs during instantiation: metered and deadlined like a call.
+    this.meter.start(deadline);
+    this.allocated = 0;
+    let plugin: Plugin;
+    try {
+      const creating = createPlugin(
+        { wasm: [{ module }] },
+        {
+          functions: {
+            [HOST_MODULE]: this.chargedAll(user, generation),
+            [FUEL_MODULE]: this.meter.functions,
+            [WASI_SANDBOX_MODULE]: this.chargedAll(this.wasi, generation),
+            // In a worker the kernel runs in the worker's thread (overriding it would make every
+            // kernel call a cross-thread call): there the deadline and the worker's end bound it.
+            ...(inWorker ? {} : { [KERNEL_MODULE]: { alloc: this.kernelAlloc } }),
+          },
+          runInWorker: inWorker,
+          ...(inWorker ? { nodeWorkerArgs: { execArgv: [] } } : {}),
+          // In a worker the SDK's own cap bounds host-side blocks (in-thread: kernelAlloc).
+          memory: inWorker ? { maxPages: limits.memoryPages, maxVarBytes: 1 } : { maxVarBytes: 1 },
+          logger: this.extismLogger,
+          logLevel: "info",
         },
-        runInWorker: inWorker,
-        ...(inWorker ? { timeoutMs: limits.timeoutMs, nodeWorkerArgs: { execArgv: [] } } : {}),
-        // Host-side buffers (input, output, vars) stay within the plugin's memory allowance too.
-        memory: { maxPages: limits.memoryPages, maxVarBytes: 64 * 1024 },
-        logLevel: "silent",
-      },
-    );
+      );
+      plugin = inWorker ? await this.withinDeadline(creating, deadline).catch((err) => {
+        void creating.then((p) => p.close()).catch(() => undefined); // a late instance is not kept
+        throw err;
+      }) : await creating;
+    } catch (err) {
+      throw new Error(`instantiation failed: ${this.classify(err).message}`);
+    } finally {
+      this.meter.stop();
+    }
     // A worker's instance lives in another thread: there the plugin falls back to the kernel path.
     this.memory = inWorker ? undefined : ((await plugin.getInstance()).exports.memory as WebAssembly.Memory | undefined);
-    if (this.exports().includes(INITIALIZE_EXPORT)) await this.initialize(plugin);
+    if (this.exports().includes(INITIALIZE_EXPORT)) await this.initialize(plugin, deadline);
     return plugin;
   }
 
   /** A WASI reactor's start-up (its renamed `_initialize`), now that WASI sees its memory; metered. */
-  private async initialize(plugin: Plugin): Promise<void> {
-    this.meter.start(Date.now() + this.opts.limits.timeoutMs);
+  private async initialize(plugin: Plugin, deadline: number): Promise<void> {
+    this.meter.start(deadline);
     try {
       await plugin.call(INITIALIZE_EXPORT);
     } catch (err) {
@@ -261,16 +408,27 @@ export class WasmPlugin {
     }
   }
 
-  private async discardInstance(): Promise<void> {
+  /** Drops the instance; `wait`: until it is closed (a worker terminated). */
+  private async discardInstance(wait = true): Promise<void> {
     const p = this.instance;
     this.instance = undefined;
     this.memory = undefined;
-    if (p) await p.close().catch(() => undefined);
+    this.generation++;
+    const closing = p?.close().catch(() => undefined);
+    if (wait) await closing;
   }
+}
+
+/** Why the module may not run here (an Extism kernel import hookbox does not serve), or undefined. */
+export function refusedImport(module: WebAssembly.Module): string | undefined {
+  const bad = WebAssembly.Module.imports(module).find((i) => i.module === KERNEL_MODULE && !KERNEL_FUNCTION_NAMES.has(i.name));
+  if (!bad) return undefined;
+  const why = bad.name.startsWith("http_") ? "use hookbox_http (granted http:<host>)" : bad.name.startsWith("var_") ? "keep state with hookbox_kv_*" : "not served by hookbox";
+  return `imports unknown host function "${KERNEL_MODULE}" "${bad.name}" (an Extism kernel function hookbox does not serve: ${why})`;
 }
 
 /** hookbox_abort(message): unwinds the plugin's call with its own words. */
 function abort(ctx: CallContext, message: bigint): never {
   const text = ctx.read(message)?.text() ?? "(unreadable message)";
-  throw new PluginCallError("trap", text.slice(0, 2000));
+  throw new PluginCallError("trap", text.slice(0, MAX_ERROR_CHARS));
 }

@@ -7,3 +7,8 @@ let bytes: Uint8Array<ArrayBuffer> | undefined;
 export function limitsModule(): Uint8Array<ArrayBuffer> {
   return (bytes ??= new Uint8Array(readFileSync(new URL("../fixtures/limits.wasm", import.meta.url))));
 }
+
+/** One module of test/fixtures/hostile/ (an attack class of issue 9), built by build-wat.mjs. */
+export function hostileModule(name: string): Uint8Array<ArrayBuffer> {
+  return new Uint8Array(readFileSync(new URL(`../fixtures/hostile/${name}.wasm`, import.meta.url)));
+}

@@ -1,0 +1,183 @@
+// Hostile modules written as WebAssembly text (test/fixtures/hostile/*.wat), one per attack class
+// of issue 9, against the sandbox alone: each is stopped with its typed failure, within its
+// deadline, and the host (this process) stays usable. Server-level classes live in
+// test/sandbox-server.test.ts.
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { PluginCallError } from "../hooks/failures.ts";
+import type { HostBinding, HostFunction } from "../host-api/binding.ts";
+import { instrument, MAX_MODULE_BYTES } from "../runtime/sandbox/instrument.ts";
+import { compileInstrumented } from "../runtime/sandbox/module-cache.ts";
+import { MAX_ERROR_CHARS, WasmPlugin, WORKER_GRACE_MS, type SandboxLimits } from "../runtime/sandbox/wasm-plugin.ts";
+import { LOG_BURST } from "../runtime/sandbox/log-budget.ts";
+import { hostileModule } from "./helpers/wat-modules.ts";
+
+const LIMITS: SandboxLimits = { fuel: 100_000_000, memoryPages: 64, timeoutMs: 2_000, maxOutputBytes: 64 * 1024 };
+
+function sandbox(name: string, opts: { limits?: Partial<SandboxLimits>; functions?: Record<string, HostFunction>; inWorker?: boolean } = {}) {
+  const logs: string[] = [];
+  const ends: boolean[] = [];
+  const host: HostBinding = {
+    functions: { hookbox_log: () => void logs.push("line"), ...opts.functions },
+    begin() {},
+    end: (ok) => void ends.push(ok),
+    log: (_level, _source, message) => void logs.push(message),
+  };
+  const limits = { ...LIMITS, ...opts.limits };
+  const module = compileInstrumented(hostileModule(name), { memoryPages: limits.memoryPages });
+  return { plugin: new WasmPlugin({ name, module, limits, host, inWorker: opts.inWorker ?? false }), logs, ends };
+}
+
+async function failure(p: Promise<unknown>): Promise<PluginCallError> {
+  const err = await p.then(
+    () => assert.fail("call should have failed"),
+    (e: unknown) => e,
+  );
+  assert.ok(err instanceof PluginCallError, `expected PluginCallError, got ${String(err)}`);
+  return err;
+}
+
+/** The longest gap between event-loop turns while `work` runs (a blocked loop shows up here). */
+async function longestStall(work: Promise<unknown>): Promise<number> {
+  let last = performance.now();
+  let worst = 0;
+  const tick = setInterval(() => {
+    const now = performance.now();
+    worst = Math.max(worst, now - last);
+    last = now;
+  }, 5);
+  try {
+    await work.catch(() => undefined);
+  } finally {
+    clearInterval(tick);
+  }
+  return Math.max(worst, performance.now() - last);
+}
+
+describe("hostile modules: freeze", () => {
+  for (const fn of ["fill", "copy"]) {
+    it(`memory.${fn} of 1 MiB in a loop is charged by length: out of fuel`, async () => {
+      const { plugin } = sandbox("bulk");
+      const t0 = performance.now();
+      const e = await failure(plugin.call(fn, "", Date.now() + 10_000));
+      assert.equal(e.kind, "fuel");
+      // 100 M units at 16 bytes a unit: about 1.6 GB moved, not 100 M MiB.
+      assert.ok(performance.now() - t0 < 5_000, `took ${performance.now() - t0} ms`);
+      await plugin.close();
+    });
+  }
+
+  it("bulk operations with fuel to spare stop at the deadline, checked often", async () => {
+    const { plugin } = sandbox("bulk", { limits: { fuel: 2 ** 40 } });
+    const t0 = performance.now();
+    const e = await failure(plugin.call("fill", "", Date.now() + 300));
+    const ms = performance.now() - t0;
+    assert.equal(e.kind, "timeout");
+    console.log(`bulk fill with unlimited fuel stopped after ${ms.toFixed(0)} ms (deadline 300 ms)`);
+    assert.ok(ms < 1_500, `stopped after ${ms} ms`);
+    await plugin.close();
+  });
+
+  it("a flood of kernel calls costs fuel: stopped", async () => {
+    const { plugin } = sandbox("hostcalls");
+    const e = await failure(plugin.call("alloc_flood", "", Date.now() + 10_000));
+    assert.equal(e.kind, "fuel");
+    await plugin.close();
+  });
+
+  it("a start function that never returns is stopped at instantiation, by fuel or deadline", async () => {
+    const { plugin } = sandbox("start", { limits: { fuel: 2 ** 40, timeoutMs: 300 } });
+    const t0 = performance.now();
+    await assert.rejects(plugin.warm(), /instantiation failed: .*deadline/);
+    assert.ok(performance.now() - t0 < 1_500);
+    const { plugin: metered } = sandbox("start", { limits: { fuel: 5_000_000 } });
+    await assert.rejects(metered.warm(), /instantiation failed: ran out of fuel/);
+  });
+});
+
+describe("hostile modules: host memory and outputs", () => {
+  it("a kernel alloc beyond the memory allowance fails as memory, without the block", async () => {
+    const { plugin } = sandbox("hostcalls");
+    const before = process.memoryUsage().rss;
+    const e = await failure(plugin.call("alloc_huge", "", Date.now() + 5_000));
+    assert.equal(e.kind, "memory");
+    assert.match(e.message, /kernel alloc/);
+    assert.ok(process.memoryUsage().rss - before < 256 * 1024 * 1024, "no 1 GiB block was made");
+    await plugin.close();
+  });
+
+  it("a 1 MiB error text is cut to MAX_ERROR_CHARS", async () => {
+    const { plugin } = sandbox("hostcalls");
+    const e = await failure(plugin.call("big_error", "", Date.now() + 10_000));
+    assert.ok(e.message.length <= MAX_ERROR_CHARS + 20, `message of ${e.message.length} chars`);
+    assert.match(e.message, /truncated/);
+    await plugin.close();
+  });
+
+  it("a log flood is rate limited and the drop is counted", async () => {
+    const { plugin, logs } = sandbox("hostcalls");
+    await plugin.call("log_flood", "", Date.now() + 10_000);
+    const lines = logs.filter((l) => l === "line").length;
+    assert.ok(lines <= LOG_BURST + 5, `${lines} lines reached the host`);
+    assert.ok(logs.some((l) => /log lines dropped \(rate limit\)/.test(l)));
+    await plugin.close();
+  });
+
+  it("kernel vars are refused (their keys were never counted)", async () => {
+    const { plugin } = sandbox("vars");
+    await assert.rejects(plugin.warm(), /imports unknown host function "extism:host\/env" "var_set"/);
+  });
+
+  it("tables are capped: table.grow by 10 M elements fails, a 10 M table is refused", async () => {
+    const { plugin } = sandbox("tables");
+    await plugin.call("grow", "", Date.now() + 5_000); // traps unless table.grow returned -1
+    await plugin.close();
+    assert.throws(() => instrument(hostileModule("bigtable"), { memoryPages: 4 }), /table needs 10000000 elements at start, limit is 65536/);
+  });
+
+  it("a module beyond MAX_MODULE_BYTES is refused before it is compiled", () => {
+    const big = new Uint8Array(MAX_MODULE_BYTES + 64);
+    big.set([0, 0x61, 0x73, 0x6d, 1, 0, 0, 0]);
+    assert.throws(() => instrument(big, { memoryPages: 4 }), /exceeds the limit of 4194304 bytes/);
+  });
+});
+
+describe("hostile modules: tampering", () => {
+  it("a plugin that scribbles over its input does not change what the next plugin reads", async () => {
+    const { plugin } = sandbox("tamper");
+    const payload = JSON.stringify({ hook: "pre_llm_call", user_message: "the user's own words" });
+    await plugin.call("scribble", payload, Date.now() + 5_000);
+    const echoed = await plugin.call("echo", payload, Date.now() + 5_000);
+    assert.equal(echoed.output, payload);
+    await plugin.close();
+  });
+});
+
+describe("hostile modules: hang (worker)", () => {
+  it("a worker call stuck in a host function fails as timeout by deadline + grace; the lock is released", async () => {
+    const never: HostFunction = async () => new Promise(() => {});
+    const { plugin, ends } = sandbox("hang", { inWorker: true, functions: { hookbox_session_messages: never } });
+    await plugin.warm();
+    const t0 = performance.now();
+    const e = await failure(plugin.call("wait", "", Date.now() + 300));
+    const ms = performance.now() - t0;
+    assert.equal(e.kind, "timeout");
+    assert.ok(ms < 300 + WORKER_GRACE_MS + 1_000, `settled after ${ms} ms`);
+    // The instance lock is free and a fresh worker serves the next call.
+    const ok = await plugin.call("noop", "", Date.now() + 10_000);
+    assert.equal(ok.output, undefined);
+    assert.deepEqual(ends, [false, true]);
+    await plugin.close();
+  });
+
+  it("a spinning worker call is stopped at its deadline and the event loop stays free", async () => {
+    const { plugin } = sandbox("hang", { inWorker: true, limits: { fuel: 2 ** 40 }, functions: { hookbox_session_messages: () => 0n } });
+    await plugin.warm();
+    const call = failure(plugin.call("spin", "", Date.now() + 500));
+    const stall = await longestStall(call);
+    assert.equal((await call).kind, "timeout");
+    console.log(`worker spin: longest event-loop stall ${stall.toFixed(1)} ms`);
+    assert.ok(stall < 250, `event loop stalled ${stall} ms`);
+    await plugin.close();
+  });
+});
