@@ -155,7 +155,8 @@ describe("hostile modules: tampering", () => {
 
 describe("hostile modules: hang (worker)", () => {
   it("a worker call stuck in a host function fails as timeout by deadline + grace; the lock is released", async () => {
-    const never: HostFunction = async () => new Promise(() => {});
+    // Answers long after the deadline (one that never settles would keep Extism's host-call timer alive).
+    const never: HostFunction = async () => new Promise((r) => setTimeout(() => r(0n), 2_000));
     const { plugin, ends } = sandbox("hang", { inWorker: true, functions: { hookbox_session_messages: never } });
     await plugin.warm();
     const t0 = performance.now();

@@ -302,7 +302,11 @@ export class WasmPlugin {
     if (fn.constructor.name === "AsyncFunction") {
       return async (ctx: CallContext, ...args: any[]) => {
         charge(ctx, args);
-        return await fn(ctx, ...args);
+        const result = await fn(ctx, ...args);
+        // The call was abandoned meanwhile (its worker terminated): failing here makes Extism drop
+        // the answer; returning it would wait forever for the dead worker to take it.
+        if (generation !== this.generation) throw new PluginCallError("unavailable", "host call answered after its call was abandoned");
+        return result;
       };
     }
     return (ctx: CallContext, ...args: any[]) => {
