@@ -1,11 +1,16 @@
 // Finds plugins on disk and turns one folder into a checked, instrumented, compiled module.
 // Every problem becomes a PluginLoadError whose message is shown as the plugin's "failed" reason.
-import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+//
+// A plugin folder is untrusted input: its files are read only when they are regular files (a FIFO
+// would block start-up forever, /dev/zero would eat memory), of bounded size, and inside the
+// folder (a symlink may point elsewhere in the folder, never out of it); they are opened with
+// O_NOFOLLOW where the final path must not be a link, and the size is checked on the open file.
+import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, readSync, realpathSync } from "node:fs";
+import { join, relative, isAbsolute } from "node:path";
 import { HOST_FUNCTION_NAMES } from "../../host-api/functions.ts";
 import { WASI_FUNCTION_NAMES, WASI_MODULE } from "../../host-api/wasi.ts";
 import { adaptWasiModule } from "../sandbox/wasi-adapt.ts";
-import { InstrumentError } from "../sandbox/instrument.ts";
+import { InstrumentError, MAX_MODULE_BYTES } from "../sandbox/instrument.ts";
 import { compileInstrumented } from "../sandbox/module-cache.ts";
 import { WasmFormatError } from "../sandbox/wasm-binary.ts";
 import { HOST_MODULE, KERNEL_MODULE, refusedImport, SANDBOX_FUNCTION_NAMES, WASI_SANDBOX_MODULE } from "../sandbox/wasm-plugin.ts";
@@ -15,6 +20,56 @@ import type { SandboxLimits } from "../sandbox/wasm-plugin.ts";
 
 export class PluginLoadError extends Error {
   override name = "PluginLoadError";
+}
+
+/** Largest manifest.json read (its fields are capped far below this by the schema). */
+export const MAX_MANIFEST_BYTES = 64 * 1024;
+
+/**
+ * The bytes of `<dir>/<file>` when it is a regular file of at most `max` bytes inside `dir`
+ * (following symlinks only within it); otherwise a PluginLoadError naming the problem.
+ */
+export function readPluginFile(dir: string, file: string, max: number): Buffer {
+  const path = join(dir, file);
+  let target = path;
+  try {
+    if (lstatSync(path).isSymbolicLink()) {
+      target = realpathSync(path);
+      const rel = relative(realpathSync(dir), target);
+      if (rel.startsWith("..") || isAbsolute(rel)) throw new PluginLoadError(`${file} is a symlink out of the plugin folder`);
+    }
+    const kind = lstatSync(target);
+    if (!kind.isFile()) throw new PluginLoadError(`${file} is not a regular file (${describeKind(kind)})`);
+  } catch (err) {
+    if (err instanceof PluginLoadError) throw err;
+    throw new PluginLoadError(`${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  // O_NOFOLLOW: the resolved path may not have become a link since; O_NONBLOCK: a FIFO swapped in
+  // meanwhile does not block the open (fstat below refuses it).
+  const fd = openSync(target, constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0));
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw new PluginLoadError(`${file} is not a regular file (${describeKind(st)})`);
+    if (st.size > max) throw new PluginLoadError(`${file} is ${st.size} bytes, over the limit of ${max} bytes`);
+    const buf = Buffer.alloc(st.size);
+    let at = 0;
+    while (at < st.size) {
+      const n = readSync(fd, buf, at, st.size - at, at);
+      if (n === 0) break;
+      at += n;
+    }
+    return buf.subarray(0, at);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function describeKind(st: { isDirectory(): boolean; isFIFO(): boolean; isCharacterDevice(): boolean; isBlockDevice(): boolean; isSocket(): boolean }): string {
+  if (st.isDirectory()) return "a directory";
+  if (st.isFIFO()) return "a FIFO";
+  if (st.isCharacterDevice() || st.isBlockDevice()) return "a device";
+  if (st.isSocket()) return "a socket";
+  return "not a file";
 }
 
 /** Folders `<dir>/<name>/` holding a manifest.json (one level deep: nothing nested is loaded). */
@@ -29,8 +84,9 @@ export function scanPluginDir(dir: string): Array<{ folder: string; path: string
 export function readManifest(path: string, folder: string): Manifest {
   let raw: unknown;
   try {
-    raw = JSON.parse(readFileSync(join(path, "manifest.json"), "utf8"));
+    raw = JSON.parse(readPluginFile(path, "manifest.json", MAX_MANIFEST_BYTES).toString("utf8"));
   } catch (err) {
+    if (err instanceof PluginLoadError) throw err;
     throw new PluginLoadError(`manifest.json: ${(err as Error).message}`);
   }
   const manifest = parseManifest(raw, "manifest.json");
@@ -46,11 +102,11 @@ export function compilePlugin(path: string, manifest: Manifest, limits: SandboxL
   // build.mjs leaves this (and no plugin.wasm) after a failed build: say so instead of "missing".
   const buildError = join(path, "plugin.build-error");
   if (existsSync(buildError)) {
-    const text = readFileSync(buildError, "utf8").trim().split("\n").slice(0, 6).join(" | ");
+    const text = readPluginFile(path, "plugin.build-error", MAX_MANIFEST_BYTES).toString("utf8").trim().split("\n").slice(0, 6).join(" | ");
     throw new PluginLoadError(`the last build failed: ${text.slice(0, 600)}`);
   }
   if (!existsSync(file)) throw new PluginLoadError("plugin.wasm is missing (run npm run build:plugins)");
-  const bytes = new Uint8Array(readFileSync(file));
+  const bytes = new Uint8Array(readPluginFile(path, "plugin.wasm", MAX_MODULE_BYTES));
   if (!WebAssembly.validate(bytes)) throw new PluginLoadError("plugin.wasm is not a valid WebAssembly module");
   let module: WebAssembly.Module;
   try {
