@@ -53,40 +53,96 @@ export function parseSlash(text: string): { name: string; raw_args: string } | u
   return m ? { name: m[1]!.toLowerCase(), raw_args: (m[2] ?? "").trim() } : undefined;
 }
 
+/**
+ * A command name two or more plugins claim. Neither runs it (a squatter loaded first must not
+ * capture the other's callers, their arguments and identity, nor drop its `sensitive` flag) until
+ * the operator disables all but one of them; listed with the claimants and logged by the caller.
+ */
+export interface CommandConflict {
+  name: string;
+  plugins: string[];
+}
+
 export class CommandRegistry {
   private readonly commands = new Map<string, CommandSpec>();
+  /** Every plugin's claim per name, in registration order; a name with two or more is refused. */
+  private readonly claims = new Map<string, CommandSpec[]>();
 
   constructor(private readonly allowedUsers: Readonly<Record<string, readonly string[]>> = {}) {}
 
-  register(spec: CommandSpec): void {
+  /**
+   * Registers a command. A built-in name cannot be taken (throws). A plugin command whose name
+   * another plugin already claims is not registered for either: the conflict is returned.
+   */
+  register(spec: CommandSpec): CommandConflict | undefined {
     const existing = this.commands.get(spec.name);
-    if (existing) {
-      throw new Error(`command /${spec.name} already registered by ${existing.plugin ?? "hookbox"}`);
+    const claims = this.claims.get(spec.name) ?? [];
+    if ((existing && !existing.plugin) || !spec.plugin) {
+      if (existing || claims.length > 0) throw new Error(`command /${spec.name} already registered by ${existing?.plugin ?? claims[0]?.plugin ?? "hookbox"}`);
+      this.commands.set(spec.name, spec);
+      return undefined;
     }
-    this.commands.set(spec.name, spec);
+    claims.push(spec);
+    this.claims.set(spec.name, claims);
+    return this.settle(spec.name);
+  }
+
+  /** Makes a name's only plugin claim live, or none when it is contested. */
+  private settle(name: string): CommandConflict | undefined {
+    const claims = this.claims.get(name) ?? [];
+    if (claims.length === 0) this.claims.delete(name);
+    if (claims.length === 1) this.commands.set(name, claims[0]!);
+    else this.commands.delete(name);
+    return claims.length > 1 ? { name, plugins: claims.map((c) => c.plugin!) } : undefined;
   }
 
   unregister(name: string): void {
     this.commands.delete(name);
+    this.claims.delete(name);
   }
 
-  /** Removes every command a plugin registered (on disable or quarantine). */
+  /** Removes every command a plugin registered (on disable or quarantine); a conflict it was in may resolve. */
   unregisterPlugin(plugin: string): void {
-    for (const [name, spec] of this.commands) if (spec.plugin === plugin) this.commands.delete(name);
+    for (const [name, claims] of this.claims) {
+      const rest = claims.filter((c) => c.plugin !== plugin);
+      if (rest.length === claims.length) continue;
+      this.claims.set(name, rest);
+      this.settle(name);
+    }
   }
 
   get(name: string): CommandSpec | undefined {
     return this.commands.get(name);
   }
 
-  list(): Array<{ name: string; description: string; plugin: string | null; sensitive: boolean }> {
-    return [...this.commands.values()]
-      .sort((a, b) => a.name.localeCompare(b.name))
-      .map((c) => ({ name: c.name, description: c.description, plugin: c.plugin ?? null, sensitive: !!c.sensitive }));
+  /** Names claimed by more than one plugin (none of them runs). */
+  conflicts(): CommandConflict[] {
+    return [...this.claims]
+      .filter(([, c]) => c.length > 1)
+      .map(([name, c]) => ({ name, plugins: c.map((x) => x.plugin!) }));
+  }
+
+  list(): Array<{ name: string; description: string; plugin: string | null; sensitive: boolean; conflict?: string[] }> {
+    const live = [...this.commands.values()].map((c) => ({ name: c.name, description: c.description, plugin: c.plugin ?? null, sensitive: !!c.sensitive }));
+    const contested = this.conflicts().map((c) => ({
+      name: c.name,
+      description: `refused: claimed by plugins ${c.plugins.join(", ")}`,
+      plugin: null,
+      sensitive: true,
+      conflict: c.plugins,
+    }));
+    return [...live, ...contested].sort((a, b) => a.name.localeCompare(b.name));
   }
 
   async run(name: string, raw_args: string, caller: CommandCaller): Promise<string> {
     const spec = this.commands.get(name);
+    const contested = this.claims.get(name);
+    if (!spec && contested && contested.length > 1) {
+      throw new CommandError(
+        "forbidden",
+        `/${name} is claimed by plugins ${contested.map((c) => c.plugin).join(" and ")}; it runs for neither until the operator disables all but one`,
+      );
+    }
     if (!spec) throw new CommandError("unknown_command", `unknown command /${name}; /commands lists them`);
     if (spec.sensitive) {
       // A blank user_id ("  ") is no identity either.

@@ -191,13 +191,19 @@ export class PluginManager implements PluginHost {
       const kv = instance.kv;
       await sandbox.warm();
       for (const c of manifest.commands) {
-        this.core.commands.register({
+        const conflict = this.core.commands.register({
           name: c.name,
           description: c.description,
           plugin: e.name,
           sensitive: c.sensitive,
           run: (call) => this.bridge.runCommand(e, c.name, call),
         });
+        // Two plugins claim the name: neither runs it (registry.ts); said in the log and both rings.
+        if (conflict) {
+          const text = `command /${conflict.name} is claimed by plugins ${conflict.plugins.join(", ")}: refused for all until the operator disables all but one`;
+          log("warn", "plugin command conflict", { plugin: e.name, command: conflict.name, plugins: conflict.plugins });
+          for (const p of conflict.plugins) this.logRings.of(p).push("warn", "log", text);
+        }
       }
       // A tool name already taken (built-in or another plugin's) fails the load with its owner named.
       for (const tool of pluginTools(e.name, manifest, (fn, input) => this.bridge.runExport(e, fn, input))) this.core.tools.register(tool);
