@@ -115,6 +115,8 @@ export class WasmPlugin {
   private allocated = 0;
   /** The live instance's generation: host functions of an abandoned instance refuse to run. */
   private generation = 0;
+  /** Rejected when the live instance is discarded: pending async host calls of it end then. */
+  private abandoned = abandonSignal();
 
   constructor(private readonly opts: SandboxOptions) {
     this.meter = new FuelMeter(opts.limits.fuel, opts.limits.memoryPages);
@@ -302,9 +304,10 @@ export class WasmPlugin {
     if (fn.constructor.name === "AsyncFunction") {
       return async (ctx: CallContext, ...args: any[]) => {
         charge(ctx, args);
-        const result = await fn(ctx, ...args);
-        // The call was abandoned meanwhile (its worker terminated): failing here makes Extism drop
-        // the answer; returning it would wait forever for the dead worker to take it.
+        // The call may be abandoned meanwhile (its worker terminated): then this host call fails at
+        // once, so Extism drops it; an answer handed to it later would wait forever for the dead
+        // worker to take it.
+        const result = await Promise.race([fn(ctx, ...args), this.abandoned.promise]);
         if (generation !== this.generation) throw new PluginCallError("unavailable", "host call answered after its call was abandoned");
         return result;
       };
@@ -418,9 +421,20 @@ export class WasmPlugin {
     this.instance = undefined;
     this.memory = undefined;
     this.generation++;
+    this.abandoned.abandon();
+    this.abandoned = abandonSignal();
     const closing = p?.close().catch(() => undefined);
     if (wait) await closing;
   }
+}
+
+function abandonSignal(): { promise: Promise<never>; abandon(): void } {
+  let abandon = () => {};
+  const promise = new Promise<never>((_, reject) => {
+    abandon = () => reject(new PluginCallError("unavailable", "host call of an abandoned call"));
+  });
+  promise.catch(() => undefined); // nobody may be waiting on it
+  return { promise, abandon };
 }
 
 /** Why the module may not run here (an Extism kernel import hookbox does not serve), or undefined. */
