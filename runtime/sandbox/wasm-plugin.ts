@@ -118,7 +118,8 @@ export class WasmPlugin {
   /** The live instance's generation: host functions of an abandoned instance refuse to run. */
   private generation = 0;
   /** Rejected when the live instance is discarded: pending async host calls of it end then. */
-  private abandoned = abandonSignal();
+  /** Rejects of the async host calls in flight: a discarded instance fails them at once. */
+  private readonly pendingHostCalls = new Set<(err: Error) => void>();
 
   constructor(private readonly opts: SandboxOptions) {
     this.meter = new FuelMeter(opts.limits.fuel, opts.limits.memoryPages);
@@ -320,7 +321,13 @@ export class WasmPlugin {
         // The call may be abandoned meanwhile (its worker terminated): then this host call fails at
         // once, so Extism drops it; an answer handed to it later would wait forever for the dead
         // worker to take it.
-        const result = await Promise.race([fn(ctx, ...args), this.abandoned.promise]);
+        // (A race against one long-lived promise would add a reaction to it per host call, never
+        // removed: memory and time grew with every call.)
+        const answer = fn(ctx, ...args) as Promise<unknown>;
+        const result = await new Promise((resolve, reject) => {
+          this.pendingHostCalls.add(reject);
+          answer.then(resolve, reject).finally(() => this.pendingHostCalls.delete(reject));
+        });
         if (generation !== this.generation) throw new PluginCallError("unavailable", "host call answered after its call was abandoned");
         return result;
       };
@@ -434,21 +441,14 @@ export class WasmPlugin {
     this.instance = undefined;
     this.memory = undefined;
     this.generation++;
-    this.abandoned.abandon();
-    this.abandoned = abandonSignal();
+    const abandoned = new PluginCallError("unavailable", "host call of an abandoned call");
+    for (const reject of this.pendingHostCalls) reject(abandoned);
+    this.pendingHostCalls.clear();
     const closing = p?.close().catch(() => undefined);
     if (wait) await closing;
   }
 }
 
-function abandonSignal(): { promise: Promise<never>; abandon(): void } {
-  let abandon = () => {};
-  const promise = new Promise<never>((_, reject) => {
-    abandon = () => reject(new PluginCallError("unavailable", "host call of an abandoned call"));
-  });
-  promise.catch(() => undefined); // nobody may be waiting on it
-  return { promise, abandon };
-}
 
 /** Why the module may not run here (an Extism kernel import hookbox does not serve), or undefined. */
 export function refusedImport(module: WebAssembly.Module): string | undefined {
