@@ -4,6 +4,7 @@
 import type { ResultSet } from "@libsql/client";
 import { sql, type Kysely, type Transaction } from "kysely";
 import type { Database } from "../storage/schema.ts";
+import { failUnless, isGuardFailure } from "../storage/guard.ts";
 import type { Source } from "../../hooks/catalogue.ts";
 import { newId, type CoreContext } from "../context.ts";
 import { AppError, conflict, notFound } from "../errors.ts";
@@ -124,7 +125,7 @@ export class SessionService {
         { sql: TOUCH_SQL, args: [id, added, now] },
       ]);
     } catch (err) {
-      if (!GUARD_FAILED.test((err as Error).message)) throw err;
+      if (!isGuardFailure(err)) throw err;
     }
     const [, inserted, touched] = results ?? [];
     const top = touched?.rows[0];
@@ -266,13 +267,12 @@ const APPEND_SQL = `insert into messages (session_id, seq, role, content, tool_n
          m.value ->> '$.role', m.value ->> '$.content', m.value ->> '$.tool_name', m.value ->> '$.tokens', ?2
   from json_each(?3) m
   returning id, session_id, seq, role, content, tool_name, tokens, created_at`;
-const TOUCH_SQL = `update sessions set token_estimate = token_estimate + ?2, updated_at = ?3, revision = revision + 1
+const TOUCH_SQL = `update sessions set token_estimate = token_estimate + ?2, updated_at = ?3
   where id = ?1 and ended_at is null returning token_estimate`;
-// Fails the whole batch (SQLite's abs() of the smallest integer overflows) unless the session is open
-// and its history still ends at ?2: nothing of a refused turn is written.
-const APPEND_GUARD_SQL = `select abs(-9223372036854775808) where not exists (select 1 from sessions where id = ?1 and ended_at is null)
-  or (select coalesce(max(seq), 0) from messages where session_id = ?1) <> ?2`;
-const GUARD_FAILED = /integer overflow/i;
+// Fails the whole batch unless the session is open and its history still ends at ?2: nothing of a
+// refused turn is written.
+const APPEND_GUARD_SQL = failUnless(`exists (select 1 from sessions where id = ?1 and ended_at is null)
+  and (select coalesce(max(seq), 0) from messages where session_id = ?1) = ?2`);
 
 /** The session list in keyset order (created_at, id); every filter combination has its index. */
 export function listQuery(db: Kysely<Database>, f: ListFilter, anchor?: Pick<SessionRow, "created_at" | "id">) {

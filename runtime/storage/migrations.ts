@@ -87,9 +87,9 @@ const migrations: Record<string, Migration> = {
     },
   },
   // Plugin state shared by several processes (issue 8): per-plugin KV usage kept by triggers (the
-  // quota check reads one row), tombstones of deleted sessions (their KV stays readable during
-  // on_session_delete and is purged after it, or by the sweep if that process died), and a revision
-  // per session that every append and compaction bumps, so a write can require the history it read.
+  // quota check reads one row), and tombstones of deleted sessions (their KV stays readable during
+  // on_session_delete and is purged after it, or by the sweep if that process died). A turn's
+  // append requires the history it read by its last seq (sessions/service.ts), no column needed.
   "0003_shared_state": {
     async up(db: Kysely<any>) {
       await db.schema
@@ -115,7 +115,6 @@ const migrations: Record<string, Migration> = {
         .addColumn("id", "text", (c) => c.primaryKey())
         .addColumn("deleted_at", "integer", (c) => c.notNull())
         .execute();
-      await db.schema.alterTable("sessions").addColumn("revision", "integer", (c) => c.notNull().defaultTo(0)).execute();
     },
   },
   // plugin_kv_session serves only the clean-up of deleted sessions, i.e. session-scoped rows; the

@@ -3,17 +3,15 @@
 // go into the next one together, as ONE batch of set-based statements (one round trip to a libSQL
 // server, no interactive transaction), so a fan-out whose ten plugins each write costs one commit.
 // A change set with guards (kv_incr, kv_cas) commits in a batch of its own that fails as a whole
-// when a guard no longer holds. Writes for a session that no longer exists are dropped.
+// when a guard no longer holds. Writes for a deleted (tombstoned) session are dropped.
 import type { InStatement } from "@libsql/client";
 import { setImmediate } from "node:timers";
 import { KvConflictError, type KvBackend, type KvChangeSet, type KvSweep, type KvUsage } from "../../host-api/kv.ts";
 import type { Storage } from "./db.ts";
+import { failUnless, isGuardFailure } from "./guard.ts";
 import { PluginCallError } from "../../hooks/failures.ts";
 import { openSyncReader, type SqlArg, type SyncReader } from "./sync-reader.ts";
 
-/** SQLite's documented way to fail a statement: abs() of the smallest integer overflows. */
-const FAIL = "abs(-9223372036854775808)";
-const OVERFLOW = /integer overflow/i;
 const USAGE_TTL_MS = 1000;
 
 // One statement per (plugin, scope): a key list probes the primary key directly (a row-value IN over
@@ -41,8 +39,8 @@ const sweepDeleteSql = (sweep: KvSweep) => `delete from plugin_kv where plugin =
 // The stored keys as ONE JSON string: 10,000 rows as JS values cost more than the probes.
 const sweepListSql = (sweep: KvSweep) =>
   `select json_group_array(key) from plugin_kv where plugin = ?1 and session_id = ?2 and key in (${sweepKeys(sweep)})`;
-const GUARD_PRESENT_SQL = `select ${FAIL} where not exists (select 1 from plugin_kv where plugin = ?1 and session_id = ?2 and key = ?3 and value = ?4)`;
-const GUARD_ABSENT_SQL = `select ${FAIL} where exists (select 1 from plugin_kv where plugin = ?1 and session_id = ?2 and key = ?3)`;
+const GUARD_PRESENT_SQL = failUnless(`exists (select 1 from plugin_kv where plugin = ?1 and session_id = ?2 and key = ?3 and value = ?4)`);
+const GUARD_ABSENT_SQL = failUnless(`not exists (select 1 from plugin_kv where plugin = ?1 and session_id = ?2 and key = ?3)`);
 const USAGE_SQL = `select plugin, keys, bytes from plugin_kv_usage where plugin in (select value from json_each(?1))`;
 
 interface Queued {
@@ -261,7 +259,7 @@ export class KvStore implements KvBackend {
       }
       for (const q of group) q.done();
     } catch (err) {
-      const conflict = OVERFLOW.test(String((err as Error)?.message ?? err));
+      const conflict = isGuardFailure(err);
       if (!conflict) this.opts.onError([...plugins], err);
       for (const q of group) q.done(conflict ? new KvConflictError(q.changes.plugin) : err);
     }

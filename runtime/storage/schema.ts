@@ -17,8 +17,6 @@ export interface SessionsTable {
   end_reason: string | null;
   token_estimate: ColumnType<number, number | undefined, number>;
   last_compaction_at: number | null;
-  /** Bumped by every append and compaction: a write can require the history it read (other processes). */
-  revision: ColumnType<number, number | undefined, number>;
   created_at: number;
   updated_at: number;
 }
