@@ -233,12 +233,10 @@ export class HookDispatcher {
     b.failures[e.kind]++;
     b.lastError = `${e.kind}: ${e.message}`;
     b.failingHook = hook ?? null;
+    this.log("warn", "plugin call failed", { plugin: name, kind: e.kind, error: e.message });
     // `unavailable` is the host's fault (its database down, the plugin closed), not the plugin's:
     // counted and logged, but it never brings the plugin nearer to a quarantine.
-    if (e.kind === "unavailable") {
-      this.log("warn", "plugin call failed", { plugin: name, kind: e.kind, error: e.message });
-      return;
-    }
+    if (e.kind === "unavailable") return;
     b.consecutiveFailures++;
     if (hook !== undefined) {
       const streak = (b.hookStreak.get(hook) ?? 0) + 1;
@@ -251,7 +249,6 @@ export class HookDispatcher {
         this.log("error", "plugin hook quarantined", { plugin: name, hook, reason });
       }
     }
-    this.log("warn", "plugin call failed", { plugin: name, kind: e.kind, error: e.message });
     if (b.quarantined === null && b.consecutiveFailures >= this.quarantineAfter) {
       b.quarantined = `quarantined after ${b.consecutiveFailures} consecutive failures; last: ${b.lastError}`;
       this.log("error", "plugin quarantined", { plugin: name, reason: b.quarantined });

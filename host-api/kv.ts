@@ -83,6 +83,11 @@ export class KvConflictError extends Error {
 
 const SEP = "\u0000";
 const slot = (session: string, key: string) => session + SEP + key;
+/** [session, key] of a slot. */
+const unslot = (s: string): [string, string] => {
+  const cut = s.indexOf(SEP);
+  return [s.slice(0, cut), s.slice(cut + 1)];
+};
 
 export class PluginKv {
   /** The running call's writes, by slot (insertion order kept: the commit applies them in order). */
@@ -182,10 +187,7 @@ export class PluginKv {
     for (const key of this.backend.sweptKeys(this.plugin, sweep)) if (this.staged(session, key) !== null) gone.add(key);
     for (const key of this.stagedKeys(session, prefix)) if (sweep.matches(session, key) && this.staged(session, key) !== null) gone.add(key);
     // The call's earlier writes it matches become deletes: its later writes must win over it.
-    for (const s of this.pending?.keys() ?? []) {
-      const cut = s.indexOf(SEP);
-      if (sweep.matches(s.slice(0, cut), s.slice(cut + 1))) this.pending!.set(s, null);
-    }
+    for (const s of this.pending?.keys() ?? []) if (sweep.matches(...unslot(s))) this.pending!.set(s, null);
     (this.pendingSweeps ??= []).push(sweep);
     return gone.size;
   }
@@ -225,17 +227,13 @@ export class PluginKv {
     const gen = ++this.gen;
     const writes: KvChangeSet["writes"] = [];
     for (const [s, value] of pending) {
-      const cut = s.indexOf(SEP);
-      writes.push([s.slice(0, cut), s.slice(cut + 1), value]);
+      writes.push([...unslot(s), value]);
       this.unflushed.set(s, { value, gen });
     }
     const swept = sweeps.map((sweep) => ({ sweep, gen }));
     for (const w of swept) this.unflushedSweeps.add(w);
     const guardList: KvChangeSet["guards"] = [];
-    for (const [s, value] of guards ?? []) {
-      const cut = s.indexOf(SEP);
-      guardList.push([s.slice(0, cut), s.slice(cut + 1), value]);
-    }
+    for (const [s, value] of guards ?? []) guardList.push([...unslot(s), value]);
     const committed = this.backend.commit({ plugin: this.plugin, sweeps, writes, guards: guardList }).finally(() => {
       for (const s of pending.keys()) if (this.unflushed.get(s)?.gen === gen) this.unflushed.delete(s);
       for (const w of swept) this.unflushedSweeps.delete(w);
