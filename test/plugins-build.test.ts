@@ -5,6 +5,7 @@
 // scenarios are in plugins-seed.test.ts.
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { callFailure } from "./helpers/call-failure.ts";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -12,7 +13,6 @@ import { fileURLToPath } from "node:url";
 import { Grants } from "../host-api/capabilities.ts";
 import { HOST_FUNCTION_NAMES } from "../host-api/functions.ts";
 import type { PluginKv } from "../host-api/kv.ts";
-import { PluginCallError } from "../hooks/failures.ts";
 import { parseConfig } from "../runtime/config.ts";
 import { setLogLevel } from "../runtime/log.ts";
 import { effectiveLimits } from "../runtime/plugins/limits.ts";
@@ -85,16 +85,6 @@ async function load(rel: string, granted: string[] = ["kv"], storage?: Storage):
   const { sandbox, kv } = createPluginInstance({ name, path, manifest, limits, grants: new Grants(granted) }, { kv: stores.get(storage)!, quota: DEFAULT_KV_QUOTA });
   loaded.push(sandbox);
   return new Loaded(sandbox, kv);
-}
-
-async function failure(p: Promise<unknown>): Promise<PluginCallError> {
-  try {
-    await p;
-  } catch (err) {
-    assert.ok(err instanceof PluginCallError, String(err));
-    return err;
-  }
-  assert.fail("the call succeeded");
 }
 
 after(async () => {
@@ -354,18 +344,18 @@ describe("test fixtures", () => {
 describe("hostile plugins under the real limits", () => {
   const pre = preLlm("s");
   it("loop runs out of fuel", async () => {
-    assert.equal((await failure((await load("hostile/loop", [])).hook("pre_llm_call", pre))).kind, "fuel");
+    assert.equal((await callFailure((await load("hostile/loop", [])).hook("pre_llm_call", pre))).kind, "fuel");
   });
   it("membomb hits the memory cap", async () => {
-    assert.equal((await failure((await load("hostile/membomb", [])).hook("post_compaction", compaction("s", "", "summarize")))).kind, "memory");
+    assert.equal((await callFailure((await load("hostile/membomb", [])).hook("post_compaction", compaction("s", "", "summarize")))).kind, "memory");
   });
   it("trap traps, by unreachable and by abort", async () => {
     const p = await load("hostile/trap", []);
-    assert.equal((await failure(p.hook("pre_llm_call", pre))).kind, "trap");
-    assert.equal((await failure(p.hook("post_compaction", compaction("s", "", "summarize")))).kind, "trap");
+    assert.equal((await callFailure(p.hook("pre_llm_call", pre))).kind, "trap");
+    assert.equal((await callFailure(p.hook("post_compaction", compaction("s", "", "summarize")))).kind, "trap");
   });
   it("bigoutput's 10 MiB is refused as bad output", async () => {
-    const e = await failure((await load("hostile/bigoutput", [])).hook("pre_llm_call", pre));
+    const e = await callFailure((await load("hostile/bigoutput", [])).hook("pre_llm_call", pre));
     assert.equal(e.kind, "bad_output");
     assert.match(e.message, /10485760 bytes/);
   });
@@ -376,7 +366,7 @@ describe("hostile plugins under the real limits", () => {
   it("ungranted is denied kv, sessions and http even though its manifest asks", async () => {
     const p = await load("hostile/ungranted", []);
     for (const what of ["kv", "sessions", "http"]) {
-      const e = await failure(p.command("ungranted", { raw_args: what }));
+      const e = await callFailure(p.command("ungranted", { raw_args: what }));
       assert.equal(e.kind, "denied", what);
     }
     assert.deepEqual(p.kv.list("", ""), []);
@@ -384,9 +374,9 @@ describe("hostile plugins under the real limits", () => {
   it("httpsnoop is denied every host but the granted one, however the URL mentions it", async () => {
     const p = await load("hostile/httpsnoop", ["http:example.com"]);
     for (const hook of ["pre_llm_call", "post_compaction", "on_session_delete"]) {
-      assert.equal((await failure(p.hook(hook, { ...compaction("s", "", "summarize"), ...deletion("delete", ["s"]) }))).kind, "denied", hook);
+      assert.equal((await callFailure(p.hook(hook, { ...compaction("s", "", "summarize"), ...deletion("delete", ["s"]) }))).kind, "denied", hook);
     }
-    const e = await failure(p.command("httpsnoop", { raw_args: "http://169.254.169.254/latest/meta-data/" }));
+    const e = await callFailure(p.command("httpsnoop", { raw_args: "http://169.254.169.254/latest/meta-data/" }));
     assert.equal(e.kind, "denied");
   });
 });

@@ -1,10 +1,10 @@
 // Hostile modules written as WebAssembly text (test/fixtures/hostile/*.wat), one per attack class
 // of issue 9, against the sandbox alone: each is stopped with its typed failure, within its
-// deadline, and the host (this process) stays usable. Server-level classes live in
-// test/sandbox-server.test.ts.
+// deadline, and the host (this process) stays usable. Loader and command classes live in
+// test/sandbox-loader.test.ts and test/sandbox-commands.test.ts.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { PluginCallError } from "../hooks/failures.ts";
+import { callFailure } from "./helpers/call-failure.ts";
 import type { HostBinding, HostFunction } from "../host-api/binding.ts";
 import { instrument, MAX_MODULE_BYTES } from "../runtime/sandbox/instrument.ts";
 import { compileInstrumented } from "../runtime/sandbox/module-cache.ts";
@@ -26,15 +26,6 @@ function sandbox(name: string, opts: { limits?: Partial<SandboxLimits>; function
   const limits = { ...LIMITS, ...opts.limits };
   const module = compileInstrumented(hostileModule(name), { memoryPages: limits.memoryPages });
   return { plugin: new WasmPlugin({ name, module, limits, host, inWorker: opts.inWorker ?? false }), logs, ends };
-}
-
-async function failure(p: Promise<unknown>): Promise<PluginCallError> {
-  const err = await p.then(
-    () => assert.fail("call should have failed"),
-    (e: unknown) => e,
-  );
-  assert.ok(err instanceof PluginCallError, `expected PluginCallError, got ${String(err)}`);
-  return err;
 }
 
 /** The longest gap between event-loop turns while `work` runs (a blocked loop shows up here). */
@@ -59,7 +50,7 @@ describe("hostile modules: freeze", () => {
     it(`memory.${fn} of 1 MiB in a loop is charged by length: out of fuel`, async () => {
       const { plugin } = sandbox("bulk");
       const t0 = performance.now();
-      const e = await failure(plugin.call(fn, "", Date.now() + 10_000));
+      const e = await callFailure(plugin.call(fn, "", Date.now() + 10_000));
       assert.equal(e.kind, "fuel");
       // 100 M units at 16 bytes a unit: about 1.6 GB moved, not 100 M MiB.
       assert.ok(performance.now() - t0 < 5_000, `took ${performance.now() - t0} ms`);
@@ -70,7 +61,7 @@ describe("hostile modules: freeze", () => {
   it("bulk operations with fuel to spare stop at the deadline, checked often", async () => {
     const { plugin } = sandbox("bulk", { limits: { fuel: 2 ** 40 } });
     const t0 = performance.now();
-    const e = await failure(plugin.call("fill", "", Date.now() + 300));
+    const e = await callFailure(plugin.call("fill", "", Date.now() + 300));
     const ms = performance.now() - t0;
     assert.equal(e.kind, "timeout");
     console.log(`bulk fill with unlimited fuel stopped after ${ms.toFixed(0)} ms (deadline 300 ms)`);
@@ -80,7 +71,7 @@ describe("hostile modules: freeze", () => {
 
   it("a flood of kernel calls costs fuel: stopped", async () => {
     const { plugin } = sandbox("hostcalls");
-    const e = await failure(plugin.call("alloc_flood", "", Date.now() + 10_000));
+    const e = await callFailure(plugin.call("alloc_flood", "", Date.now() + 10_000));
     assert.equal(e.kind, "fuel");
     await plugin.close();
   });
@@ -99,7 +90,7 @@ describe("hostile modules: host memory and outputs", () => {
   it("a kernel alloc beyond the memory allowance fails as memory, without the block", async () => {
     const { plugin } = sandbox("hostcalls");
     const before = process.memoryUsage().rss;
-    const e = await failure(plugin.call("alloc_huge", "", Date.now() + 5_000));
+    const e = await callFailure(plugin.call("alloc_huge", "", Date.now() + 5_000));
     assert.equal(e.kind, "memory");
     assert.match(e.message, /kernel alloc/);
     assert.ok(process.memoryUsage().rss - before < 256 * 1024 * 1024, "no 1 GiB block was made");
@@ -108,7 +99,7 @@ describe("hostile modules: host memory and outputs", () => {
 
   it("a 1 MiB error text is cut to MAX_ERROR_CHARS", async () => {
     const { plugin } = sandbox("hostcalls");
-    const e = await failure(plugin.call("big_error", "", Date.now() + 10_000));
+    const e = await callFailure(plugin.call("big_error", "", Date.now() + 10_000));
     assert.ok(e.message.length <= MAX_ERROR_CHARS + 20, `message of ${e.message.length} chars`);
     assert.match(e.message, /truncated/);
     await plugin.close();
@@ -160,7 +151,7 @@ describe("hostile modules: hang (worker)", () => {
     const { plugin, ends } = sandbox("hang", { inWorker: true, functions: { hookbox_session_messages: never } });
     await plugin.warm();
     const t0 = performance.now();
-    const e = await failure(plugin.call("wait", "", Date.now() + 300));
+    const e = await callFailure(plugin.call("wait", "", Date.now() + 300));
     const ms = performance.now() - t0;
     assert.equal(e.kind, "timeout");
     assert.ok(ms < 300 + WORKER_GRACE_MS + 1_000, `settled after ${ms} ms`);
@@ -174,7 +165,7 @@ describe("hostile modules: hang (worker)", () => {
   it("a spinning worker call is stopped at its deadline and the event loop stays free", async () => {
     const { plugin } = sandbox("hang", { inWorker: true, limits: { fuel: 2 ** 40 }, functions: { hookbox_session_messages: () => 0n } });
     await plugin.warm();
-    const call = failure(plugin.call("spin", "", Date.now() + 500));
+    const call = callFailure(plugin.call("spin", "", Date.now() + 500));
     const stall = await longestStall(call);
     assert.equal((await call).kind, "timeout");
     console.log(`worker spin: longest event-loop stall ${stall.toFixed(1)} ms`);

@@ -2,7 +2,7 @@
 // its typed failure while the instance keeps serving.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { PluginCallError } from "../hooks/failures.ts";
+import { callFailure } from "./helpers/call-failure.ts";
 import { instrument } from "../runtime/sandbox/instrument.ts";
 import { compileInstrumented } from "../runtime/sandbox/module-cache.ts";
 import type { HostBinding } from "../host-api/binding.ts";
@@ -26,15 +26,6 @@ function sandbox(limits: Partial<SandboxLimits> = {}) {
 }
 
 const soon = () => Date.now() + 5_000;
-
-async function failure(p: Promise<unknown>): Promise<PluginCallError> {
-  const err = await p.then(
-    () => assert.fail("call should have failed"),
-    (e: unknown) => e,
-  );
-  assert.ok(err instanceof PluginCallError, `expected PluginCallError, got ${String(err)}`);
-  return err;
-}
 
 describe("instrumentation", () => {
   it("is deterministic and caps memory", () => {
@@ -66,7 +57,7 @@ describe("sandboxed calls", () => {
   it("stops an endless loop at its fuel budget, the same way every time, and keeps serving", async () => {
     const { plugin, ends } = sandbox();
     for (let i = 0; i < 2; i++) {
-      const e = await failure(plugin.call("spin", "", soon()));
+      const e = await callFailure(plugin.call("spin", "", soon()));
       assert.equal(e.kind, "fuel");
       assert.match(e.message, /budget 200000/);
     }
@@ -77,22 +68,22 @@ describe("sandboxed calls", () => {
 
   it("stops a loop that outlives its deadline even with fuel to spare", async () => {
     const { plugin } = sandbox({ fuel: 2 ** 40 });
-    const e = await failure(plugin.call("spin", "", Date.now() - 1));
+    const e = await callFailure(plugin.call("spin", "", Date.now() - 1));
     assert.equal(e.kind, "timeout");
   });
 
   it("reports a memory bomb as a memory failure", async () => {
     const { plugin } = sandbox();
-    const e = await failure(plugin.call("bomb", "", soon()));
+    const e = await callFailure(plugin.call("bomb", "", soon()));
     assert.equal(e.kind, "memory");
     assert.match(e.message, /4 pages/);
   });
 
   it("reports a trap, then rebuilds the instance", async () => {
     const { plugin } = sandbox();
-    assert.equal((await failure(plugin.call("trap", "", soon()))).kind, "trap");
+    assert.equal((await callFailure(plugin.call("trap", "", soon()))).kind, "trap");
     await plugin.call("once", "", soon());
-    assert.equal((await failure(plugin.call("once", "", soon()))).kind, "trap"); // same instance: global kept
+    assert.equal((await callFailure(plugin.call("once", "", soon()))).kind, "trap"); // same instance: global kept
     await plugin.call("once", "", soon()); // rebuilt after the trap: fresh globals
     await plugin.close();
   });
@@ -101,7 +92,7 @@ describe("sandboxed calls", () => {
     const { plugin } = sandbox();
     const ok = await plugin.call("big", "x".repeat(10), soon());
     assert.equal(ok.output?.length, 10);
-    const e = await failure(plugin.call("big", "x".repeat(100), soon()));
+    const e = await callFailure(plugin.call("big", "x".repeat(100), soon()));
     assert.equal(e.kind, "bad_output");
     await plugin.close();
   });
