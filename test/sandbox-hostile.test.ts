@@ -76,11 +76,13 @@ describe("hostile modules: freeze", () => {
     await plugin.close();
   });
 
-  it("a start function that never returns is stopped at instantiation, by fuel or deadline", async () => {
-    const { plugin } = sandbox("start", { limits: { fuel: 2 ** 40, timeoutMs: 300 } });
+  it("a start function that never returns is stopped at instantiation: by the slice, the deadline or fuel", async () => {
+    const { plugin } = sandbox("start", { limits: { fuel: 2 ** 40, timeoutMs: 5_000 } });
     const t0 = performance.now();
-    await assert.rejects(plugin.warm(), /instantiation failed: .*deadline/);
+    await assert.rejects(plugin.warm(), /instantiation failed: the start function ran past the 50 ms in-thread slice/);
     assert.ok(performance.now() - t0 < 1_500);
+    const { plugin: short } = sandbox("start", { limits: { fuel: 2 ** 40, timeoutMs: 20 } });
+    await assert.rejects(short.warm(), /instantiation failed: .*deadline/);
     const { plugin: metered } = sandbox("start", { limits: { fuel: 5_000_000 } });
     await assert.rejects(metered.warm(), /instantiation failed: ran out of fuel/);
   });

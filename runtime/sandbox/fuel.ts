@@ -5,6 +5,7 @@
 // instantiation that runs a start function. Each refill and each host call checks the clock, so a
 // call is stopped within one slice of its deadline whatever it does.
 import { PluginCallError } from "../../hooks/failures.ts";
+import { SliceExpired } from "./inline-slice.ts";
 
 /**
  * Units granted per refill, i.e. how much code runs between two clock checks: about 1 ms of plain
@@ -12,8 +13,24 @@ import { PluginCallError } from "../../hooks/failures.ts";
  */
 export const FUEL_SLICE = 1_000_000;
 
+/**
+ * Units per refill in a worker. There a refill is a host call to this thread, and the Extism SDK
+ * sends a block across only at the first host call after it was made (later writes to it stay in
+ * the worker): a refill in the middle of writing a block would leave this side a stale copy. So a
+ * worker's module refills only when its budget runs out; the worker's deadline timer
+ * (wasm-plugin.ts) and the clock check of every charged host call bound its time instead.
+ */
+export const WORKER_GRANT = 2 ** 30;
+
+/** Fuel a host call costs on top of 1 unit per 16 bytes of the blocks it is handed or makes. */
+export const HOST_CALL_FUEL = 1_000;
+
 export class FuelMeter {
   private deadline = Infinity;
+  /** An in-thread stretch's end (inline-slice.ts): past it the call moves to a worker. */
+  private sliceEnd = Infinity;
+  /** Units per refill for the current stretch (FUEL_SLICE in-thread, WORKER_GRANT in a worker). */
+  private grantSize = FUEL_SLICE;
   /**
    * Fuel not yet handed to the module; host calls are charged here, so it may go negative (a debt
    * the module's counter pays at its next refill). Used = budget - pool - what the counter holds.
@@ -24,8 +41,8 @@ export class FuelMeter {
   private active = false;
   /** Fuel the last call used (its whole budget when it ran out). */
   used = 0;
-  /** Set when the module asked for memory beyond its cap during the current call. */
-  memoryRefused = false;
+  /** Set when the module asked for memory beyond its cap during the current call: linear or host blocks. */
+  memoryRefused: false | "grow" | "kernel" = false;
   /** What the last export returned when it returns an i32 (Extism: 0 success, anything else failure). */
   returnCode = 0;
 
@@ -35,9 +52,14 @@ export class FuelMeter {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** Arms the meter for one stretch of plugin code that must finish by `deadline` (epoch ms). */
-  start(deadline: number): void {
+  /**
+   * Arms the meter for one stretch of plugin code that must finish by `deadline` (epoch ms): an
+   * in-thread stretch also by `sliceEnd`; a worker's gets WORKER_GRANT per refill.
+   */
+  start(deadline: number, where: { sliceEnd: number } | "worker" = { sliceEnd: Infinity }): void {
     this.deadline = deadline;
+    this.sliceEnd = where === "worker" ? Infinity : where.sliceEnd;
+    this.grantSize = where === "worker" ? WORKER_GRANT : FUEL_SLICE;
     this.active = true;
     this.used = 0;
     this.pool = this.budget;
@@ -67,13 +89,15 @@ export class FuelMeter {
   }
 
   private checkClock(): void {
-    if (this.now() > this.deadline) {
+    const now = this.now();
+    if (now > this.deadline) {
       throw new PluginCallError("timeout", `ran past its deadline after about ${this.budget - this.pool} fuel units`);
     }
+    if (now > this.sliceEnd) throw new SliceExpired();
   }
 
   private grant(): number {
-    const slice = Math.min(FUEL_SLICE, this.pool);
+    const slice = Math.min(this.grantSize, this.pool);
     this.pool -= slice;
     this.lastGrant = slice;
     return slice;
@@ -103,7 +127,10 @@ export class FuelMeter {
       this.used = this.budget - this.pool - left;
     },
     oom: (_ctx: unknown, _delta: number): void => {
-      this.memoryRefused = true;
+      this.memoryRefused = "grow";
+    },
+    kernel_oom: (): void => {
+      this.memoryRefused = "kernel";
     },
     ret: (_ctx: unknown, code: number): number => {
       this.returnCode = code;
@@ -112,6 +139,8 @@ export class FuelMeter {
   };
 
   memoryError(): PluginCallError {
-    return new PluginCallError("memory", `memory limit of ${this.memoryPages} pages (${this.memoryPages * 64} KiB) reached`);
+    const limit = `${this.memoryPages} pages (${this.memoryPages * 64} KiB)`;
+    if (this.memoryRefused === "kernel") return new PluginCallError("memory", `host memory (kernel alloc) beyond the limit of ${limit} in one call`);
+    return new PluginCallError("memory", `memory limit of ${limit} reached`);
   }
 }

@@ -25,6 +25,13 @@
 // `grow_check(delta)` that tells the host (`oom(delta)`) when the grow will be refused, so the trap
 // the language runtime then raises (AssemblyScript: `unreachable`) is reported as a memory failure.
 // Tables get a maximum the same way (table.grow past it returns -1, as the spec says).
+//
+// Host blocks: every use of the Extism kernel's `alloc` import (calls, ref.func, table elements)
+// goes through an added `alloc_shim(n)` that charges HOST_CALL_FUEL + n/16 and refuses (through
+// `kernel_oom()`, then a trap) once one call's blocks would pass the memory allowance; the export
+// wrappers reset that running total. In the module, so it holds in-thread and in a worker alike,
+// and a refused block is never made. Kernel log imports go through a shim that charges a host call.
+import { HOST_CALL_FUEL } from "./fuel.ts";
 import { Op, Reader, WasmFormatError, Writer, readInstr, readSections, sectionRank, writeModule, type Section } from "./wasm-binary.ts";
 
 /** Import module of the fuel host functions the instrumented module calls. */
@@ -57,8 +64,12 @@ const FUEL_IMPORTS = [
   { name: "end", params: [I32], results: [] },
   { name: "oom", params: [I32], results: [] },
   { name: "ret", params: [I32], results: [I32] },
+  { name: "kernel_oom", params: [], results: [] },
 ] as const;
-const [REFILL, BEGIN, END, OOM, RET] = [0, 1, 2, 3, 4];
+const [REFILL, BEGIN, END, OOM, RET, KERNEL_OOM] = [0, 1, 2, 3, 4, 5];
+const I64 = 0x7e;
+/** The Extism kernel's import module and its block allocator. */
+const KERNEL = { module: "extism:host/env", alloc: "alloc" };
 
 interface Layout {
   importedFuncs: number;
@@ -67,6 +78,10 @@ interface Layout {
   funcTypes: number[];
   typeCount: number;
   definedGlobals: number;
+  /** Function index of the imported kernel alloc, if the module imports it. */
+  allocImport: number | undefined;
+  /** Imported kernel log functions: each line crosses to the host's logger (from a worker, a message). */
+  logImports: number[];
 }
 
 /**
@@ -98,21 +113,26 @@ function rewrite(sections: Section[], opts: InstrumentOptions): Uint8Array<Array
   const k = FUEL_IMPORTS.length;
   const I = layout.importedFuncs;
   const fuelFn = (i: number) => I + i;
-  const remap = (idx: number) => (idx < I ? idx : idx + k);
   const definedCount = layout.funcTypes.length - I;
   const fuelGlobal = layout.importedGlobals + layout.definedGlobals;
+  const blocksGlobal = fuelGlobal + 1;
   const exports = readExports(find(sections, 7));
   const funcExports = exports.filter((e) => e.kind === 0);
-  // New function indices: [old imports][fuel imports][old defined][wrappers][grow_check][charge_bytes][charge_elems]
+  // New function indices: [old imports][fuel imports][old defined][wrappers][grow_check][charge_bytes]
+  // [charge_elems][alloc_shim][one log shim per kernel log import]
   const firstWrapper = I + k + definedCount;
   const growCheck = firstWrapper + funcExports.length;
   const chargeBytes = growCheck + 1;
   const chargeElems = growCheck + 2;
+  const allocShim = growCheck + 3;
+  const logShim = new Map(layout.logImports.map((idx, i) => [idx, allocShim + 1 + i]));
+  const remap = (idx: number) => (idx === layout.allocImport ? allocShim : (logShim.get(idx) ?? (idx < I ? idx : idx + k)));
   const newTypes = FUEL_IMPORTS.map((f, i) => ({ ...f, index: layout.typeCount + i }));
   const growType = newTypes[REFILL]!.index; // (i32) -> i32
+  const allocType = layout.typeCount + newTypes.length; // (i64) -> i64
 
   const out = new Map<number, Uint8Array>();
-  out.set(1, appendVec(find(sections, 1), newTypes.map((t) => encodeFuncType(t.params, t.results))));
+  out.set(1, appendVec(find(sections, 1), [...newTypes.map((t) => encodeFuncType(t.params, t.results)), encodeFuncType([I64], [I64])]));
   out.set(
     2,
     appendVec(
@@ -121,8 +141,14 @@ function rewrite(sections: Section[], opts: InstrumentOptions): Uint8Array<Array
     ),
   );
   const wrapperTypes = funcExports.map((e) => layout.funcTypes[e.index]!);
-  out.set(3, appendVec(find(sections, 3), [...wrapperTypes, growType, growType, growType].map((t) => new Writer().u32(t))));
-  out.set(6, appendVec(find(sections, 6), [new Writer().byte(I32).byte(0x01).byte(Op.I32Const).i32(START_FUEL).byte(Op.End)]));
+  out.set(3, appendVec(find(sections, 3), [...wrapperTypes, growType, growType, growType, allocType, ...layout.logImports.map((i) => layout.funcTypes[i]!)].map((t) => new Writer().u32(t))));
+  out.set(
+    6,
+    appendVec(find(sections, 6), [
+      new Writer().byte(I32).byte(0x01).byte(Op.I32Const).i32(START_FUEL).byte(Op.End),
+      new Writer().byte(I64).byte(0x01).byte(Op.I64Const).i64(0).byte(Op.End), // this call's host-block bytes
+    ]),
+  );
   let wrapperIdx = firstWrapper;
   out.set(
     7,
@@ -146,10 +172,13 @@ function rewrite(sections: Section[], opts: InstrumentOptions): Uint8Array<Array
     const [nParams, results] = signature(sections, params);
     // An export returning one i32 (Extism's status code) reports it through `ret` (identity).
     const ret = results.length === 1 && results[0] === I32 ? fuelFn(RET) : undefined;
-    code.push(wrapperBody(nParams, remap(e.index), fuelGlobal, fuelFn(BEGIN), fuelFn(END), ret));
+    code.push(wrapperBody(nParams, remap(e.index), fuelGlobal, blocksGlobal, fuelFn(BEGIN), fuelFn(END), ret));
   }
   code.push(growCheckBody(opts.memoryPages, fuelFn(OOM)));
   code.push(chargeBody(BYTES_PER_UNIT_SHIFT, meter), chargeBody(0, meter));
+  // Without an alloc import the shim is never referenced; it calls `unreachable` in its place.
+  code.push(allocShimBody(opts.memoryPages * 65_536, blocksGlobal, fuelFn(KERNEL_OOM), layout.allocImport, meter));
+  for (const idx of layout.logImports) code.push(chargedCallBody(signature(sections, layout.funcTypes[idx]!)[0], HOST_CALL_FUEL, idx, meter));
   out.set(10, encodeVec(code.map((c) => new Writer().sized(c))));
 
   // Reassemble in canonical order; the "name" section would now lie about indices, so drop it.
@@ -202,12 +231,16 @@ function readLayout(sections: Section[]): Layout {
   const typeCount = new Reader(find(sections, 1) ?? new Uint8Array([0])).u32();
   const funcTypes: number[] = [];
   let importedGlobals = 0;
+  let allocImport: number | undefined;
+  const logImports: number[] = [];
   const imports = find(sections, 2);
   if (imports) {
     readVec(imports, (r) => {
-      r.name();
-      r.name();
+      const module = r.name();
+      const name = r.name();
       const kind = r.byte();
+      if (kind === 0x00 && module === KERNEL.module && name === KERNEL.alloc) allocImport = funcTypes.length;
+      if (kind === 0x00 && module === KERNEL.module && name.startsWith("log_")) logImports.push(funcTypes.length);
       if (kind === 0x00) funcTypes.push(r.u32());
       else if (kind === 0x01) {
         r.byte();
@@ -226,7 +259,7 @@ function readLayout(sections: Section[]): Layout {
   if (funcs) funcTypes.push(...readVec(funcs, (r) => r.u32()));
   const globals = find(sections, 6);
   const definedGlobals = globals ? new Reader(globals).u32() : 0;
-  return { importedFuncs, importedGlobals, funcTypes, typeCount, definedGlobals };
+  return { importedFuncs, importedGlobals, funcTypes, typeCount, definedGlobals, allocImport, logImports };
 }
 
 /** [parameter count, result types] of a function type. */
@@ -315,10 +348,14 @@ function instrumentBody(body: Uint8Array, m: MeterCtx): Uint8Array {
   return w.toBytes();
 }
 
-/** begin() -> fuel; call the original with the same arguments; end(fuel). Results stay on the stack. */
-function wrapperBody(params: number, target: number, fuel: number, begin: number, end: number, ret?: number): Uint8Array {
+/**
+ * begin() -> fuel; no host blocks yet; call the original with the same arguments; end(fuel).
+ * Results stay on the stack.
+ */
+function wrapperBody(params: number, target: number, fuel: number, blocks: number, begin: number, end: number, ret?: number): Uint8Array {
   const w = new Writer().u32(0); // no locals
   w.byte(Op.Call).u32(begin).byte(Op.GlobalSet).u32(fuel);
+  w.byte(Op.I64Const).i64(0).byte(Op.GlobalSet).u32(blocks);
   for (let i = 0; i < params; i++) w.byte(Op.LocalGet).u32(i);
   w.byte(Op.Call).u32(target);
   if (ret !== undefined) w.byte(Op.Call).u32(ret);
@@ -348,6 +385,34 @@ function chargeBody(shift: number, m: MeterCtx): Uint8Array {
   w.byte(Op.GlobalGet).u32(g).byte(Op.Call).u32(m.refill).byte(Op.GlobalSet).u32(g).byte(Op.End);
   w.byte(Op.LocalGet).u32(0).byte(Op.End);
   return w.toBytes();
+}
+
+/**
+ * alloc_shim(n) = if (n > cap || blocks + n > cap) { kernel_oom(); unreachable }
+ *                 blocks += n; fuel -= HOST_CALL_FUEL + n/16 (refill below zero); alloc(n)
+ */
+function allocShimBody(cap: number, blocks: number, kernelOom: number, alloc: number | undefined, m: MeterCtx): Uint8Array {
+  const g = m.fuelGlobal;
+  const w = new Writer().u32(0);
+  if (alloc === undefined) return w.byte(Op.Unreachable).byte(Op.End).toBytes();
+  w.byte(Op.LocalGet).u32(0).byte(Op.I64Const).i64(cap).byte(Op.I64GtU);
+  w.byte(Op.GlobalGet).u32(blocks).byte(Op.LocalGet).u32(0).byte(Op.I64Add).byte(Op.I64Const).i64(cap).byte(Op.I64GtU);
+  w.byte(Op.I32Or).byte(Op.If).byte(0x40).byte(Op.Call).u32(kernelOom).byte(Op.Unreachable).byte(Op.End);
+  w.byte(Op.GlobalGet).u32(blocks).byte(Op.LocalGet).u32(0).byte(Op.I64Add).byte(Op.GlobalSet).u32(blocks);
+  w.byte(Op.GlobalGet).u32(g).byte(Op.LocalGet).u32(0).byte(Op.I64Const).i64(BYTES_PER_UNIT_SHIFT).byte(Op.I64ShrU).byte(Op.I32WrapI64);
+  w.byte(Op.I32Const).i32(HOST_CALL_FUEL).byte(Op.I32Add).byte(Op.I32Sub).byte(Op.GlobalSet).u32(g);
+  w.byte(Op.GlobalGet).u32(g).byte(Op.I32Const).i32(0).byte(Op.I32LtS).byte(Op.If).byte(0x40);
+  w.byte(Op.GlobalGet).u32(g).byte(Op.Call).u32(m.refill).byte(Op.GlobalSet).u32(g).byte(Op.End);
+  w.byte(Op.LocalGet).u32(0).byte(Op.Call).u32(alloc).byte(Op.End);
+  return w.toBytes();
+}
+
+/** A kernel log line crosses to the host's logger (from a worker, as a message): it costs a host call. */
+function chargedCallBody(params: number, cost: number, target: number, m: MeterCtx): Uint8Array {
+  const w = new Writer().u32(0);
+  meterCode(w, cost, m);
+  for (let i = 0; i < params; i++) w.byte(Op.LocalGet).u32(i);
+  return w.byte(Op.Call).u32(target).byte(Op.End).toBytes();
 }
 
 /** Writes every table's maximum: min(existing max, elements); a larger initial size is refused. */

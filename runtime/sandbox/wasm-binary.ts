@@ -70,6 +70,16 @@ export class Writer {
       if (done) return this;
     }
   }
+  i64(n: number | bigint): this {
+    let v = BigInt(n);
+    for (;;) {
+      const b = Number(v & 0x7fn);
+      v >>= 7n;
+      const done = (v === 0n && (b & 0x40) === 0) || (v === -1n && (b & 0x40) !== 0);
+      this.chunks.push(done ? b : b | 0x80);
+      if (done) return this;
+    }
+  }
   raw(bytes: ArrayLike<number>): this {
     for (let i = 0; i < bytes.length; i++) this.chunks.push(bytes[i]!);
     return this;
@@ -134,6 +144,13 @@ export const Op = {
   GlobalSet: 0x24,
   LocalGet: 0x20,
   I32Const: 0x41,
+  I64Const: 0x42,
+  Unreachable: 0x00,
+  I64GtU: 0x56,
+  I32Or: 0x72,
+  I64Add: 0x7c,
+  I64ShrU: 0x88,
+  I32WrapI64: 0xa7,
   I32LtS: 0x48,
   I32GtU: 0x4b,
   I32Add: 0x6a,

@@ -2,11 +2,13 @@
 // deadline and memory limits, maps every failure to a typed PluginCallError, and rebuilds the
 // instance from the cached compiled module after any failure (a trapped instance keeps its globals).
 //
-// In-thread by default (~µs per call). A plugin whose granted host functions are asynchronous
-// (sessions:read reads libSQL, http fetches) runs in an Extism worker, where the host functions are
-// awaited. hookbox owns every deadline itself: in-thread the fuel meter checks the clock at each
-// refill and host call; a worker call that has not answered by its deadline plus WORKER_GRACE_MS
-// is abandoned (the call fails as `timeout`, the lock is released) and its worker terminated.
+// In-thread by default (~µs per call). A plugin whose granted host functions are asynchronous (http
+// fetches) runs in an Extism worker, where the host functions are awaited; so does, for a while, a
+// plugin whose in-thread call outgrew its slice (inline-slice.ts: the call runs again there, and the
+// server's thread is never held longer than the slice). hookbox owns every deadline itself:
+// in-thread the fuel meter checks the clock at each refill and host call; a worker call that has
+// not answered by its deadline plus WORKER_GRACE_MS is abandoned (the call fails as `timeout`, the
+// lock is released) and its worker terminated.
 //
 // Every host function the module imports is wrapped: it charges fuel (HOST_CALL_FUEL plus the size
 // of the blocks it is handed) and checks the clock; in-thread the kernel's alloc is capped so the
@@ -15,7 +17,8 @@ import createPlugin, { type CallContext, type Plugin } from "@extism/extism";
 import { PluginCallError } from "../../hooks/failures.ts";
 import { createWasi, WasiExit } from "../../host-api/wasi.ts";
 import type { HostBinding, HostFunction } from "../../host-api/binding.ts";
-import { FuelMeter } from "./fuel.ts";
+import { FuelMeter, HOST_CALL_FUEL } from "./fuel.ts";
+import { DEMOTION_MS, INLINE_SLICE_MS, needsTurn, SliceExpired, yieldTurn } from "./inline-slice.ts";
 import { FUEL_MODULE } from "./instrument.ts";
 import { LogBudget } from "./log-budget.ts";
 import { INITIALIZE_EXPORT } from "./wasi-adapt.ts";
@@ -51,7 +54,7 @@ export const KERNEL_FUNCTION_NAMES: ReadonlySet<string> = new Set([
 ]);
 
 /** Fuel a host call costs on top of 1 unit per 16 bytes of the blocks it is handed. */
-export const HOST_CALL_FUEL = 1_000;
+export { HOST_CALL_FUEL };
 /** How long past its deadline a worker call may take to answer before its worker is terminated. */
 export const WORKER_GRACE_MS = 250;
 /** Longest failure message kept (the plugin writes it: it is stored and served). */
@@ -70,7 +73,7 @@ export interface SandboxOptions {
   module: WebAssembly.Module;
   limits: SandboxLimits;
   host: HostBinding;
-  /** Run in an Extism worker (required when host functions are async). */
+  /** Always run in an Extism worker (required when host functions are async). */
   inWorker: boolean;
 }
 
@@ -97,7 +100,13 @@ function utf8(text: string): Uint8Array {
 
 export class WasmPlugin {
   private instance: Plugin | undefined;
+  /** Whether the live (or building) instance runs in a worker. */
+  private instanceInWorker = false;
   private building: Promise<Plugin> | undefined;
+  /** Calls run in a worker until then (epoch ms): an in-thread call outgrew its slice. */
+  private workerUntil = 0;
+  /** WASI passes pointers into the instance's memory, which a worker keeps in its own thread. */
+  private readonly importsWasi: boolean;
   private readonly meter: FuelMeter;
   /** Calls into one instance never overlap (Extism instances are not reentrant): FIFO hand-off. */
   private busy = false;
@@ -114,7 +123,6 @@ export class WasmPlugin {
   /** This instance's own copy of the call input, reused while the length stays the same. */
   private inputCopy = new Uint8Array(0);
   /** Host-side bytes the kernel's alloc handed out during the current call (in-thread). */
-  private allocated = 0;
   /** The live instance's generation: host functions of an abandoned instance refuse to run. */
   private generation = 0;
   /** Rejected when the live instance is discarded: pending async host calls of it end then. */
@@ -123,7 +131,9 @@ export class WasmPlugin {
 
   constructor(private readonly opts: SandboxOptions) {
     this.meter = new FuelMeter(opts.limits.fuel, opts.limits.memoryPages);
-    this.usesLib = WebAssembly.Module.imports(opts.module).some((i) => i.module === HOST_MODULE && i.name === "hookbox_input_read");
+    const imports = WebAssembly.Module.imports(opts.module);
+    this.usesLib = imports.some((i) => i.module === HOST_MODULE && i.name === "hookbox_input_read");
+    this.importsWasi = imports.some((i) => i.module === WASI_SANDBOX_MODULE);
     const wasi = createWasi({
       memory: () => this.memory,
       output: (fd, line) => this.log(fd === 1 ? "info" : "warn", fd === 1 ? "stdout" : "stderr", line),
@@ -144,6 +154,21 @@ export class WasmPlugin {
   /** Builds the first instance now so that load errors (unresolved imports...) surface at load. */
   async warm(): Promise<void> {
     await this.ensureInstance();
+  }
+
+  /** Where calls run now: "worker" (async host functions, or demoted after outgrowing the slice). */
+  get mode(): "in-thread" | "worker" {
+    return this.wantsWorker() ? "worker" : "in-thread";
+  }
+
+  private wantsWorker(): boolean {
+    return this.opts.inWorker || Date.now() < this.workerUntil;
+  }
+
+  /** The plugin's calls run in a worker for DEMOTION_MS (WASI modules cannot: see kindOf). */
+  private demote(what: string): void {
+    this.workerUntil = Date.now() + DEMOTION_MS;
+    this.opts.host.log?.("warn", "log", `${what} ran past the ${INLINE_SLICE_MS} ms in-thread slice: its calls run in a worker thread for the next ${DEMOTION_MS / 1000} s`);
   }
 
   exports(): string[] {
@@ -173,14 +198,27 @@ export class WasmPlugin {
     await this.discardInstance();
   }
 
+  /** One attempt in-thread; one that outgrows its slice runs again in a worker, from the start. */
   private async run(fn: string, input: string, deadline: number, accept?: (output: string | undefined) => void): Promise<SandboxResult> {
+    try {
+      return await this.attempt(fn, input, deadline, accept);
+    } catch (err) {
+      if (!(err instanceof SliceExpired)) throw err;
+      this.demote(`a call of ${fn}`);
+      return await this.attempt(fn, input, deadline, accept);
+    }
+  }
+
+  private async attempt(fn: string, input: string, deadline: number, accept?: (output: string | undefined) => void): Promise<SandboxResult> {
     if (this.closed) throw new PluginCallError("unavailable", `${this.name} is closed`);
+    const inWorker = this.wantsWorker();
+    if (this.instance && this.instanceInWorker !== inWorker) await this.discardInstance(false);
+    if (!inWorker && needsTurn()) await yieldTurn();
     // The deadline covers the wait for the instance too (callers rely on it: enforcesDeadline).
     if (Date.now() > deadline) throw new PluginCallError("timeout", `waited past its deadline for the busy instance`);
     const plugin = this.instance ?? (await this.ensureInstance(deadline));
     const { host, limits } = this.opts;
-    this.meter.start(deadline);
-    this.allocated = 0;
+    this.meter.start(deadline, this.stretch(inWorker));
     host.begin(deadline);
     let ok = false;
     try {
@@ -188,8 +226,11 @@ export class WasmPlugin {
       this.inputRead = false;
       // The kernel wraps the bytes it is given without a copy and the plugin may write to that
       // block: each call gets its own copy, so no plugin changes what a later one reads.
-      const call = plugin.call(fn, this.privateInput(this.input));
-      const out = this.opts.inWorker ? await this.withinDeadline(call, deadline) : await call;
+      // A worker's kernel keeps every block of earlier calls (the SDK resets it in-thread only), and
+      // counts them against maxPages: without a reset a plugin fails there after a few calls.
+      const own = this.privateInput(this.input);
+      const call = inWorker ? plugin.reset().then(() => plugin.call(fn, own)) : plugin.call(fn, own);
+      const out = inWorker ? await this.withinDeadline(call, deadline) : await call;
       this.checkReturn(fn);
       const bytes = out?.bytes();
       if (bytes && bytes.byteLength > limits.maxOutputBytes) {
@@ -202,6 +243,10 @@ export class WasmPlugin {
       if (committing) await committing;
       return { output, fuel: this.meter.used };
     } catch (err) {
+      if (err instanceof SliceExpired && this.movable) {
+        await this.discardInstance();
+        throw err; // run() tries again in a worker
+      }
       const e = this.classify(err);
       // Any fault may leave the module's globals or heap inconsistent: start the next call fresh.
       // A timed-out worker may be stuck: it is terminated without waiting for it.
@@ -214,6 +259,16 @@ export class WasmPlugin {
       const dropped = this.logBudget.takeDropped();
       if (dropped > 0) host.log?.("warn", "log", `${dropped} log lines dropped (rate limit)`);
     }
+  }
+
+  /** An in-thread stretch ends INLINE_SLICE_MS from now (a WASI module's too: it fails then). */
+  private stretch(inWorker: boolean): { sliceEnd: number } | "worker" {
+    return inWorker ? "worker" : { sliceEnd: Date.now() + INLINE_SLICE_MS };
+  }
+
+  /** A module that can run in a worker (WASI ones cannot). */
+  private get movable(): boolean {
+    return !this.importsWasi;
   }
 
   /**
@@ -266,7 +321,9 @@ export class WasmPlugin {
     if (err instanceof PluginCallError) return err;
     if (err instanceof WasiExit) return new PluginCallError("trap", err.message);
     if (this.meter.memoryRefused) return this.meter.memoryError();
-    const message = err instanceof Error ? err.message : String(err);
+    if (err instanceof SliceExpired) return new PluginCallError("timeout", `${err.message}; a WASI module cannot move to a worker thread`);
+    // A worker's error arrives as a plain { message, originalStack } object.
+    const message = err instanceof Error ? err.message : typeof (err as { message?: unknown })?.message === "string" ? (err as { message: string }).message : String(err);
     if (message.includes("canceled due to timeout")) {
       return new PluginCallError("timeout", `ran past ${this.opts.limits.timeoutMs} ms`);
     }
@@ -276,7 +333,8 @@ export class WasmPlugin {
 
   private ensureInstance(deadline = Date.now() + this.opts.limits.timeoutMs): Promise<Plugin> {
     if (this.instance) return Promise.resolve(this.instance);
-    this.building ??= this.build(deadline).then(
+    if (!this.building) this.instanceInWorker = this.wantsWorker();
+    this.building ??= this.build(deadline, this.instanceInWorker).then(
       (p) => {
         this.instance = p;
         this.building = undefined;
@@ -342,23 +400,6 @@ export class WasmPlugin {
     return Object.fromEntries(Object.entries(fns).map(([name, fn]) => [name, this.charged(fn, generation)]));
   }
 
-  /**
-   * The kernel's alloc, in-thread: charged by size and capped so that one call's host-side blocks
-   * stay within the plugin's memory allowance. Refused before the SDK makes the block (its own
-   * maxPages check keeps a refused block and re-sums every block on each alloc).
-   */
-  private readonly kernelAlloc = (ctx: CallContext, n: bigint): bigint => {
-    const size = Number(n);
-    const allowance = this.opts.limits.memoryPages * 64 * 1024;
-    if (size < 0 || this.allocated + size > allowance) {
-      this.meter.memoryRefused = true;
-      throw new PluginCallError("memory", `host memory (kernel alloc) beyond the limit of ${this.opts.limits.memoryPages} pages (${allowance / 1024} KiB)`);
-    }
-    this.meter.charge(HOST_CALL_FUEL + Math.floor(size / 16));
-    this.allocated += size;
-    return ctx.alloc(n);
-  };
-
   /** Extism's own logger (kernel log_* functions, its warnings): into the plugin's log, rate limited. */
   private readonly extismLogger = {
     trace: (m: string) => this.log("debug", "log", String(m)),
@@ -369,10 +410,9 @@ export class WasmPlugin {
     error: (m: string) => this.log("error", "log", String(m)),
   } as unknown as Console;
 
-  private async build(deadline: number): Promise<Plugin> {
-    const { module, host, inWorker, limits } = this.opts;
-    const importsWasi = WebAssembly.Module.imports(module).some((i) => i.module === WASI_SANDBOX_MODULE);
-    if (importsWasi && inWorker) {
+  private async build(deadline: number, inWorker: boolean): Promise<Plugin> {
+    const { module, host, limits } = this.opts;
+    if (this.importsWasi && inWorker) {
       // WASI passes pointers into the instance's memory, which a worker keeps in its own thread.
       throw new Error("a WASI module runs in-thread only: it cannot be granted sessions:read or http: (those run plugins in a worker)");
     }
@@ -383,9 +423,8 @@ export class WasmPlugin {
     const hostLog = user.hookbox_log;
     // hookbox_log within the plugin's log rate limit (a dropped line costs no host work).
     if (hostLog) user.hookbox_log = (ctx: CallContext, ...args: any[]) => (this.logBudget.take() ? hostLog(ctx, ...args) : undefined);
-    // The start function runs during instantiation: metered and deadlined like a call.
-    this.meter.start(deadline);
-    this.allocated = 0;
+    // The start function runs during instantiation: metered, deadlined and sliced like a call.
+    this.meter.start(deadline, this.stretch(inWorker));
     let plugin: Plugin;
     try {
       const creating = createPlugin(
@@ -395,14 +434,13 @@ export class WasmPlugin {
             [HOST_MODULE]: this.chargedAll(user, generation),
             [FUEL_MODULE]: this.meter.functions,
             [WASI_SANDBOX_MODULE]: this.chargedAll(this.wasi, generation),
-            // In a worker the kernel runs in the worker's thread (overriding it would make every
-            // kernel call a cross-thread call): there the deadline and the worker's end bound it.
-            ...(inWorker ? {} : { [KERNEL_MODULE]: { alloc: this.kernelAlloc } }),
           },
           runInWorker: inWorker,
           ...(inWorker ? { nodeWorkerArgs: { execArgv: [] } } : {}),
-          // In a worker the SDK's own cap bounds host-side blocks (in-thread: kernelAlloc).
-          memory: inWorker ? { maxPages: limits.memoryPages, maxVarBytes: 1 } : { maxVarBytes: 1 },
+          // The module's alloc shim (instrument.ts) charges and caps the blocks it asks for, in
+          // either mode; the SDK's own maxPages would re-sum every block on each alloc and keep
+          // the refused one. Vars are refused (kv instead).
+          memory: { maxVarBytes: 1 },
           logger: this.extismLogger,
           logLevel: "info",
         },
@@ -412,19 +450,22 @@ export class WasmPlugin {
         throw err;
       }) : await creating;
     } catch (err) {
+      // A worker cannot serve the meter's host calls before its instance exists, so a start
+      // function never moves there: it must finish within the slice, whatever the deadline.
+      if (err instanceof SliceExpired) throw new Error(`instantiation failed: the start function ran past the ${INLINE_SLICE_MS} ms in-thread slice`);
       throw new Error(`instantiation failed: ${this.classify(err).message}`);
     } finally {
       this.meter.stop();
     }
     // A worker's instance lives in another thread: there the plugin falls back to the kernel path.
     this.memory = inWorker ? undefined : ((await plugin.getInstance()).exports.memory as WebAssembly.Memory | undefined);
-    if (this.exports().includes(INITIALIZE_EXPORT)) await this.initialize(plugin, deadline);
+    if (this.exports().includes(INITIALIZE_EXPORT)) await this.initialize(plugin, deadline, inWorker);
     return plugin;
   }
 
   /** A WASI reactor's start-up (its renamed `_initialize`), now that WASI sees its memory; metered. */
-  private async initialize(plugin: Plugin, deadline: number): Promise<void> {
-    this.meter.start(deadline);
+  private async initialize(plugin: Plugin, deadline: number, inWorker: boolean): Promise<void> {
+    this.meter.start(deadline, this.stretch(inWorker));
     try {
       await plugin.call(INITIALIZE_EXPORT);
     } catch (err) {

@@ -1,0 +1,49 @@
+// In-thread plugin code runs on the server's own thread, so while it runs nothing else is answered.
+// Two bounds keep the server responsive whatever a plugin does (a concurrent request waits at most
+// about STRETCH_MS + INLINE_SLICE_MS):
+// - one in-thread call (or start function) may run INLINE_SLICE_MS; past that the fuel meter stops
+//   it (SliceExpired) and the sandbox runs the call again in a worker thread, where it has its whole
+//   fuel and time budget, and keeps the plugin there for DEMOTION_MS;
+// - calls made back to back (a fan-out to many plugins, a bulk delete) give the event loop a turn
+//   once their in-thread work since its last turn passes STRETCH_MS.
+import { setImmediate } from "node:timers";
+
+/** Longest stretch of one in-thread call before it moves to a worker. */
+export const INLINE_SLICE_MS = 50;
+/** In-thread work since the event loop's last turn after which the next call lets it turn first. */
+export const STRETCH_MS = 10;
+/** How long a plugin whose call outgrew its slice runs in a worker before it is tried in-thread again. */
+export const DEMOTION_MS = 30_000;
+
+/** Thrown by the fuel meter when an in-thread call outgrows its slice (never reaches a caller). */
+export class SliceExpired extends Error {
+  constructor() {
+    super(`ran past the in-thread slice of ${INLINE_SLICE_MS} ms`);
+  }
+}
+
+/** When the current run of in-thread work began; undefined once the event loop has turned since. */
+let stretchStart: number | undefined;
+
+function openStretch(now: number): void {
+  stretchStart = now;
+  setImmediate(() => {
+    stretchStart = undefined;
+  });
+}
+
+/** True when the event loop should turn before more in-thread plugin work (see yieldTurn). */
+export function needsTurn(): boolean {
+  const now = Date.now();
+  if (stretchStart === undefined) {
+    openStretch(now);
+    return false;
+  }
+  return now - stretchStart >= STRETCH_MS;
+}
+
+/** Lets pending I/O (other requests) run, then starts a new stretch. */
+export async function yieldTurn(): Promise<void> {
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  openStretch(Date.now());
+}
