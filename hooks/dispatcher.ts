@@ -16,6 +16,8 @@ export interface Delivery<H extends HookName = HookName> {
   json(): string;
   /** Epoch ms after which the call counts as timed out (the plugin's own wall-clock limit). */
   readonly deadline: number;
+  /** readHookOutput for this hook under the dispatcher's output limits (throws bad_output). */
+  readOutput(output: string | undefined): HookOutput | undefined;
 }
 
 export interface CallResult {
@@ -24,7 +26,7 @@ export interface CallResult {
   /** Fuel the call used, when the runtime meters it. */
   fuel?: number | undefined;
   /**
-   * Set when the subscriber already ran readHookOutput on its output before committing the call's
+   * Set when the subscriber already ran delivery.readOutput on its output before committing the call's
    * effects (a WASM call's KV writes must not land when its output is refused): what it read.
    */
   checked?: { output: HookOutput | undefined } | undefined;
@@ -74,6 +76,8 @@ export interface DispatcherOptions {
   quarantineAfter?: number;
   /** Largest accepted plugin output in bytes (default 64 KiB). */
   maxOutputBytes?: number;
+  /** Most characters of context one call may inject (default 8,000); more fails as `bad_output`. */
+  maxInjectedChars?: number;
   now?: () => number;
   onQuarantine?: (plugin: string, reason: string) => void;
   /** Where failures and quarantines are logged (the runtime's log); silent when absent. */
@@ -89,6 +93,7 @@ export class HookDispatcher {
   private readonly cooloffMs: number;
   private readonly quarantineAfter: number;
   private readonly maxOutputBytes: number;
+  private readonly maxInjectedChars: number;
   private readonly now: () => number;
   private onQuarantine: ((plugin: string, reason: string) => void) | undefined;
   private readonly log: HookLogger;
@@ -99,6 +104,7 @@ export class HookDispatcher {
     this.cooloffMs = opts.cooloffMs ?? 60_000;
     this.quarantineAfter = opts.quarantineAfter ?? 5;
     this.maxOutputBytes = opts.maxOutputBytes ?? 64 * 1024;
+    this.maxInjectedChars = opts.maxInjectedChars ?? 8_000;
     this.now = opts.now ?? Date.now;
     this.onQuarantine = opts.onQuarantine;
     this.log = opts.log ?? silentLogger;
@@ -194,7 +200,7 @@ export class HookDispatcher {
         b.cooloffUntil.delete(hook);
       }
       const timeoutMs = sub.timeoutMs ?? this.timeoutMs;
-      const delivery: Delivery<H> = { hook, payload, json: jsonOnce, deadline: start + timeoutMs };
+      const delivery: Delivery<H> = { hook, payload, json: jsonOnce, deadline: start + timeoutMs, readOutput: this.outputReader(hook) };
       const t0 = performance.now();
       b.calls++;
       try {
@@ -203,7 +209,7 @@ export class HookDispatcher {
         const ms = performance.now() - t0;
         b.recordLatency(ms);
         if (result.fuel) b.fuelUsed += result.fuel;
-        const out = result.checked ? result.checked.output : readHookOutput(hook, result.output, this.maxOutputBytes);
+        const out = result.checked ? result.checked.output : delivery.readOutput(result.output);
         this.observed(sub.name, hook, ms, result.fuel ?? 0);
         b.ok++;
         b.consecutiveFailures = 0;
@@ -222,6 +228,10 @@ export class HookDispatcher {
       }
     }
     return report;
+  }
+
+  private outputReader(hook: HookName): (output: string | undefined) => HookOutput | undefined {
+    return (output) => readHookOutput(hook, output, { maxOutputBytes: this.maxOutputBytes, maxInjectedChars: this.maxInjectedChars });
   }
 
   private observed(plugin: string, hook: HookName, ms: number, fuel: number, failure?: FailureKind): void {

@@ -38,13 +38,21 @@ export interface HookOutput {
   context: string | undefined;
 }
 
+export interface OutputLimits {
+  /** Largest output, UTF-8 bytes. */
+  maxOutputBytes?: number | undefined;
+  /** Most characters of context one pre_llm_call may inject. */
+  maxInjectedChars?: number | undefined;
+}
+
 /**
  * Reads a plugin's output for `hook`. An observer's output is ignored, whatever it is. For a hook
  * whose return is used: empty is "nothing"; otherwise it must be JSON of that hook's result shape
  * (hooks/results.ts), else bad_output. A JSON null is "nothing" too.
  */
-export function readHookOutput(hook: HookName, output: string | undefined, maxOutputBytes = Number.MAX_SAFE_INTEGER): HookOutput | undefined {
+export function readHookOutput(hook: HookName, output: string | undefined, limits: OutputLimits = {}): HookOutput | undefined {
   if (!readsOutput(hook) || output === undefined || output.length === 0) return undefined;
+  const { maxOutputBytes = Number.MAX_SAFE_INTEGER, maxInjectedChars = Number.MAX_SAFE_INTEGER } = limits;
   // UTF-8 length is at most 3 bytes per UTF-16 unit; count exactly only near the limit.
   if (output.length * 3 > maxOutputBytes && Buffer.byteLength(output) > maxOutputBytes) {
     throw new PluginCallError("bad_output", `output of ${Buffer.byteLength(output)} bytes exceeds ${maxOutputBytes}`);
@@ -60,5 +68,8 @@ export function readHookOutput(hook: HookName, output: string | undefined, maxOu
   if (res.value === null) return undefined;
   if (hook !== "pre_llm_call") return { value: res.value, context: undefined };
   const ctx = typeof res.value === "string" ? res.value : (res.value as { context: string }).context;
+  if (ctx.length > maxInjectedChars) {
+    throw new PluginCallError("bad_output", `injected ${ctx.length} characters of context, over the limit of ${maxInjectedChars} (plugins.max_injected_chars)`);
+  }
   return ctx.trim().length > 0 ? { value: res.value, context: ctx } : undefined;
 }

@@ -106,6 +106,13 @@ export const ConfigSchema = v.strictObject({
       command_users: v.optional(v.record(v.string(), v.array(v.string())), {}),
       /** pre_tool_call plugins whose failure (trap, time-out, quarantine...) blocks the tool call. */
       fail_closed: v.optional(v.array(PluginName), []),
+      /** Most characters of context one plugin may inject into one model call; more fails the call as `bad_output`. */
+      max_injected_chars: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1)), 8_000),
+      /**
+       * Most characters of injected context one turn carries, all plugins together: injections are
+       * kept in plugin name order while they fit; the rest are dropped with a warning.
+       */
+      max_injected_chars_per_turn: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1)), 16_000),
       /** Largest tool result the model sees, bytes (longer ones are cut, with a note). */
       tool_result_max_bytes: v.optional(v.pipe(v.number(), v.integer(), v.minValue(256), v.maxValue(1_048_576)), 16_384),
       /** Per plugin: most KV keys and bytes (keys + values) it may store; a write beyond fails as `quota`. */

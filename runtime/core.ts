@@ -55,6 +55,7 @@ export async function createCore(config: Config, opts: CoreOptions = {}): Promis
     // Each WASM plugin's own max_output_bytes (up to 1 MiB from a manifest, any size from the
     // operator) is enforced by its sandbox; the dispatcher's 64 KiB default would cap them all.
     maxOutputBytes: Number.MAX_SAFE_INTEGER,
+    maxInjectedChars: config.plugins.max_injected_chars,
     now,
     log,
   });

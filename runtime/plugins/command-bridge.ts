@@ -4,7 +4,6 @@
 // written to the plugin's log ring.
 import type { CallResult, HookDispatcher, HookSubscriber } from "../../hooks/dispatcher.ts";
 import { PluginCallError } from "../../hooks/failures.ts";
-import { readHookOutput } from "../../hooks/results.ts";
 import { CommandError, type CommandCall } from "../commands/registry.ts";
 import type { WasmPlugin } from "../sandbox/wasm-plugin.ts";
 import { commandOutput } from "./command-output.ts";
@@ -34,7 +33,7 @@ export class CommandBridge {
       // The output is checked inside the call, so a refused output also discards the call's KV writes.
       call: async (d) => {
         let checked: CallResult["checked"];
-        const accept = (text: string | undefined) => void (checked = { output: readHookOutput(d.hook, text) });
+        const accept = (text: string | undefined) => void (checked = { output: d.readOutput(text) });
         try {
           const r = await callRetrying(sandbox, d.hook, d.json(), d.deadline, accept);
           return { fuel: r.fuel, checked };

@@ -17,7 +17,8 @@ import { ContextOverflowError, ProviderError, sumUsage, ZERO_USAGE, type ChatMes
 import type { SessionService } from "../sessions/service.ts";
 import { sourceOf } from "../sessions/view.ts";
 import type { ToolRegistry } from "../tools/registry.ts";
-import type { Injected, ToolRun, TurnEventSink, TurnResult } from "./events.ts";
+import type { ToolRun, TurnEventSink, TurnResult } from "./events.ts";
+import { capInjections, TurnPrompt } from "./injection.ts";
 import { TurnLog } from "./turn-log.ts";
 import { firstReplacement, runToolCall, type ToolStepDeps } from "./tool-step.ts";
 
@@ -112,11 +113,11 @@ export class TurnService {
       parent_session_id: session.parent_session_id,
     });
     // Injected context rides on the current user message for this turn's model calls only.
-    const injected = pre.injected;
+    const injected = capInjections(sessionId, pre.injected, this.ctx.config.plugins.max_injected_chars_per_turn);
     if (injected.length > 0) events?.({ event: "injected", data: { injected } });
 
     try {
-      return await this.converse(turn, turnId, text, injected, compactions, auto, events);
+      return await this.converse(turn, turnId, new TurnPrompt(text, injected), compactions, auto, events);
     } catch (err) {
       // A failed turn leaves no half-written exchange behind: what it stored goes, so a retry is clean.
       await turn.discard();
@@ -127,15 +128,14 @@ export class TurnService {
   private async converse(
     turn: TurnLog,
     turnId: string,
-    text: string,
-    injected: Injected[],
+    prompt: TurnPrompt,
     compactions: CompactOutcome[],
     auto: (kind: CompactOutcome["kind"], reason: CompactOutcome["reason"]) => Promise<CompactOutcome>,
     events: TurnEventSink | undefined,
   ): Promise<TurnResult> {
     const sessionId = turn.sessionId;
     const budget = this.ctx.config.compaction.context_budget_tokens;
-    const prompt = injected.length === 0 ? text : `${text}\n\n${injected.map((i) => i.context).join("\n\n")}`;
+    const text = prompt.text;
     const transcript: ChatMessage[] = [];
     const toolRuns: ToolRun[] = [];
     let usage = ZERO_USAGE;
@@ -179,7 +179,7 @@ export class TurnService {
     const tokens = turn.tokens;
     if (tokens > budget) await auto("micro_summarize", "between_turns");
     else if (tokens > budget * 0.75) await auto("prune_tool_results", "proactive_prune");
-    return { type: "reply", session_id: sessionId, turn_id: turnId, reply: answer, transformed_by: transformed?.plugin ?? null, injected, tool_calls: toolRuns, usage, compactions };
+    return { type: "reply", session_id: sessionId, turn_id: turnId, reply: answer, transformed_by: transformed?.plugin ?? null, injected: [...prompt.carried], tool_calls: toolRuns, usage, compactions };
   }
 
   /** The session's id, then its compaction predecessors' (a rotating compaction starts a new id). */
@@ -192,10 +192,13 @@ export class TurnService {
     return chain;
   }
 
-  /** Calls the provider; on a context overflow compacts once ("overflow") and retries. */
+  /**
+   * Calls the provider. On a context overflow it drops the turn's injected context and retries;
+   * only if that is not enough (or there was none) does it compact once ("overflow") and retry.
+   */
   private async callProvider(
     turn: TurnLog,
-    prompt: string,
+    prompt: TurnPrompt,
     transcript: ChatMessage[],
     noTools: boolean,
     compactForOverflow: () => Promise<CompactOutcome>,
@@ -207,21 +210,25 @@ export class TurnService {
     const messages = (): ChatMessage[] => {
       const sections = this.promptSections(turn.chain);
       const system: ChatMessage[] = sections.length === 0 ? [] : [{ role: "system", content: sections.map((s) => s.text).join("\n\n") }];
-      return [...system, ...turn.chat(), { role: "user", content: prompt }, ...transcript];
+      return [...system, ...turn.chat(), { role: "user", content: prompt.content }, ...transcript];
     };
-    try {
-      return await this.provider.complete({ messages: messages(), tools }, stream);
-    } catch (err) {
-      if (!(err instanceof ContextOverflowError)) throw wrapProviderError(err);
-      const out = await compactForOverflow();
-      if (!out.compacted) throw new AppError(422, "context_overflow", `${err.message}; compaction could not make room (${out.skipped})`);
+    const attempt = async (): Promise<ProviderReply | ContextOverflowError> => {
       try {
         return await this.provider.complete({ messages: messages(), tools }, stream);
-      } catch (again) {
-        if (again instanceof ContextOverflowError) throw new AppError(422, "context_overflow", `${again.message} (after compaction)`);
-        throw wrapProviderError(again);
+      } catch (err) {
+        if (err instanceof ContextOverflowError) return err;
+        throw wrapProviderError(err);
       }
-    }
+    };
+    let reply = await attempt();
+    // Injected context goes first: a plugin's injection never costs the user's history.
+    if (reply instanceof ContextOverflowError && prompt.dropInjected(turn.sessionId)) reply = await attempt();
+    if (!(reply instanceof ContextOverflowError)) return reply;
+    const out = await compactForOverflow();
+    if (!out.compacted) throw new AppError(422, "context_overflow", `${reply.message}; compaction could not make room (${out.skipped})`);
+    const again = await attempt();
+    if (again instanceof ContextOverflowError) throw new AppError(422, "context_overflow", `${again.message} (after compaction)`);
+    return again;
   }
 }
 
