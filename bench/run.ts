@@ -15,6 +15,7 @@ import { runSeedDelete } from "./suites/seed-delete.ts";
 import { runWorker } from "./suites/worker.ts";
 import { runPluginTool } from "./suites/plugin-tool.ts";
 import { runRoundTrips } from "./suites/roundtrips.ts";
+import { runResponsiveness } from "./suites/responsiveness.ts";
 
 const SUITES: Record<string, (o: BenchOptions) => Promise<Row[]>> = {
   fanout: runFanout,
@@ -27,6 +28,7 @@ const SUITES: Record<string, (o: BenchOptions) => Promise<Row[]>> = {
   worker: runWorker,
   "plugin-tool": runPluginTool,
   roundtrips: runRoundTrips,
+  responsiveness: runResponsiveness,
 };
 
 function selected(argv: readonly string[]): string[] {

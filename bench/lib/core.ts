@@ -70,7 +70,7 @@ export async function openBenchCore(
       db_url: `file:${join(dir, "hookbox.db")}`,
       sessions_dir: join(dir, "sessions"),
       ...opts.config,
-      ...(fleet ? { plugins: fleet.config } : {}),
+      ...(fleet ? { plugins: { ...opts.config?.plugins, ...fleet.config } } : {}),
     },
     {},
   );

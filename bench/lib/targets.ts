@@ -46,7 +46,18 @@ const workerCheck = (what: string): Check => ({
   },
 });
 
+/** A cheap request answers within 100 ms at p99 while a plugin burns its budget (issue 9). */
+const responsiveness = (where: string): Check => ({
+  label: `GET /healthz p99 < 100 ms while a plugin spins (${where})`,
+  eval(rows) {
+    const r = find(rows, "GET /healthz while a plugin spins", where);
+    return r && { value: r.p99_ms!, met: r.p99_ms! < 100, note: `mean ${r.mean_ms!.toFixed(2)} ms`, unit: "ms" };
+  },
+});
+
 const CHECKS: Check[] = [
+  responsiveness("in-thread"),
+  responsiveness("worker"),
   workerCheck("sessions:read"),
   workerCheck("http:"),
   seedDelete("10,000"),

@@ -1,0 +1,68 @@
+// The server answers while plugins spin (issue 9): a GET /healthz sent while a turn is held up by
+// spinning plugins is answered before that turn, whether the plugins run on the server's thread
+// (each call burns its whole fuel, inside the in-thread slice) or outgrow the slice and move to a
+// worker, where they run to their deadline. Ordering, not timing: bench/suites/responsiveness.ts
+// measures the p99.
+import { describe, it, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { pluginDir, type PluginDir } from "./helpers/plugin-dir.ts";
+import { HOSTILE_DIR, newSession, pluginInfo, startPluginServer, type PluginServer } from "./helpers/plugins.ts";
+
+const COPIES = ["spin-a", "spin-b", "spin-c"];
+
+/** Sends a turn, then (once it is under way) a GET /healthz; returns which answered first. */
+async function race(s: PluginServer, sid: string): Promise<{ order: string[]; turnStatus: number }> {
+  const order: string[] = [];
+  const turn = s.api("POST", `/v1/sessions/${sid}/turns`, { message: "hello" }).then((r) => {
+    order.push("turn");
+    return r;
+  });
+  await new Promise((r) => setTimeout(r, 20));
+  const health = await fetch(`${s.url}/healthz`);
+  assert.equal(health.status, 200);
+  order.push("healthz");
+  const t = await turn;
+  return { order, turnStatus: t.status };
+}
+
+for (const mode of ["in-thread", "worker"] as const) {
+  describe(`the server answers while plugins spin (${mode})`, () => {
+    let s: PluginServer;
+    let dir: PluginDir;
+    before(async () => {
+      dir = pluginDir();
+      const manifest = JSON.parse(readFileSync(join(HOSTILE_DIR, "loop", "manifest.json"), "utf8"));
+      const wasm = readFileSync(join(HOSTILE_DIR, "loop", "plugin.wasm"));
+      for (const name of COPIES) dir.write(name, { ...manifest, name }, wasm);
+      // in-thread: 400 M fuel is ~40 ms of spinning, inside the 50 ms slice. worker: unlimited fuel;
+      // the first call outgrows the slice and goes on in a worker until its 1.5 s deadline.
+      const limits = mode === "in-thread" ? { fuel: 400_000_000, timeout_seconds: 10 } : { fuel: 2 ** 40, timeout_seconds: 1.5 };
+      s = await startPluginServer({
+        dir: dir.path,
+        enabled: COPIES,
+        limits: Object.fromEntries(COPIES.map((n) => [n, limits])),
+        quarantine_after: 1_000,
+        cooloff_seconds: 0,
+      });
+    });
+    after(async () => {
+      await s?.close();
+      dir?.remove();
+    });
+
+    it("a GET sent during a turn held up by spinning plugins is answered before the turn, twice", async () => {
+      const sid = await newSession(s);
+      for (let round = 0; round < 2; round++) {
+        const { order, turnStatus } = await race(s, sid);
+        assert.equal(turnStatus, 200, "the turn itself succeeds: the plugins' failures are theirs");
+        assert.deepEqual(order, ["healthz", "turn"], `round ${round}`);
+      }
+      for (const name of COPIES) {
+        const info = await pluginInfo(s, name);
+        assert.equal(info.stats.failures[mode === "in-thread" ? "fuel" : "timeout"], 2, `${name}: ${info.stats.last_error}`);
+      }
+    });
+  });
+}
