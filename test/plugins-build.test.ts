@@ -82,7 +82,7 @@ async function load(rel: string, granted: string[] = ["kv"], storage?: Storage):
   const path = join(PLUGINS_DIR, rel);
   const manifest = readManifest(path, name);
   const limits = effectiveLimits(name, manifest.limits, config);
-  const { sandbox, kv } = createPluginInstance({ name, path, manifest, limits, grants: new Grants(granted) }, { kv: stores.get(storage)!, quota: DEFAULT_KV_QUOTA });
+  const { sandbox, kv } = await createPluginInstance({ name, path, manifest, limits, grants: new Grants(granted) }, { kv: stores.get(storage)!, quota: DEFAULT_KV_QUOTA });
   loaded.push(sandbox);
   return new Loaded(sandbox, kv);
 }

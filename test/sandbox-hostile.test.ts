@@ -10,11 +10,11 @@ import { instrument, MAX_MODULE_BYTES } from "../runtime/sandbox/instrument.ts";
 import { compileInstrumented } from "../runtime/sandbox/module-cache.ts";
 import { MAX_ERROR_CHARS, WasmPlugin, WORKER_GRACE_MS, type SandboxLimits } from "../runtime/sandbox/wasm-plugin.ts";
 import { LOG_BURST } from "../runtime/sandbox/log-budget.ts";
-import { hostileModule } from "./helpers/wat-modules.ts";
+import { codeHeavyModule, hostileModule } from "./helpers/wat-modules.ts";
 
 const LIMITS: SandboxLimits = { fuel: 100_000_000, memoryPages: 64, timeoutMs: 2_000, maxOutputBytes: 64 * 1024 };
 
-function sandbox(name: string, opts: { limits?: Partial<SandboxLimits>; functions?: Record<string, HostFunction>; inWorker?: boolean } = {}) {
+async function sandbox(name: string, opts: { limits?: Partial<SandboxLimits>; functions?: Record<string, HostFunction>; inWorker?: boolean } = {}) {
   const logs: string[] = [];
   const ends: boolean[] = [];
   const host: HostBinding = {
@@ -24,7 +24,7 @@ function sandbox(name: string, opts: { limits?: Partial<SandboxLimits>; function
     log: (_level, _source, message) => void logs.push(message),
   };
   const limits = { ...LIMITS, ...opts.limits };
-  const module = compileInstrumented(hostileModule(name), { memoryPages: limits.memoryPages });
+  const module = await compileInstrumented(hostileModule(name), { memoryPages: limits.memoryPages });
   return { plugin: new WasmPlugin({ name, module, limits, host, inWorker: opts.inWorker ?? false }), logs, ends };
 }
 
@@ -48,7 +48,7 @@ async function longestStall(work: Promise<unknown>): Promise<number> {
 describe("hostile modules: freeze", () => {
   for (const fn of ["fill", "copy"]) {
     it(`memory.${fn} of 1 MiB in a loop is charged by length: out of fuel`, async () => {
-      const { plugin } = sandbox("bulk");
+      const { plugin } = await sandbox("bulk");
       const t0 = performance.now();
       const e = await callFailure(plugin.call(fn, "", Date.now() + 10_000));
       assert.equal(e.kind, "fuel");
@@ -59,7 +59,7 @@ describe("hostile modules: freeze", () => {
   }
 
   it("bulk operations with fuel to spare stop at the deadline, checked often", async () => {
-    const { plugin } = sandbox("bulk", { limits: { fuel: 2 ** 40 } });
+    const { plugin } = await sandbox("bulk", { limits: { fuel: 2 ** 40 } });
     const t0 = performance.now();
     const e = await callFailure(plugin.call("fill", "", Date.now() + 300));
     const ms = performance.now() - t0;
@@ -70,27 +70,27 @@ describe("hostile modules: freeze", () => {
   });
 
   it("a flood of kernel calls costs fuel: stopped", async () => {
-    const { plugin } = sandbox("hostcalls");
+    const { plugin } = await sandbox("hostcalls");
     const e = await callFailure(plugin.call("alloc_flood", "", Date.now() + 10_000));
     assert.equal(e.kind, "fuel");
     await plugin.close();
   });
 
   it("a start function that never returns is stopped at instantiation: by the slice, the deadline or fuel", async () => {
-    const { plugin } = sandbox("start", { limits: { fuel: 2 ** 40, timeoutMs: 5_000 } });
+    const { plugin } = await sandbox("start", { limits: { fuel: 2 ** 40, timeoutMs: 5_000 } });
     const t0 = performance.now();
     await assert.rejects(plugin.warm(), /instantiation failed: the start function ran past the 50 ms in-thread slice/);
     assert.ok(performance.now() - t0 < 1_500);
-    const { plugin: short } = sandbox("start", { limits: { fuel: 2 ** 40, timeoutMs: 20 } });
+    const { plugin: short } = await sandbox("start", { limits: { fuel: 2 ** 40, timeoutMs: 20 } });
     await assert.rejects(short.warm(), /instantiation failed: .*deadline/);
-    const { plugin: metered } = sandbox("start", { limits: { fuel: 5_000_000 } });
+    const { plugin: metered } = await sandbox("start", { limits: { fuel: 5_000_000 } });
     await assert.rejects(metered.warm(), /instantiation failed: ran out of fuel/);
   });
 });
 
 describe("hostile modules: host memory and outputs", () => {
   it("a kernel alloc beyond the memory allowance fails as memory, without the block", async () => {
-    const { plugin } = sandbox("hostcalls");
+    const { plugin } = await sandbox("hostcalls");
     const before = process.memoryUsage().rss;
     const e = await callFailure(plugin.call("alloc_huge", "", Date.now() + 5_000));
     assert.equal(e.kind, "memory");
@@ -100,7 +100,7 @@ describe("hostile modules: host memory and outputs", () => {
   });
 
   it("a 1 MiB error text is cut to MAX_ERROR_CHARS", async () => {
-    const { plugin } = sandbox("hostcalls");
+    const { plugin } = await sandbox("hostcalls");
     const e = await callFailure(plugin.call("big_error", "", Date.now() + 10_000));
     assert.ok(e.message.length <= MAX_ERROR_CHARS + 20, `message of ${e.message.length} chars`);
     assert.match(e.message, /truncated/);
@@ -108,7 +108,7 @@ describe("hostile modules: host memory and outputs", () => {
   });
 
   it("a log flood is rate limited and the drop is counted", async () => {
-    const { plugin, logs } = sandbox("hostcalls");
+    const { plugin, logs } = await sandbox("hostcalls");
     await plugin.call("log_flood", "", Date.now() + 10_000);
     const lines = logs.filter((l) => l === "line").length;
     assert.ok(lines <= LOG_BURST + 5, `${lines} lines reached the host`);
@@ -117,27 +117,37 @@ describe("hostile modules: host memory and outputs", () => {
   });
 
   it("kernel vars are refused (their keys were never counted)", async () => {
-    const { plugin } = sandbox("vars");
+    const { plugin } = await sandbox("vars");
     await assert.rejects(plugin.warm(), /imports unknown host function "extism:host\/env" "var_set"/);
   });
 
   it("tables are capped: table.grow by 10 M elements fails, a 10 M table is refused", async () => {
-    const { plugin } = sandbox("tables");
+    const { plugin } = await sandbox("tables");
     await plugin.call("grow", "", Date.now() + 5_000); // traps unless table.grow returned -1
     await plugin.close();
-    assert.throws(() => instrument(hostileModule("bigtable"), { memoryPages: 4 }), /table needs 10000000 elements at start, limit is 65536/);
+    await assert.rejects(instrument(hostileModule("bigtable"), { memoryPages: 4 }), /table needs 10000000 elements at start, limit is 65536/);
   });
 
-  it("a module beyond MAX_MODULE_BYTES is refused before it is compiled", () => {
+  it("a module just under MAX_MODULE_BYTES is instrumented and compiled while the event loop keeps turning", async () => {
+    const big = codeHeavyModule(MAX_MODULE_BYTES - 64 * 1024); // and without a memory: grow_check must still validate
+    assert.ok(big.byteLength > MAX_MODULE_BYTES - 128 * 1024 && big.byteLength <= MAX_MODULE_BYTES, `${big.byteLength} bytes`);
+    const compiling = compileInstrumented(big, { memoryPages: 4 });
+    const stall = await longestStall(compiling);
+    console.log(`4 MiB module: longest event-loop stall while instrumenting and compiling ${stall.toFixed(1)} ms`);
+    assert.ok(stall < 150, `event loop stalled ${stall} ms`); // one piece of work at once: ~1 s before
+    assert.ok(WebAssembly.Module.exports(await compiling).length === 0);
+  });
+
+  it("a module beyond MAX_MODULE_BYTES is refused before it is compiled", async () => {
     const big = new Uint8Array(MAX_MODULE_BYTES + 64);
     big.set([0, 0x61, 0x73, 0x6d, 1, 0, 0, 0]);
-    assert.throws(() => instrument(big, { memoryPages: 4 }), /exceeds the limit of 4194304 bytes/);
+    await assert.rejects(instrument(big, { memoryPages: 4 }), /exceeds the limit of 4194304 bytes/);
   });
 });
 
 describe("hostile modules: tampering", () => {
   it("a plugin that scribbles over its input does not change what the next plugin reads", async () => {
-    const { plugin } = sandbox("tamper");
+    const { plugin } = await sandbox("tamper");
     const payload = JSON.stringify({ hook: "pre_llm_call", user_message: "the user's own words" });
     await plugin.call("scribble", payload, Date.now() + 5_000);
     const echoed = await plugin.call("echo", payload, Date.now() + 5_000);
@@ -150,7 +160,7 @@ describe("hostile modules: hang (worker)", () => {
   it("a worker call stuck in a host function fails as timeout by deadline + grace; the lock is released", async () => {
     // Answers long after the deadline (one that never settles would keep Extism's host-call timer alive).
     const never: HostFunction = async () => new Promise((r) => setTimeout(() => r(0n), 2_000));
-    const { plugin, ends } = sandbox("hang", { inWorker: true, functions: { hookbox_session_messages: never } });
+    const { plugin, ends } = await sandbox("hang", { inWorker: true, functions: { hookbox_session_messages: never } });
     await plugin.warm();
     const t0 = performance.now();
     const e = await callFailure(plugin.call("wait", "", Date.now() + 300));
@@ -165,7 +175,7 @@ describe("hostile modules: hang (worker)", () => {
   });
 
   it("a spinning worker call is stopped at its deadline and the event loop stays free", async () => {
-    const { plugin } = sandbox("hang", { inWorker: true, limits: { fuel: 2 ** 40 }, functions: { hookbox_session_messages: () => 0n } });
+    const { plugin } = await sandbox("hang", { inWorker: true, limits: { fuel: 2 ** 40 }, functions: { hookbox_session_messages: () => 0n } });
     await plugin.warm();
     const call = callFailure(plugin.call("spin", "", Date.now() + 500));
     const stall = await longestStall(call);

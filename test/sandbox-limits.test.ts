@@ -11,7 +11,7 @@ import { limitsModule } from "./helpers/wat-modules.ts";
 
 const LIMITS: SandboxLimits = { fuel: 200_000, memoryPages: 4, timeoutMs: 5_000, maxOutputBytes: 64 };
 
-function sandbox(limits: Partial<SandboxLimits> = {}) {
+async function sandbox(limits: Partial<SandboxLimits> = {}) {
   const ends: boolean[] = [];
   const logs: number[] = [];
   const host: HostBinding = {
@@ -20,7 +20,7 @@ function sandbox(limits: Partial<SandboxLimits> = {}) {
     end: (ok) => void ends.push(ok),
   };
   const all = { ...LIMITS, ...limits };
-  const module = compileInstrumented(limitsModule(), { memoryPages: all.memoryPages });
+  const module = await compileInstrumented(limitsModule(), { memoryPages: all.memoryPages });
   const plugin = new WasmPlugin({ name: "wat", module, limits: all, host, inWorker: false });
   return { plugin, ends, logs };
 }
@@ -28,24 +28,24 @@ function sandbox(limits: Partial<SandboxLimits> = {}) {
 const soon = () => Date.now() + 5_000;
 
 describe("instrumentation", () => {
-  it("is deterministic and caps memory", () => {
-    const a = instrument(limitsModule(), { memoryPages: 4 });
-    const b = instrument(limitsModule(), { memoryPages: 4 });
+  it("is deterministic and caps memory", async () => {
+    const a = await instrument(limitsModule(), { memoryPages: 4 });
+    const b = await instrument(limitsModule(), { memoryPages: 4 });
     assert.deepEqual(a, b);
     const imports = WebAssembly.Module.imports(new WebAssembly.Module(a)).map((i) => `${i.module}.${i.name}`);
     assert.ok(imports.includes("hookbox:fuel.refill"));
-    const c = instrument(limitsModule(), { memoryPages: 9 });
+    const c = await instrument(limitsModule(), { memoryPages: 9 });
     assert.notDeepEqual(a, c);
   });
 
-  it("refuses a module that imports the fuel functions itself or is not WASM", () => {
-    assert.throws(() => instrument(new TextEncoder().encode("not wasm") as Uint8Array<ArrayBuffer>, { memoryPages: 1 }), /not a valid WebAssembly/);
+  it("refuses a module that imports the fuel functions itself or is not WASM", async () => {
+    await assert.rejects(instrument(new TextEncoder().encode("not wasm") as Uint8Array<ArrayBuffer>, { memoryPages: 1 }), /not a valid WebAssembly/);
   });
 });
 
 describe("sandboxed calls", () => {
   it("meters fuel deterministically: the same call costs the same twice", async () => {
-    const { plugin } = sandbox();
+    const { plugin } = await sandbox();
     const a = await plugin.call("count", "", soon());
     const b = await plugin.call("count", "", soon());
     assert.ok(a.fuel > 1000, `fuel ${a.fuel}`);
@@ -55,7 +55,7 @@ describe("sandboxed calls", () => {
   });
 
   it("stops an endless loop at its fuel budget, the same way every time, and keeps serving", async () => {
-    const { plugin, ends } = sandbox();
+    const { plugin, ends } = await sandbox();
     for (let i = 0; i < 2; i++) {
       const e = await callFailure(plugin.call("spin", "", soon()));
       assert.equal(e.kind, "fuel");
@@ -67,20 +67,20 @@ describe("sandboxed calls", () => {
   });
 
   it("stops a loop that outlives its deadline even with fuel to spare", async () => {
-    const { plugin } = sandbox({ fuel: 2 ** 40 });
+    const { plugin } = await sandbox({ fuel: 2 ** 40 });
     const e = await callFailure(plugin.call("spin", "", Date.now() - 1));
     assert.equal(e.kind, "timeout");
   });
 
   it("reports a memory bomb as a memory failure", async () => {
-    const { plugin } = sandbox();
+    const { plugin } = await sandbox();
     const e = await callFailure(plugin.call("bomb", "", soon()));
     assert.equal(e.kind, "memory");
     assert.match(e.message, /4 pages/);
   });
 
   it("reports a trap, then rebuilds the instance", async () => {
-    const { plugin } = sandbox();
+    const { plugin } = await sandbox();
     assert.equal((await callFailure(plugin.call("trap", "", soon()))).kind, "trap");
     await plugin.call("once", "", soon());
     assert.equal((await callFailure(plugin.call("once", "", soon()))).kind, "trap"); // same instance: global kept
@@ -89,7 +89,7 @@ describe("sandboxed calls", () => {
   });
 
   it("refuses output beyond max_output_bytes", async () => {
-    const { plugin } = sandbox();
+    const { plugin } = await sandbox();
     const ok = await plugin.call("big", "x".repeat(10), soon());
     assert.equal(ok.output?.length, 10);
     const e = await callFailure(plugin.call("big", "x".repeat(100), soon()));
@@ -98,7 +98,7 @@ describe("sandboxed calls", () => {
   });
 
   it("serializes concurrent calls and reaches host functions", async () => {
-    const { plugin, logs } = sandbox();
+    const { plugin, logs } = await sandbox();
     await Promise.all([plugin.call("log", "", soon()), plugin.call("log", "", soon()), plugin.call("count", "", soon())]);
     assert.deepEqual(logs, [1, 1]);
     await plugin.close();

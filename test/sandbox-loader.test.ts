@@ -24,47 +24,47 @@ describe("loader: hostile plugin folders", () => {
   before(() => void (root = mkdtempSync(join(tmpdir(), "hookbox-loader-"))));
   after(() => rmSync(root, { recursive: true, force: true }));
 
-  const refused = (fn: () => unknown, reason: RegExp) => {
+  const refused = async (fn: () => unknown, reason: RegExp) => {
     const t0 = performance.now();
-    assert.throws(fn, (e: unknown) => e instanceof PluginLoadError && reason.test(e.message) && !e.message.includes("\n"));
+    await assert.rejects(async () => fn(), (e: unknown) => e instanceof PluginLoadError && reason.test(e.message) && !e.message.includes("\n"));
     assert.ok(performance.now() - t0 < 1_000, "refused quickly");
   };
 
-  it("a manifest.json that is a FIFO is refused without blocking", () => {
+  it("a manifest.json that is a FIFO is refused without blocking", async () => {
     const dir = folder("fifo");
     execFileSync("mkfifo", [join(dir, "manifest.json")]);
-    refused(() => readManifest(dir, "fifo"), /manifest\.json is not a regular file \(a FIFO\)/);
+    await refused(() => readManifest(dir, "fifo"), /manifest\.json is not a regular file \(a FIFO\)/);
   });
 
-  it("a manifest.json linking to /dev/zero (out of the folder) is refused", () => {
+  it("a manifest.json linking to /dev/zero (out of the folder) is refused", async () => {
     const dir = folder("zero");
     symlinkSync("/dev/zero", join(dir, "manifest.json"));
-    refused(() => readManifest(dir, "zero"), /manifest\.json is a symlink out of the plugin folder/);
+    await refused(() => readManifest(dir, "zero"), /manifest\.json is a symlink out of the plugin folder/);
   });
 
-  it("a manifest.json over 64 KiB is refused", () => {
+  it("a manifest.json over 64 KiB is refused", async () => {
     const dir = folder("big");
     writeFileSync(join(dir, "manifest.json"), JSON.stringify({ ...MANIFEST, name: "big", description: "x".repeat(MAX_MANIFEST_BYTES) }));
-    refused(() => readManifest(dir, "big"), /manifest\.json is \d+ bytes, over the limit of 65536 bytes/);
+    await refused(() => readManifest(dir, "big"), /manifest\.json is \d+ bytes, over the limit of 65536 bytes/);
   });
 
-  it("a plugin.wasm linking out of its folder is refused; a link inside it is followed", () => {
+  it("a plugin.wasm linking out of its folder is refused; a link inside it is followed", async () => {
     const dir = folder("escape");
     const outside = join(root, "outside.wasm");
     copyFileSync(join(HOSTILE_DIR, "trap", "plugin.wasm"), outside);
     symlinkSync(outside, join(dir, "plugin.wasm"));
     const manifest = { ...MANIFEST, name: "escape" };
-    refused(() => compilePlugin(dir, { ...manifest, hooks: [], unknown_hooks: [], commands: [], capabilities: [], limits: {}, tools: [] }, LIMITS), /plugin\.wasm is a symlink out of the plugin folder/);
+    await refused(() => compilePlugin(dir, { ...manifest, hooks: [], unknown_hooks: [], commands: [], capabilities: [], limits: {}, tools: [] }, LIMITS), /plugin\.wasm is a symlink out of the plugin folder/);
     const inside = folder("inside");
     copyFileSync(outside, join(inside, "real.wasm"));
     symlinkSync("real.wasm", join(inside, "plugin.wasm"));
-    compilePlugin(inside, { ...manifest, name: "inside", hooks: [], unknown_hooks: [], commands: [], capabilities: [], limits: {}, tools: [] }, LIMITS);
+    await compilePlugin(inside, { ...manifest, name: "inside", hooks: [], unknown_hooks: [], commands: [], capabilities: [], limits: {}, tools: [] }, LIMITS);
   });
 
-  it("a plugin.wasm over the module cap is refused before it is read whole", () => {
+  it("a plugin.wasm over the module cap is refused before it is read whole", async () => {
     const dir = folder("huge");
     writeFileSync(join(dir, "plugin.wasm"), new Uint8Array(MAX_MODULE_BYTES + 1));
-    refused(
+    await refused(
       () => compilePlugin(dir, { ...MANIFEST, name: "huge", hooks: [], unknown_hooks: [], commands: [], capabilities: [], limits: {}, tools: [] }, LIMITS),
       /plugin\.wasm is 4194305 bytes, over the limit of 4194304 bytes/,
     );

@@ -31,7 +31,7 @@ export async function runFuel(opts: BenchOptions): Promise<Row[]> {
   const bytes = new Uint8Array(readFileSync(new URL("../../plugins-wasm/hostile/compute/plugin.wasm", import.meta.url)));
   const modules = {
     unmetered: new WebAssembly.Module(bytes),
-    metered: compileInstrumented(bytes, { memoryPages: LIMITS.memoryPages }),
+    metered: await compileInstrumented(bytes, { memoryPages: LIMITS.memoryPages }),
   };
   const input = JSON.stringify({ hook: "pre_llm_call", schema_version: 1, iterations: ROUNDS });
   const timings: Record<string, { mean: number; p99: number; samples: number; fuel: number }> = {};

@@ -36,7 +36,7 @@ export interface PluginInstance {
 export const DEFAULT_KV_QUOTA: KvQuota = { keys: 100_000, bytes: 64 * 1024 * 1024 };
 
 /** Compiles (or takes from the module cache) and instruments the module; the sandbox starts lazily. */
-export function createPluginInstance(spec: PluginSpec, services: InstanceServices): PluginInstance {
+export async function createPluginInstance(spec: PluginSpec, services: InstanceServices): Promise<PluginInstance> {
   const kv = new PluginKv(spec.name, services.kv, services.quota);
   const host = bindHostApi({
     plugin: spec.name,
@@ -50,7 +50,7 @@ export function createPluginInstance(spec: PluginSpec, services: InstanceService
     log,
     ...(services.logs ? { logs: services.logs } : {}),
   });
-  const module = compilePlugin(spec.path, spec.manifest, spec.limits);
+  const module = await compilePlugin(spec.path, spec.manifest, spec.limits);
   const sandbox = new WasmPlugin({ name: spec.name, module, limits: spec.limits, host, inWorker: spec.grants.needsAsyncHost });
   return { name: spec.name, sandbox, kv };
 }

@@ -97,7 +97,7 @@ export function readManifest(path: string, folder: string): Manifest {
 const USER_FUNCTIONS = new Set<string>([...HOST_FUNCTION_NAMES, ...SANDBOX_FUNCTION_NAMES]);
 
 /** Reads, checks and compiles plugin.wasm for the given memory cap. */
-export function compilePlugin(path: string, manifest: Manifest, limits: SandboxLimits): WebAssembly.Module {
+export async function compilePlugin(path: string, manifest: Manifest, limits: SandboxLimits): Promise<WebAssembly.Module> {
   const file = join(path, "plugin.wasm");
   // build.mjs leaves this (and no plugin.wasm) after a failed build: say so instead of "missing".
   const buildError = join(path, "plugin.build-error");
@@ -111,8 +111,9 @@ export function compilePlugin(path: string, manifest: Manifest, limits: SandboxL
   let module: WebAssembly.Module;
   try {
     // Modules from WASI toolchains get hookbox's capability-free WASI (see WASI_SANDBOX_MODULE).
-    const renamed = adaptWasiModule(bytes, WASI_MODULE, WASI_SANDBOX_MODULE);
-    module = compileInstrumented(renamed, { memoryPages: limits.memoryPages });
+    const imports = WebAssembly.Module.imports(await WebAssembly.compile(bytes));
+    const renamed = adaptWasiModule(bytes, imports, WASI_MODULE, WASI_SANDBOX_MODULE);
+    module = await compileInstrumented(renamed, { memoryPages: limits.memoryPages });
   } catch (err) {
     if (err instanceof InstrumentError || err instanceof WasmFormatError) throw new PluginLoadError(`plugin.wasm: ${err.message}`);
     throw err;

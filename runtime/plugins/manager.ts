@@ -178,7 +178,7 @@ export class PluginManager implements PluginHost {
     const limits = e.limits!;
     let sandbox: WasmPlugin | undefined;
     try {
-      const instance = createPluginInstance(
+      const instance = await createPluginInstance(
         { name: e.name, path: e.path, manifest, limits, grants: e.grants },
         {
           kv: this.core.kv,

@@ -31,6 +31,7 @@
 // `kernel_oom()`, then a trap) once one call's blocks would pass the memory allowance; the export
 // wrappers reset that running total. In the module, so it holds in-thread and in a worker alike,
 // and a refused block is never made. Kernel log imports go through a shim that charges a host call.
+import { setImmediate } from "node:timers";
 import { HOST_CALL_FUEL } from "./fuel.ts";
 import { Op, Reader, WasmFormatError, Writer, readInstr, readSections, sectionRank, writeModule, type Section } from "./wasm-binary.ts";
 
@@ -89,26 +90,29 @@ interface Layout {
  * and memory grow with the size (an 8 MB module blocked it 3.3 s at +1.4 GB).
  */
 export const MAX_MODULE_BYTES = 4 * 1024 * 1024;
+/** Longest stretch of instrumentation work between two turns of the event loop, ms. */
+const INSTRUMENT_SLICE_MS = 8;
 
-export function instrument(wasm: Uint8Array<ArrayBuffer>, opts: InstrumentOptions): Uint8Array<ArrayBuffer> {
+export async function instrument(wasm: Uint8Array<ArrayBuffer>, opts: InstrumentOptions): Promise<Uint8Array<ArrayBuffer>> {
   if (wasm.byteLength > MAX_MODULE_BYTES) {
     throw new InstrumentError(`module of ${wasm.byteLength} bytes exceeds the limit of ${MAX_MODULE_BYTES} bytes (4 MiB)`);
   }
   if (!WebAssembly.validate(wasm)) throw new InstrumentError("not a valid WebAssembly module");
-  for (const imp of WebAssembly.Module.imports(new WebAssembly.Module(wasm))) {
+  // Compiled off the event loop just to list the imports (a 4 MiB module compiles in ~20 ms).
+  for (const imp of WebAssembly.Module.imports(await WebAssembly.compile(wasm))) {
     if (imp.module === FUEL_MODULE) throw new InstrumentError(`module may not import "${FUEL_MODULE}"`);
     if (imp.kind === "memory") throw new InstrumentError("modules that import their memory are not supported");
     if (imp.kind === "table") throw new InstrumentError("modules that import a table are not supported");
   }
   try {
-    return rewrite(readSections(wasm), opts);
+    return await rewrite(readSections(wasm), opts);
   } catch (err) {
     if (err instanceof WasmFormatError) throw new InstrumentError(err.message);
     throw err;
   }
 }
 
-function rewrite(sections: Section[], opts: InstrumentOptions): Uint8Array<ArrayBuffer> {
+async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Uint8Array<ArrayBuffer>> {
   const layout = readLayout(sections);
   const k = FUEL_IMPORTS.length;
   const I = layout.importedFuncs;
@@ -166,20 +170,37 @@ function rewrite(sections: Section[], opts: InstrumentOptions): Uint8Array<Array
 
   const meter: MeterCtx = { fuelGlobal, refill: fuelFn(REFILL), growCheck, chargeBytes, chargeElems, importedFuncs: I, remap };
   const bodies = readVec(find(sections, 10) ?? new Uint8Array([0]), (r) => r.bytes(r.u32()));
-  const code = bodies.map((b) => instrumentBody(b, meter));
+  // The added functions first (they are few and small), so the section's count is known up front.
+  const added: Uint8Array[] = [];
   for (const e of funcExports) {
     const params = layout.funcTypes[e.index]!;
     const [nParams, results] = signature(sections, params);
     // An export returning one i32 (Extism's status code) reports it through `ret` (identity).
     const ret = results.length === 1 && results[0] === I32 ? fuelFn(RET) : undefined;
-    code.push(wrapperBody(nParams, remap(e.index), fuelGlobal, blocksGlobal, fuelFn(BEGIN), fuelFn(END), ret));
+    added.push(wrapperBody(nParams, remap(e.index), fuelGlobal, blocksGlobal, fuelFn(BEGIN), fuelFn(END), ret));
   }
-  code.push(growCheckBody(opts.memoryPages, fuelFn(OOM)));
-  code.push(chargeBody(BYTES_PER_UNIT_SHIFT, meter), chargeBody(0, meter));
+  added.push(growCheckBody(opts.memoryPages, fuelFn(OOM), find(sections, 5) !== undefined));
+  added.push(chargeBody(BYTES_PER_UNIT_SHIFT, meter), chargeBody(0, meter));
   // Without an alloc import the shim is never referenced; it calls `unreachable` in its place.
-  code.push(allocShimBody(opts.memoryPages * 65_536, blocksGlobal, fuelFn(KERNEL_OOM), layout.allocImport, meter));
-  for (const idx of layout.logImports) code.push(chargedCallBody(signature(sections, layout.funcTypes[idx]!)[0], HOST_CALL_FUEL, idx, meter));
-  out.set(10, encodeVec(code.map((c) => new Writer().sized(c))));
+  added.push(allocShimBody(opts.memoryPages * 65_536, blocksGlobal, fuelFn(KERNEL_OOM), layout.allocImport, meter));
+  for (const idx of layout.logImports) added.push(chargedCallBody(signature(sections, layout.funcTypes[idx]!)[0], HOST_CALL_FUEL, idx, meter));
+  // One growing buffer for the section and one scratch buffer reused for every body: a buffer per
+  // body cost more than the instrumentation itself on a large module.
+  const section = new Writer().u32(bodies.length + added.length);
+  const scratch = new Writer();
+  let since = performance.now();
+  for (const b of bodies) {
+    instrumentBody(b, meter, scratch.reset());
+    section.sized(scratch);
+    // A large module (up to 4 MiB: ~100 ms of work) is done in slices, the event loop turning
+    // between them, so the server keeps answering while a plugin loads.
+    if (performance.now() - since > INSTRUMENT_SLICE_MS) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      since = performance.now();
+    }
+  }
+  for (const a of added) section.sized(a);
+  out.set(10, section.view());
 
   // Reassemble in canonical order; the "name" section would now lie about indices, so drop it.
   const result: Section[] = [];
@@ -302,7 +323,8 @@ function meterCode(w: Writer, cost: number, m: MeterCtx): void {
  * Two passes over one function body: first the cost of every metering region (function entry,
  * each loop), then the rewrite with meters inserted and function indices shifted.
  */
-function instrumentBody(body: Uint8Array, m: MeterCtx): Uint8Array {
+/** Writes the metered copy of one function body into `w`. */
+function instrumentBody(body: Uint8Array, m: MeterCtx, w: Writer): void {
   const r = new Reader(body);
   const localsStart = r.pos;
   for (let n = r.u32(); n > 0; n--) {
@@ -328,24 +350,40 @@ function instrumentBody(body: Uint8Array, m: MeterCtx): Uint8Array {
       stack.push(costs.length - 1);
     } else if (ins.op === Op.Block || ins.op === Op.If) stack.push(region);
   }
-  const w = new Writer().raw(body.subarray(localsStart, codeStart));
+  w.raw(body.subarray(localsStart, codeStart));
   meterCode(w, costs[0]!, m);
   let loop = 0;
+  // Unchanged instructions are copied in runs, not one by one.
+  let copied = codeStart;
+  const copyTo = (pos: number) => {
+    if (pos > copied) w.raw(body.subarray(copied, pos));
+    copied = pos;
+  };
   for (const ins of instrs) {
     if (ins.op === Op.Call || ins.op === Op.ReturnCall || ins.op === Op.RefFunc) {
+      copyTo(ins.start);
       w.byte(ins.op).u32(m.remap(new Reader(body, ins.immStart).u32()));
+      copied = ins.end;
       continue;
     }
-    if (ins.op === Op.MemoryGrow) w.byte(Op.Call).u32(m.growCheck);
+    if (ins.op === Op.MemoryGrow) {
+      copyTo(ins.start);
+      w.byte(Op.Call).u32(m.growCheck);
+    }
     if (ins.op === Op.Prefix) {
       const sub = new Reader(body, ins.immStart).u32();
-      if (BULK_BYTES.has(sub)) w.byte(Op.Call).u32(m.chargeBytes);
-      else if (BULK_ELEMS.has(sub)) w.byte(Op.Call).u32(m.chargeElems);
+      const charge = BULK_BYTES.has(sub) ? m.chargeBytes : BULK_ELEMS.has(sub) ? m.chargeElems : undefined;
+      if (charge !== undefined) {
+        copyTo(ins.start);
+        w.byte(Op.Call).u32(charge);
+      }
     }
-    w.raw(body.subarray(ins.start, ins.end));
-    if (ins.op === Op.Loop) meterCode(w, costs[++loop]!, m);
+    if (ins.op === Op.Loop) {
+      copyTo(ins.end);
+      meterCode(w, costs[++loop]!, m);
+    }
   }
-  return w.toBytes();
+  copyTo(body.length);
 }
 
 /**
@@ -364,8 +402,10 @@ function wrapperBody(params: number, target: number, fuel: number, blocks: numbe
 }
 
 /** grow_check(delta) = (if memory.size + delta > max: oom(delta)); delta */
-function growCheckBody(maxPages: number, oom: number): Uint8Array {
+function growCheckBody(maxPages: number, oom: number, hasMemory: boolean): Uint8Array {
   const w = new Writer().u32(0);
+  // Without a memory there is no memory.grow to check (and memory.size would not validate).
+  if (!hasMemory) return w.byte(Op.Unreachable).byte(Op.End).toBytes();
   w.byte(Op.MemorySize).byte(0).byte(Op.LocalGet).u32(0).byte(Op.I32Add).byte(Op.I32Const).i32(maxPages).byte(Op.I32GtU);
   w.byte(Op.If).byte(0x40).byte(Op.LocalGet).u32(0).byte(Op.Call).u32(oom).byte(Op.End);
   w.byte(Op.LocalGet).u32(0).byte(Op.End);

@@ -3,11 +3,16 @@
 import { createHash } from "node:crypto";
 import { instrument, type InstrumentOptions } from "./instrument.ts";
 
-const cache = new Map<string, WebAssembly.Module>();
+const cache = new Map<string, Promise<WebAssembly.Module>>();
 
-export function compileInstrumented(wasm: Uint8Array<ArrayBuffer>, opts: InstrumentOptions): WebAssembly.Module {
+/** Instrumented in slices and compiled off the event loop (WebAssembly.compile); a failure is not kept. */
+export function compileInstrumented(wasm: Uint8Array<ArrayBuffer>, opts: InstrumentOptions): Promise<WebAssembly.Module> {
   const key = `${createHash("sha256").update(wasm).digest("hex")}:${opts.memoryPages}:${opts.tableElements ?? ""}`;
   let mod = cache.get(key);
-  if (!mod) cache.set(key, (mod = new WebAssembly.Module(instrument(wasm, opts))));
+  if (!mod) {
+    mod = instrument(wasm, opts).then((bytes) => WebAssembly.compile(bytes));
+    cache.set(key, mod);
+    mod.catch(() => cache.delete(key));
+  }
   return mod;
 }

@@ -11,8 +11,8 @@ import { Reader, WasmFormatError, Writer, readSections, writeModule, type Sectio
 export const INITIALIZE_EXPORT = "hookbox_initialize";
 
 /** `wasm` adapted as above; the same bytes when it imports nothing from `from`. */
-export function adaptWasiModule(wasm: Uint8Array<ArrayBuffer>, from: string, to: string): Uint8Array<ArrayBuffer> {
-  if (!WebAssembly.Module.imports(new WebAssembly.Module(wasm)).some((i) => i.module === from)) return wasm;
+export function adaptWasiModule(wasm: Uint8Array<ArrayBuffer>, imports: readonly WebAssembly.ModuleImportDescriptor[], from: string, to: string): Uint8Array<ArrayBuffer> {
+  if (!imports.some((i) => i.module === from)) return wasm;
   const sections = readSections(wasm).map((s): Section => {
     if (s.id === 2) return { id: 2, body: renameImports(s.body, from, to) };
     if (s.id === 7) return { id: 7, body: renameExport(s.body, "_initialize", INITIALIZE_EXPORT) };

@@ -1,6 +1,7 @@
 // Tiny hand-written modules for sandbox tests: each export exercises one limit without needing the
 // AssemblyScript build. Source: test/fixtures/limits.wat (rebuilt by test/fixtures/build-wat.mjs).
 import { readFileSync } from "node:fs";
+import { Op, Writer, writeModule } from "../../runtime/sandbox/wasm-binary.ts";
 
 let bytes: Uint8Array<ArrayBuffer> | undefined;
 
@@ -11,4 +12,28 @@ export function limitsModule(): Uint8Array<ArrayBuffer> {
 /** One module of test/fixtures/hostile/ (an attack class of issue 9), built by build-wat.mjs. */
 export function hostileModule(name: string): Uint8Array<ArrayBuffer> {
   return new Uint8Array(readFileSync(new URL(`../fixtures/hostile/${name}.wasm`, import.meta.url)));
+}
+
+/**
+ * A valid module of about `bytes` bytes, all code: functions with long straight-line bodies (the
+ * worst case per byte for instrumentation). No memory, no imports, nothing exported.
+ */
+export function codeHeavyModule(bytes: number): Uint8Array<ArrayBuffer> {
+  const OPS = 330; // i32.const j; i32.add: ~1,270 bytes per function
+  const body = new Writer().u32(0).byte(Op.I32Const).i32(1);
+  for (let j = 0; j < OPS; j++) body.byte(Op.I32Const).i32(j).byte(Op.I32Add);
+  const one = body.byte(Op.End).toBytes();
+  const count = Math.max(1, Math.floor(bytes / (one.length + 2)));
+  const type = new Writer().u32(1).byte(0x60).u32(0).u32(1).byte(0x7f);
+  const funcs = new Writer().u32(count);
+  const code = new Writer().u32(count);
+  for (let i = 0; i < count; i++) {
+    funcs.u32(0);
+    code.sized(one);
+  }
+  return writeModule([
+    { id: 1, body: type.toBytes() },
+    { id: 3, body: funcs.toBytes() },
+    { id: 10, body: code.toBytes() },
+  ]);
 }
