@@ -6,7 +6,6 @@
 //   fuel and time budget, and keeps the plugin there for DEMOTION_MS;
 // - calls made back to back (a fan-out to many plugins, a bulk delete) give the event loop a turn
 //   once their in-thread work since its last turn passes STRETCH_MS.
-import { setImmediate } from "node:timers";
 
 /** Longest stretch of one in-thread call before it moves to a worker. */
 export const INLINE_SLICE_MS = 50;
@@ -22,14 +21,23 @@ export class SliceExpired extends Error {
   }
 }
 
+/**
+ * Resolves after one full turn of the event loop, I/O included. A timer, not setImmediate: under
+ * Deno a setImmediate callback runs before pending network I/O is polled, so a request waiting on
+ * a socket was not served between two plugin calls (Node serves it either way).
+ */
+export function turnEventLoop(): Promise<void> {
+  return new Promise<void>((resolve) => setTimeout(resolve, 0));
+}
+
 /** When the current run of in-thread work began; undefined once the event loop has turned since. */
 let stretchStart: number | undefined;
 
 function openStretch(now: number): void {
   stretchStart = now;
-  setImmediate(() => {
+  setTimeout(() => {
     stretchStart = undefined;
-  });
+  }, 0);
 }
 
 /** True when the event loop should turn before more in-thread plugin work (see yieldTurn). */
@@ -44,6 +52,6 @@ export function needsTurn(): boolean {
 
 /** Lets pending I/O (other requests) run, then starts a new stretch. */
 export async function yieldTurn(): Promise<void> {
-  await new Promise<void>((resolve) => setImmediate(resolve));
+  await turnEventLoop();
   openStretch(Date.now());
 }

@@ -31,8 +31,8 @@
 // `kernel_oom()`, then a trap) once one call's blocks would pass the memory allowance; the export
 // wrappers reset that running total. In the module, so it holds in-thread and in a worker alike,
 // and a refused block is never made. Kernel log imports go through a shim that charges a host call.
-import { setImmediate } from "node:timers";
 import { HOST_CALL_FUEL } from "./fuel.ts";
+import { turnEventLoop } from "./inline-slice.ts";
 import { Op, Reader, WasmFormatError, Writer, readInstr, readSections, sectionRank, writeModule, type Section } from "./wasm-binary.ts";
 
 /** Import module of the fuel host functions the instrumented module calls. */
@@ -195,7 +195,7 @@ async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Ui
     // A large module (up to 4 MiB: ~100 ms of work) is done in slices, the event loop turning
     // between them, so the server keeps answering while a plugin loads.
     if (performance.now() - since > INSTRUMENT_SLICE_MS) {
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      await turnEventLoop();
       since = performance.now();
     }
   }
