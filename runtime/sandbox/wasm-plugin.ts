@@ -161,8 +161,8 @@ export class WasmPlugin {
     return this.wantsWorker() ? "worker" : "in-thread";
   }
 
-  private wantsWorker(): boolean {
-    return this.opts.inWorker || Date.now() < this.workerUntil;
+  private wantsWorker(now = Date.now()): boolean {
+    return this.opts.inWorker || now < this.workerUntil;
   }
 
   /** The plugin's calls run in a worker for DEMOTION_MS (WASI modules cannot: see kindOf). */
@@ -185,7 +185,12 @@ export class WasmPlugin {
     if (this.busy) await new Promise<void>((wake) => this.waiting.push(wake));
     else this.busy = true;
     try {
-      return await this.run(fn, input, deadline, accept);
+      return await this.attempt(fn, input, deadline, accept);
+    } catch (err) {
+      // An in-thread call that outgrew its slice runs again, from the start, in a worker.
+      if (!(err instanceof SliceExpired)) throw err;
+      this.demote(`a call of ${fn}`);
+      return await this.attempt(fn, input, deadline, accept);
     } finally {
       const next = this.waiting.shift();
       if (next) next(); // stays busy: the lock passes straight to the next caller
@@ -198,27 +203,24 @@ export class WasmPlugin {
     await this.discardInstance();
   }
 
-  /** One attempt in-thread; one that outgrows its slice runs again in a worker, from the start. */
-  private async run(fn: string, input: string, deadline: number, accept?: (output: string | undefined) => void): Promise<SandboxResult> {
-    try {
-      return await this.attempt(fn, input, deadline, accept);
-    } catch (err) {
-      if (!(err instanceof SliceExpired)) throw err;
-      this.demote(`a call of ${fn}`);
-      return await this.attempt(fn, input, deadline, accept);
-    }
-  }
-
   private async attempt(fn: string, input: string, deadline: number, accept?: (output: string | undefined) => void): Promise<SandboxResult> {
     if (this.closed) throw new PluginCallError("unavailable", `${this.name} is closed`);
-    const inWorker = this.wantsWorker();
+    let now = Date.now();
+    const inWorker = this.wantsWorker(now);
     if (this.instance && this.instanceInWorker !== inWorker) await this.discardInstance(false);
-    if (!inWorker && needsTurn()) await yieldTurn();
+    if (!inWorker && needsTurn(now)) {
+      await yieldTurn();
+      now = Date.now();
+    }
     // The deadline covers the wait for the instance too (callers rely on it: enforcesDeadline).
-    if (Date.now() > deadline) throw new PluginCallError("timeout", `waited past its deadline for the busy instance`);
-    const plugin = this.instance ?? (await this.ensureInstance(deadline));
+    if (now > deadline) throw new PluginCallError("timeout", `waited past its deadline for the busy instance`);
+    let plugin = this.instance;
+    if (!plugin) {
+      plugin = await this.ensureInstance(deadline);
+      now = Date.now();
+    }
     const { host, limits } = this.opts;
-    this.meter.start(deadline, this.stretch(inWorker));
+    this.meter.start(deadline, this.stretch(inWorker, now));
     host.begin(deadline);
     let ok = false;
     try {
@@ -245,7 +247,7 @@ export class WasmPlugin {
     } catch (err) {
       if (err instanceof SliceExpired && this.movable) {
         await this.discardInstance();
-        throw err; // run() tries again in a worker
+        throw err; // call() tries again in a worker
       }
       const e = this.classify(err);
       // Any fault may leave the module's globals or heap inconsistent: start the next call fresh.
@@ -262,8 +264,8 @@ export class WasmPlugin {
   }
 
   /** An in-thread stretch ends INLINE_SLICE_MS from now (a WASI module's too: it fails then). */
-  private stretch(inWorker: boolean): { sliceEnd: number } | "worker" {
-    return inWorker ? "worker" : { sliceEnd: Date.now() + INLINE_SLICE_MS };
+  private stretch(inWorker: boolean, now = Date.now()): { sliceEnd: number } | "worker" {
+    return inWorker ? "worker" : { sliceEnd: now + INLINE_SLICE_MS };
   }
 
   /** A module that can run in a worker (WASI ones cannot). */
