@@ -10,10 +10,10 @@ import { join, relative, isAbsolute } from "node:path";
 import { HOST_FUNCTION_NAMES } from "../../host-api/functions.ts";
 import { WASI_FUNCTION_NAMES, WASI_MODULE } from "../../host-api/wasi.ts";
 import { adaptWasiModule } from "../sandbox/wasi-adapt.ts";
-import { InstrumentError, MAX_MODULE_BYTES } from "../sandbox/instrument.ts";
+import { InstrumentError, KERNEL_MODULE, MAX_MODULE_BYTES } from "../sandbox/instrument.ts";
 import { compileInstrumented } from "../sandbox/module-cache.ts";
 import { WasmFormatError } from "../sandbox/wasm-binary.ts";
-import { HOST_MODULE, KERNEL_MODULE, refusedImport, SANDBOX_FUNCTION_NAMES, WASI_SANDBOX_MODULE } from "../sandbox/wasm-plugin.ts";
+import { HOST_MODULE, refusedImport, SANDBOX_FUNCTION_NAMES, WASI_SANDBOX_MODULE } from "../sandbox/wasm-plugin.ts";
 import { suggest } from "../util/suggest.ts";
 import { parseManifest, type Manifest } from "./manifest.ts";
 import type { SandboxLimits } from "../sandbox/wasm-plugin.ts";
@@ -111,8 +111,7 @@ export async function compilePlugin(path: string, manifest: Manifest, limits: Sa
   let module: WebAssembly.Module;
   try {
     // Modules from WASI toolchains get hookbox's capability-free WASI (see WASI_SANDBOX_MODULE).
-    const imports = WebAssembly.Module.imports(await WebAssembly.compile(bytes));
-    const renamed = adaptWasiModule(bytes, imports, WASI_MODULE, WASI_SANDBOX_MODULE);
+    const renamed = adaptWasiModule(bytes, WASI_MODULE, WASI_SANDBOX_MODULE);
     module = await compileInstrumented(renamed, { memoryPages: limits.memoryPages });
   } catch (err) {
     if (err instanceof InstrumentError || err instanceof WasmFormatError) throw new PluginLoadError(`plugin.wasm: ${err.message}`);

@@ -69,8 +69,8 @@ const FUEL_IMPORTS = [
 ] as const;
 const [REFILL, BEGIN, END, OOM, RET, KERNEL_OOM] = [0, 1, 2, 3, 4, 5];
 const I64 = 0x7e;
-/** The Extism kernel's import module and its block allocator. */
-const KERNEL = { module: "extism:host/env", alloc: "alloc" };
+/** Import module of the Extism kernel (its block allocator `alloc`, `log_*`...). */
+export const KERNEL_MODULE = "extism:host/env";
 
 interface Layout {
   importedFuncs: number;
@@ -98,12 +98,6 @@ export async function instrument(wasm: Uint8Array<ArrayBuffer>, opts: Instrument
     throw new InstrumentError(`module of ${wasm.byteLength} bytes exceeds the limit of ${MAX_MODULE_BYTES} bytes (4 MiB)`);
   }
   if (!WebAssembly.validate(wasm)) throw new InstrumentError("not a valid WebAssembly module");
-  // Compiled off the event loop just to list the imports (a 4 MiB module compiles in ~20 ms).
-  for (const imp of WebAssembly.Module.imports(await WebAssembly.compile(wasm))) {
-    if (imp.module === FUEL_MODULE) throw new InstrumentError(`module may not import "${FUEL_MODULE}"`);
-    if (imp.kind === "memory") throw new InstrumentError("modules that import their memory are not supported");
-    if (imp.kind === "table") throw new InstrumentError("modules that import a table are not supported");
-  }
   try {
     return await rewrite(readSections(wasm), opts);
   } catch (err) {
@@ -256,19 +250,18 @@ function readLayout(sections: Section[]): Layout {
   const logImports: number[] = [];
   const imports = find(sections, 2);
   if (imports) {
+    // The import section is read here, once: it is also where imports hookbox refuses are found.
     readVec(imports, (r) => {
       const module = r.name();
       const name = r.name();
       const kind = r.byte();
-      if (kind === 0x00 && module === KERNEL.module && name === KERNEL.alloc) allocImport = funcTypes.length;
-      if (kind === 0x00 && module === KERNEL.module && name.startsWith("log_")) logImports.push(funcTypes.length);
+      if (module === FUEL_MODULE) throw new InstrumentError(`module may not import "${FUEL_MODULE}"`);
+      if (kind === 0x02) throw new InstrumentError("modules that import their memory are not supported");
+      if (kind === 0x01) throw new InstrumentError("modules that import a table are not supported");
+      if (kind === 0x00 && module === KERNEL_MODULE && name === "alloc") allocImport = funcTypes.length;
+      if (kind === 0x00 && module === KERNEL_MODULE && name.startsWith("log_")) logImports.push(funcTypes.length);
       if (kind === 0x00) funcTypes.push(r.u32());
-      else if (kind === 0x01) {
-        r.byte();
-        const flags = r.byte();
-        r.u32();
-        if (flags & 1) r.u32();
-      } else if (kind === 0x03) {
+      else if (kind === 0x03) {
         importedGlobals++;
         r.byte();
         r.byte();
@@ -320,10 +313,10 @@ function meterCode(w: Writer, cost: number, m: MeterCtx): void {
 }
 
 /**
- * Two passes over one function body: first the cost of every metering region (function entry,
- * each loop), then the rewrite with meters inserted and function indices shifted.
+ * Writes the metered copy of one function body into `w`. Two passes: first the cost of every
+ * metering region (function entry, each loop), then the rewrite with meters inserted and function
+ * indices shifted.
  */
-/** Writes the metered copy of one function body into `w`. */
 function instrumentBody(body: Uint8Array, m: MeterCtx, w: Writer): void {
   const r = new Reader(body);
   const localsStart = r.pos;

@@ -11,29 +11,36 @@ import { Reader, WasmFormatError, Writer, readSections, writeModule, type Sectio
 export const INITIALIZE_EXPORT = "hookbox_initialize";
 
 /** `wasm` adapted as above; the same bytes when it imports nothing from `from`. */
-export function adaptWasiModule(wasm: Uint8Array<ArrayBuffer>, imports: readonly WebAssembly.ModuleImportDescriptor[], from: string, to: string): Uint8Array<ArrayBuffer> {
-  if (!imports.some((i) => i.module === from)) return wasm;
-  const sections = readSections(wasm).map((s): Section => {
-    if (s.id === 2) return { id: 2, body: renameImports(s.body, from, to) };
-    if (s.id === 7) return { id: 7, body: renameExport(s.body, "_initialize", INITIALIZE_EXPORT) };
-    return s;
-  });
-  return writeModule(sections);
+export function adaptWasiModule(wasm: Uint8Array<ArrayBuffer>, from: string, to: string): Uint8Array<ArrayBuffer> {
+  const sections = readSections(wasm);
+  const imports = sections.find((s) => s.id === 2);
+  const renamed = imports && renameImports(imports.body, from, to);
+  if (!renamed) return wasm;
+  return writeModule(
+    sections.map((s): Section => {
+      if (s.id === 2) return { id: 2, body: renamed };
+      if (s.id === 7) return { id: 7, body: renameExport(s.body, "_initialize", INITIALIZE_EXPORT) };
+      return s;
+    }),
+  );
 }
 
-function renameImports(body: Uint8Array, from: string, to: string): Uint8Array {
+/** The import section with module `from` renamed to `to`; undefined when no import is from `from`. */
+function renameImports(body: Uint8Array, from: string, to: string): Uint8Array | undefined {
   const r = new Reader(body);
   const w = new Writer();
   const n = r.u32();
   w.u32(n);
+  let renamed = false;
   for (let i = 0; i < n; i++) {
     const module = r.name();
+    renamed ||= module === from;
     w.name(module === from ? to : module).name(r.name());
     const start = r.pos;
     skipImportDesc(r);
     w.raw(body.subarray(start, r.pos));
   }
-  return w.toBytes();
+  return renamed ? w.toBytes() : undefined;
 }
 
 function renameExport(body: Uint8Array, from: string, to: string): Uint8Array {

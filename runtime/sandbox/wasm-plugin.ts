@@ -11,15 +11,15 @@
 // lock is released) and its worker terminated.
 //
 // Every host function the module imports is wrapped: it charges fuel (HOST_CALL_FUEL plus the size
-// of the blocks it is handed) and checks the clock; in-thread the kernel's alloc is capped so the
-// blocks of one call stay within the plugin's memory allowance.
+// of the blocks it is handed) and checks the clock. The kernel's alloc and log imports are charged
+// and capped inside the module (instrument.ts), in either mode.
 import createPlugin, { type CallContext, type Plugin } from "@extism/extism";
 import { PluginCallError } from "../../hooks/failures.ts";
 import { createWasi, WasiExit } from "../../host-api/wasi.ts";
 import type { HostBinding, HostFunction } from "../../host-api/binding.ts";
 import { FuelMeter, HOST_CALL_FUEL } from "./fuel.ts";
 import { DEMOTION_MS, INLINE_SLICE_MS, needsTurn, SliceExpired, yieldTurn } from "./inline-slice.ts";
-import { FUEL_MODULE } from "./instrument.ts";
+import { FUEL_MODULE, KERNEL_MODULE } from "./instrument.ts";
 import { LogBudget } from "./log-budget.ts";
 import { INITIALIZE_EXPORT } from "./wasi-adapt.ts";
 
@@ -41,7 +41,6 @@ export const WASI_SANDBOX_MODULE = "hookbox:wasi";
 export const SANDBOX_FUNCTION_NAMES = ["hookbox_input_read", "hookbox_abort"] as const;
 
 /** Extism's kernel module: hookbox's sandbox serves only the memory and I/O part of it. */
-export const KERNEL_MODULE = "extism:host/env";
 /**
  * Kernel functions a module may import. Not vars (var_get/var_set: host memory that outlives calls,
  * keys uncounted), config_get (hookbox has no Extism config), nor http_* (would bypass the
@@ -53,8 +52,6 @@ export const KERNEL_FUNCTION_NAMES: ReadonlySet<string> = new Set([
   "log_trace", "log_debug", "log_info", "log_warn", "log_error", "get_log_level",
 ]);
 
-/** Fuel a host call costs on top of 1 unit per 16 bytes of the blocks it is handed. */
-export { HOST_CALL_FUEL };
 /** How long past its deadline a worker call may take to answer before its worker is terminated. */
 export const WORKER_GRACE_MS = 250;
 /** Longest failure message kept (the plugin writes it: it is stored and served). */
@@ -122,7 +119,6 @@ export class WasmPlugin {
   private readonly logBudget = new LogBudget();
   /** This instance's own copy of the call input, reused while the length stays the same. */
   private inputCopy = new Uint8Array(0);
-  /** Host-side bytes the kernel's alloc handed out during the current call (in-thread). */
   /** The live instance's generation: host functions of an abandoned instance refuse to run. */
   private generation = 0;
   /** Rejected when the live instance is discarded: pending async host calls of it end then. */
@@ -156,16 +152,11 @@ export class WasmPlugin {
     await this.ensureInstance();
   }
 
-  /** Where calls run now: "worker" (async host functions, or demoted after outgrowing the slice). */
-  get mode(): "in-thread" | "worker" {
-    return this.wantsWorker() ? "worker" : "in-thread";
-  }
-
   private wantsWorker(now = Date.now()): boolean {
     return this.opts.inWorker || now < this.workerUntil;
   }
 
-  /** The plugin's calls run in a worker for DEMOTION_MS (WASI modules cannot: see kindOf). */
+  /** The plugin's calls run in a worker for DEMOTION_MS (WASI modules cannot: see classify). */
   private demote(what: string): void {
     this.workerUntil = Date.now() + DEMOTION_MS;
     this.opts.host.log?.("warn", "log", `${what} ran past the ${INLINE_SLICE_MS} ms in-thread slice: its calls run in a worker thread for the next ${DEMOTION_MS / 1000} s`);
