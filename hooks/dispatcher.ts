@@ -5,7 +5,7 @@ import { SCHEMA_VERSION, type HookFields, type HookName, type HookPayload } from
 import { Bookkeeping, type PluginStats } from "./bookkeeping.ts";
 import { PluginCallError, toCallError, type FailureKind, type HookFailure } from "./failures.ts";
 import { silentLogger, type HookLogger } from "./logger.ts";
-import { readHookOutput, type HookOutput } from "./results.ts";
+import { readHookOutput, type HookOutput, type OutputLimits } from "./results.ts";
 
 export type { PluginStats, HookOutput };
 
@@ -92,8 +92,7 @@ export class HookDispatcher {
   private readonly timeoutMs: number;
   private readonly cooloffMs: number;
   private readonly quarantineAfter: number;
-  private readonly maxOutputBytes: number;
-  private readonly maxInjectedChars: number;
+  private readonly outputLimits: OutputLimits;
   private readonly now: () => number;
   private onQuarantine: ((plugin: string, reason: string) => void) | undefined;
   private readonly log: HookLogger;
@@ -103,8 +102,7 @@ export class HookDispatcher {
     this.timeoutMs = opts.timeoutMs ?? 30_000;
     this.cooloffMs = opts.cooloffMs ?? 60_000;
     this.quarantineAfter = opts.quarantineAfter ?? 5;
-    this.maxOutputBytes = opts.maxOutputBytes ?? 64 * 1024;
-    this.maxInjectedChars = opts.maxInjectedChars ?? 8_000;
+    this.outputLimits = { maxOutputBytes: opts.maxOutputBytes ?? 64 * 1024, maxInjectedChars: opts.maxInjectedChars ?? 8_000 };
     this.now = opts.now ?? Date.now;
     this.onQuarantine = opts.onQuarantine;
     this.log = opts.log ?? silentLogger;
@@ -183,6 +181,7 @@ export class HookDispatcher {
     const payload = Object.freeze({ hook, schema_version: SCHEMA_VERSION, ...fields }) as unknown as HookPayload<H>;
     let json: string | undefined;
     const jsonOnce = () => (json ??= JSON.stringify(payload));
+    const readOutput = (output: string | undefined) => readHookOutput(hook, output, this.outputLimits);
     for (const sub of subs) {
       const b = this.book(sub.name);
       if (b.quarantined !== null || b.hookQuarantine.has(hook)) {
@@ -200,7 +199,7 @@ export class HookDispatcher {
         b.cooloffUntil.delete(hook);
       }
       const timeoutMs = sub.timeoutMs ?? this.timeoutMs;
-      const delivery: Delivery<H> = { hook, payload, json: jsonOnce, deadline: start + timeoutMs, readOutput: this.outputReader(hook) };
+      const delivery: Delivery<H> = { hook, payload, json: jsonOnce, deadline: start + timeoutMs, readOutput };
       const t0 = performance.now();
       b.calls++;
       try {
@@ -228,10 +227,6 @@ export class HookDispatcher {
       }
     }
     return report;
-  }
-
-  private outputReader(hook: HookName): (output: string | undefined) => HookOutput | undefined {
-    return (output) => readHookOutput(hook, output, { maxOutputBytes: this.maxOutputBytes, maxInjectedChars: this.maxInjectedChars });
   }
 
   private observed(plugin: string, hook: HookName, ms: number, fuel: number, failure?: FailureKind): void {
