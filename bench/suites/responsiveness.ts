@@ -14,7 +14,7 @@ import { measure } from "../lib/measure.ts";
 import { progress, type BenchOptions } from "../lib/options.ts";
 import type { Row } from "../lib/report.ts";
 
-export const RESPONSIVENESS_GROUP = "GET /healthz while a plugin spins";
+const RESPONSIVENESS_GROUP = "GET /healthz while a plugin spins";
 
 /** Copies of the loop plugin: one event keeps the thread busy with one after another. */
 const SPINNERS = 4;
