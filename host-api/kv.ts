@@ -67,6 +67,8 @@ export interface KvBackend {
   get(plugin: string, session: string, key: string): string | undefined;
   /** Keys of the scope starting with `prefix`, sorted. */
   keys(plugin: string, session: string, prefix: string): string[];
+  /** How many stored keys `sweep` matches in the plugin's scope (one read). */
+  sweptCount(plugin: string, sweep: KvSweep): number;
   /** The stored keys `sweep` matches in the plugin's scope (one read). */
   sweptKeys(plugin: string, sweep: KvSweep): string[];
   usage(plugin: string): KvUsage;
@@ -177,19 +179,42 @@ export class PluginKv {
    * Deletes the keys of `session` that belong to the sessions `ids` (a JSON array of strings, as
    * `idsJson`): `prefix + id` (byIdPrefix false), or every `prefix + id + ":" + suffix` (byIdPrefix
    * true; the id ends at the key's last ":"). Staged as ONE sweep the commit runs as one statement:
-   * 10,000 ids cost one read (the count the host function returns, one JSON string) instead of
-   * 10,000 staged keys crossing the host, the commit queue and SQL twice.
+   * 10,000 ids cost one read (a count: what the host function returns) instead of 10,000 staged
+   * keys crossing the host, the commit queue and SQL twice; a sweep that matches nothing is dropped.
    */
   deleteForSessions(session: string, prefix: string, idsJson: string, ids: readonly string[], byIdPrefix: boolean): number {
     const sweep = new KvSweep(session, prefix, idsJson, ids, byIdPrefix);
-    // What goes is what this call sees: the stored keys and this process's staged writes it matches.
-    const gone = new Set<string>();
-    for (const key of this.backend.sweptKeys(this.plugin, sweep)) if (this.staged(session, key) !== null) gone.add(key);
-    for (const key of this.stagedKeys(session, prefix)) if (sweep.matches(session, key) && this.staged(session, key) !== null) gone.add(key);
+    const gone = this.sweptByCall(sweep);
+    // Nothing stored or staged matches: no statement to run at commit.
+    if (gone === 0) return 0;
     // The call's earlier writes it matches become deletes: its later writes must win over it.
     for (const s of this.pending?.keys() ?? []) if (sweep.matches(...unslot(s))) this.pending!.set(s, null);
     (this.pendingSweeps ??= []).push(sweep);
-    return gone.size;
+    return gone;
+  }
+
+  /** How many keys `sweep` removes as this call sees them: the stored ones and this process's staged writes. */
+  private sweptByCall(sweep: KvSweep): number {
+    const { session, prefix } = sweep;
+    const stagedKeys = new Set(this.stagedKeys(session, prefix).filter((key) => sweep.matches(session, key)));
+    // An earlier sweep not yet committed hides stored keys the count cannot tell apart: list them.
+    const hidden = (this.pendingSweeps?.length ?? 0) > 0 || [...this.unflushedSweeps].some((w) => w.sweep.session === session);
+    if (hidden) {
+      const gone = new Set<string>();
+      for (const key of this.backend.sweptKeys(this.plugin, sweep)) if (this.staged(session, key) !== null) gone.add(key);
+      for (const key of stagedKeys) if (this.staged(session, key) !== null) gone.add(key);
+      return gone.size;
+    }
+    // Otherwise one count, corrected by the few staged keys: a staged value the database lacks
+    // adds one, a staged delete of a stored key takes one away.
+    let gone = this.backend.sweptCount(this.plugin, sweep);
+    for (const key of stagedKeys) {
+      const live = this.staged(session, key) !== null;
+      const stored = this.backend.get(this.plugin, session, key) !== undefined;
+      if (live && !stored) gone++;
+      else if (!live && stored) gone--;
+    }
+    return gone;
   }
 
   /** Keys of `session` starting with `prefix`, sorted; the call's own and unflushed writes count. */

@@ -1,6 +1,7 @@
 // hookbox_kv_delete_sessions stages ONE sweep (host-api/kv.ts KvSweep) that the commit runs as one
 // statement: reads see it before it is committed, the call's earlier writes it matches go with it,
-// its later writes win over it, and ids end at a key's last ":" (mode 1) exactly as before.
+// its later writes win over it, and ids end at a key's last ":" (mode 1) exactly as before; the
+// count it returns is what the call sees, and a sweep that matches nothing costs no commit.
 import { describe, it, after, before } from "node:test";
 import assert from "node:assert/strict";
 import { PluginKv } from "../host-api/kv.ts";
@@ -73,6 +74,29 @@ describe("kv sweep (hookbox_kv_delete_sessions)", () => {
     assert.deepEqual(store.keys("p2", "", "entry:"), ["entry:c"]);
     assert.equal(sweep(kv, "entry:", ["a", "b"], false), 0, "nothing left to delete");
     kv.end(false);
+  });
+
+  it("counts what the call sees: staged deletes of stored keys do not count, staged new keys do", async () => {
+    const kv = new PluginKv("p4", store, quota);
+    await seed(kv, ["entry:a", "entry:b", "entry:c"]);
+    kv.delete("", "entry:a");
+    kv.set("", "entry:b", "new");
+    kv.set("", "entry:d", "x");
+    assert.equal(sweep(kv, "entry:", ["a", "b", "c", "d", "e"], false), 3, "b, c and d");
+    kv.end(true);
+    await store.flush();
+    assert.deepEqual(store.keys("p4", "", "entry:"), []);
+  });
+
+  it("a sweep that matches nothing commits nothing", async () => {
+    const kv = new PluginKv("p5", store, quota);
+    await seed(kv, ["entry:a"]);
+    const commits = store.writeRoundTrips;
+    assert.equal(sweep(kv, "entry:", ["x", "y"], false), 0);
+    kv.end(true);
+    await store.flush();
+    assert.equal(store.writeRoundTrips, commits);
+    assert.equal(kv.get("", "entry:a"), "v");
   });
 
   it("a failed call's sweep is dropped", async () => {

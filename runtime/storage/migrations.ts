@@ -100,16 +100,7 @@ const migrations: Record<string, Migration> = {
         .execute();
       await sql`insert into plugin_kv_usage (plugin, keys, bytes)
         select plugin, count(*), sum(length(cast(key as blob)) + length(cast(value as blob))) from plugin_kv group by plugin`.execute(db);
-      await sql`create trigger plugin_kv_usage_insert after insert on plugin_kv begin
-        insert into plugin_kv_usage (plugin, keys, bytes) values (new.plugin, 1, length(cast(new.key as blob)) + length(cast(new.value as blob)))
-        on conflict (plugin) do update set keys = keys + 1, bytes = bytes + excluded.bytes;
-      end`.execute(db);
-      await sql`create trigger plugin_kv_usage_delete after delete on plugin_kv begin
-        update plugin_kv_usage set keys = keys - 1, bytes = bytes - length(cast(old.key as blob)) - length(cast(old.value as blob)) where plugin = old.plugin;
-      end`.execute(db);
-      await sql`create trigger plugin_kv_usage_update after update of value on plugin_kv begin
-        update plugin_kv_usage set bytes = bytes + length(cast(new.value as blob)) - length(cast(old.value as blob)) where plugin = new.plugin;
-      end`.execute(db);
+      await createUsageTriggers(db);
       await db.schema
         .createTable("session_tombstones")
         .addColumn("id", "text", (c) => c.primaryKey())
@@ -127,16 +118,47 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex("plugin_kv_session").on("plugin_kv").column("session_id").where(sql.ref("session_id"), "<>", "").execute();
     },
   },
+  // plugin_kv clustered by its primary key (WITHOUT ROWID): a plugin's keys lie together whatever
+  // order they were written in, so a bulk clean-up frees whole pages instead of touching every page
+  // of the table (rows of several plugins interleave by rowid), and each row is one B-tree entry, not
+  // a table row plus an index entry. Dropping the table drops its triggers; they are made again.
+  "0005_plugin_kv_clustered": {
+    async up(db: Kysely<any>) {
+      await sql`create table plugin_kv_clustered (plugin text not null, session_id text not null default '', key text not null,
+        value text not null, updated_at integer not null, primary key (plugin, session_id, key)) without rowid`.execute(db);
+      await sql`insert into plugin_kv_clustered (plugin, session_id, key, value, updated_at)
+        select plugin, session_id, key, value, updated_at from plugin_kv`.execute(db);
+      await sql`drop table plugin_kv`.execute(db);
+      await sql`alter table plugin_kv_clustered rename to plugin_kv`.execute(db);
+      await db.schema.createIndex("plugin_kv_session").on("plugin_kv").column("session_id").where(sql.ref("session_id"), "<>", "").execute();
+      await createUsageTriggers(db);
+    },
+  },
 };
+
+/** Per-plugin KV usage kept by triggers, so every writer (any process, any statement) counts. */
+async function createUsageTriggers(db: Kysely<any>): Promise<void> {
+  await sql`create trigger plugin_kv_usage_insert after insert on plugin_kv begin
+    insert into plugin_kv_usage (plugin, keys, bytes) values (new.plugin, 1, length(cast(new.key as blob)) + length(cast(new.value as blob)))
+    on conflict (plugin) do update set keys = keys + 1, bytes = bytes + excluded.bytes;
+  end`.execute(db);
+  await sql`create trigger plugin_kv_usage_delete after delete on plugin_kv begin
+    update plugin_kv_usage set keys = keys - 1, bytes = bytes - length(cast(old.key as blob)) - length(cast(old.value as blob)) where plugin = old.plugin;
+  end`.execute(db);
+  await sql`create trigger plugin_kv_usage_update after update of value on plugin_kv begin
+    update plugin_kv_usage set bytes = bytes + length(cast(new.value as blob)) - length(cast(old.value as blob)) where plugin = new.plugin;
+  end`.execute(db);
+}
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };
 
 /**
  * Brings the schema up to date. Several processes may start at once on a fresh database (Kysely's
  * SQLite lock is a no-op): a lease row in hookbox_migration_lock, taken with one atomic statement,
- * lets one process migrate while the others wait; then each finds nothing left to do.
+ * lets one process migrate while the others wait; then each finds nothing left to do. `to` stops at
+ * that migration (tests of a migration's data path).
  */
-export async function migrate(db: Kysely<any>): Promise<void> {
+export async function migrate(db: Kysely<any>, to?: string): Promise<void> {
   await sql`create table if not exists hookbox_migration_lock (id integer primary key check (id = 1), holder text not null, expires_at integer not null)`.execute(db);
   const holder = crypto.randomUUID();
   const deadline = Date.now() + 60_000;
@@ -153,7 +175,8 @@ export async function migrate(db: Kysely<any>): Promise<void> {
     await new Promise((r) => setTimeout(r, 20 + Math.random() * 80));
   }
   try {
-    const { error, results } = await new Migrator({ db, provider }).migrateToLatest();
+    const migrator = new Migrator({ db, provider });
+    const { error, results } = await (to === undefined ? migrator.migrateToLatest() : migrator.migrateTo(to));
     const failed = results?.find((r) => r.status === "Error");
     if (error || failed) throw new Error(`migration ${failed?.migrationName ?? ""} failed: ${String(error)}`);
   } finally {

@@ -23,22 +23,23 @@ const UPSERT_SQL = `insert into plugin_kv (plugin, session_id, key, value, updat
   from json_each(?1)
   where json_extract(value, '$[1]') = '' or not exists (select 1 from session_tombstones t where t.id = json_extract(value, '$[1]'))
   on conflict (plugin, session_id, key) do update set value = excluded.value, updated_at = excluded.updated_at`;
-// A sweep's keys (host-api/kv.ts KvSweep; ?1 plugin, ?2 scope, ?3 prefix, ?4 ids JSON), one primary
-// key probe per id: `prefix || id`, or the key range [prefix || id || ':', prefix || id || ';') with
-// no further ':' (the id ends at the key's last ':'). CROSS JOIN keeps json_each outside, so each
+// The keys a sweep matches (host-api/kv.ts KvSweep; ?1 plugin, ?2 scope, ?3 prefix, ?4 ids JSON), one
+// primary key seek per id: `prefix || id`, or the key range [prefix || id || ':', prefix || id || ';')
+// with no further ':' (the id ends at the key's last ':'). CROSS JOIN keeps json_each outside, so each
 // id's range is a seek; the planner otherwise scans the ids once per stored key.
-const SWEEP_KEYS = {
-  exact: `select ?3 || value as key from json_each(?4)`,
+const SWEEP_ROWS = {
+  exact: `select k.key from json_each(?4) j cross join plugin_kv k
+    where k.plugin = ?1 and k.session_id = ?2 and k.key = ?3 || j.value`,
   byIdPrefix: `select k.key from json_each(?4) j cross join plugin_kv k
     where j.value <> '' and k.plugin = ?1 and k.session_id = ?2
       and k.key >= ?3 || j.value || ':' and k.key < ?3 || j.value || ';' and instr(substr(k.key, length(?3 || j.value) + 2), ':') = 0`,
 };
-const sweepKeys = (sweep: KvSweep) => (sweep.byIdPrefix ? SWEEP_KEYS.byIdPrefix : SWEEP_KEYS.exact);
+const sweepRows = (sweep: KvSweep) => (sweep.byIdPrefix ? SWEEP_ROWS.byIdPrefix : SWEEP_ROWS.exact);
 const sweepArgs = (plugin: string, sweep: KvSweep) => [plugin, sweep.session, sweep.prefix, sweep.idsJson];
-const sweepDeleteSql = (sweep: KvSweep) => `delete from plugin_kv where plugin = ?1 and session_id = ?2 and key in (${sweepKeys(sweep)})`;
-// The stored keys as ONE JSON string: 10,000 rows as JS values cost more than the probes.
-const sweepListSql = (sweep: KvSweep) =>
-  `select json_group_array(key) from plugin_kv where plugin = ?1 and session_id = ?2 and key in (${sweepKeys(sweep)})`;
+const sweepDeleteSql = (sweep: KvSweep) => `delete from plugin_kv where plugin = ?1 and session_id = ?2 and key in (${sweepRows(sweep)})`;
+const sweepCountSql = (sweep: KvSweep) => `select count(*) from (${sweepRows(sweep)})`;
+// The stored keys as ONE JSON string: 10,000 rows as JS values cost more than the seeks.
+const sweepListSql = (sweep: KvSweep) => `select json_group_array(key) from (${sweepRows(sweep)})`;
 const GUARD_PRESENT_SQL = failUnless(`exists (select 1 from plugin_kv where plugin = ?1 and session_id = ?2 and key = ?3 and value = ?4)`);
 const GUARD_ABSENT_SQL = failUnless(`not exists (select 1 from plugin_kv where plugin = ?1 and session_id = ?2 and key = ?3)`);
 const USAGE_SQL = `select plugin, keys, bytes from plugin_kv_usage where plugin in (select value from json_each(?1))`;
@@ -120,6 +121,10 @@ export class KvStore implements KvBackend {
       [plugin, session, prefix, prefix.length, prefix],
     );
     return rows.map((r) => String(r[0]));
+  }
+
+  sweptCount(plugin: string, sweep: KvSweep): number {
+    return Number(this.read(sweepCountSql(sweep), sweepArgs(plugin, sweep))[0]?.[0] ?? 0);
   }
 
   sweptKeys(plugin: string, sweep: KvSweep): string[] {
