@@ -22,24 +22,24 @@ export interface KvQuota {
  * until then the overlay answers reads through `matches`, so no key list crosses the host.
  */
 export class KvSweep {
-  private readonly wanted: ReadonlySet<string>;
+  /** Built at the first match: most sweeps find nothing stored and are dropped unmatched. */
+  private wanted: ReadonlySet<string> | undefined;
 
   constructor(
     readonly session: string,
     readonly prefix: string,
     /** The ids as a JSON array of strings (handed to SQL as is). */
     readonly idsJson: string,
-    ids: readonly string[],
+    private readonly ids: readonly string[],
     readonly byIdPrefix: boolean,
-  ) {
-    this.wanted = new Set(ids);
-  }
+  ) {}
 
   matches(session: string, key: string): boolean {
     if (session !== this.session || !key.startsWith(this.prefix)) return false;
-    if (!this.byIdPrefix) return this.wanted.has(key.slice(this.prefix.length));
+    const wanted = (this.wanted ??= new Set(this.ids));
+    if (!this.byIdPrefix) return wanted.has(key.slice(this.prefix.length));
     const colon = key.lastIndexOf(":");
-    return colon > this.prefix.length && this.wanted.has(key.slice(this.prefix.length, colon));
+    return colon > this.prefix.length && wanted.has(key.slice(this.prefix.length, colon));
   }
 }
 

@@ -37,7 +37,10 @@ const SWEEP_ROWS = {
 const sweepRows = (sweep: KvSweep) => (sweep.byIdPrefix ? SWEEP_ROWS.byIdPrefix : SWEEP_ROWS.exact);
 const sweepArgs = (plugin: string, sweep: KvSweep) => [plugin, sweep.session, sweep.prefix, sweep.idsJson];
 const sweepDeleteSql = (sweep: KvSweep) => `delete from plugin_kv where plugin = ?1 and session_id = ?2 and key in (${sweepRows(sweep)})`;
-const sweepCountSql = (sweep: KvSweep) => `select count(*) from (${sweepRows(sweep)})`;
+// The first key at or after the prefix tells whether the scope has any key with it: if not, the
+// ids are not even parsed (plugins that clean up after every bulk delete mostly find nothing).
+const sweepCountSql = (sweep: KvSweep) => `select case when coalesce((select substr(key, 1, length(?3)) = ?3 from plugin_kv
+    where plugin = ?1 and session_id = ?2 and key >= ?3 order by key limit 1), 0) then (select count(*) from (${sweepRows(sweep)})) else 0 end`;
 // The stored keys as ONE JSON string: 10,000 rows as JS values cost more than the seeks.
 const sweepListSql = (sweep: KvSweep) => `select json_group_array(key) from (${sweepRows(sweep)})`;
 const GUARD_PRESENT_SQL = failUnless(`exists (select 1 from plugin_kv where plugin = ?1 and session_id = ?2 and key = ?3 and value = ?4)`);
