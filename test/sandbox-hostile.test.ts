@@ -156,6 +156,24 @@ describe("hostile modules: tampering", () => {
   });
 });
 
+describe("hostile modules: block copies", () => {
+  it("copies only between the plugin's own memory and a whole block of its own; anything else returns 0", async () => {
+    const { plugin } = await sandbox("blockcopy");
+    const refused = await plugin.call("refused", "", Date.now() + 5_000);
+    assert.equal(refused.output, undefined, "every refused copy returned 0");
+    const copied = await plugin.call("copy", "", Date.now() + 5_000);
+    assert.equal(copied.output, "copied in one call; nothing outside the plugin's own memory and block");
+    await plugin.close();
+  });
+
+  it("in a worker they return 0 (the plugin falls back to the kernel's stores)", async () => {
+    const { plugin } = await sandbox("blockcopy", { inWorker: true });
+    const e = await callFailure(plugin.call("copy", "", Date.now() + 5_000));
+    assert.match(e.message, /copy returned 1/);
+    await plugin.close();
+  });
+});
+
 describe("hostile modules: hang (worker)", () => {
   it("a worker call stuck in a host function fails as timeout by deadline + grace; the lock is released", async () => {
     // Answers long after the deadline (one that never settles would keep Extism's host-call timer alive).

@@ -4,6 +4,7 @@
 // it; the KV host functions answer "absent". What hookbox adds on top is its own per-call cost.
 import { readFileSync } from "node:fs";
 import createPlugin, { type CallContext, type Plugin } from "@extism/extism";
+import { blockCopyFunctions } from "../../runtime/sandbox/block-copy.ts";
 
 export interface RawFleet {
   /** Calls `fn` on every instance, one after another, with the same input. */
@@ -27,6 +28,7 @@ export async function openRawFleet(wasmPath: string, count: number): Promise<Raw
               new Uint8Array(memory!.buffer, Number(dest), Number(len)).set(input);
               return len;
             },
+            ...blockCopyFunctions(() => memory),
             hookbox_kv_get: () => 0n,
             hookbox_kv_set: () => undefined,
             hookbox_kv_delete: () => undefined,

@@ -25,6 +25,7 @@ export function storeRaw(ptr: usize, len: i32): u64 {
 
 /** Overwrites the Extism block at `off` (exactly `len` bytes long) with `len` bytes at `ptr`. */
 export function writeBlock(off: u64, ptr: usize, len: i32): void {
+  if (blockCopies && len > 64 && hookbox_block_write(off, <u64>ptr, <u64>len) == <u64>len) return;
   let i = 0;
   for (; i + 8 <= len; i += 8) store_u64(off + <u64>i, load<u64>(ptr + <usize>i));
   for (; i < len; i++) store_u8(off + <u64>i, load<u8>(ptr + <usize>i));
@@ -41,13 +42,26 @@ export function loadBlock(off: u64): Uint8Array {
   const n = <i32>length(off);
   const out = new Uint8Array(n);
   const p = out.dataStart;
-  let i = 0;
-  for (; i + 8 <= n; i += 8) store<u64>(p + <usize>i, load_u64(off + <u64>i));
-  for (; i < n; i++) store<u8>(p + <usize>i, load_u8(off + <u64>i));
+  if (!blockCopies || n <= 64 || hookbox_block_read(off, <u64>p, <u64>n) != <u64>n) {
+    let i = 0;
+    for (; i + 8 <= n; i += 8) store<u64>(p + <usize>i, load_u64(off + <u64>i));
+    for (; i < n; i++) store<u8>(p + <usize>i, load_u8(off + <u64>i));
+  }
   free(off);
   return out;
 }
 
+// Whole-block copies between linear memory and an Extism block in one host call, used only when the
+// input came in one copy too (in-thread). In a worker they are never tried: the SDK ships a new
+// block to the host at the first host call after its alloc, so a failed try would ship it empty and
+// the kernel loop's bytes would never reach the host.
+let blockCopies = false;
+// @ts-ignore: decorator
+@external("extism:host/user", "hookbox_block_read")
+declare function hookbox_block_read(block: u64, dest: u64, len: u64): u64;
+// @ts-ignore: decorator
+@external("extism:host/user", "hookbox_block_write")
+declare function hookbox_block_write(block: u64, src: u64, len: u64): u64;
 // @ts-ignore: decorator
 @external("extism:host/user", "hookbox_input_read")
 declare function hookbox_input_read(dest: u64, len: u64): u64;
@@ -59,7 +73,9 @@ export function readInput(): Uint8Array {
   const p = out.dataStart;
   // One host call copies it all; the kernel loop below (a host call per 8 bytes) is the fallback.
   // Made even for an empty input: the host takes it as the sign that the export called beginCall().
-  if (hookbox_input_read(<u64>p, <u64>n) == <u64>n) return out;
+  const copied = hookbox_input_read(<u64>p, <u64>n);
+  blockCopies = n > 0 && copied == <u64>n;
+  if (copied == <u64>n) return out;
   let i = 0;
   for (; i + 8 <= n; i += 8) store<u64>(p + <usize>i, input_load_u64(<u64>i));
   for (; i < n; i++) store<u8>(p + <usize>i, input_load_u8(<u64>i));
