@@ -2,10 +2,10 @@
 // slash commands and tools, and direct calls (`hookbox plugins call`). Every call is counted in the
 // plugin's stats, run again when its guarded KV writes lost a race (`conflict`), and a failure is
 // written to the plugin's log ring.
-import type { CallResult, HookDispatcher, HookSubscriber } from "../../hooks/dispatcher.ts";
+import type { HookDispatcher, HookOutput, HookSubscriber } from "../../hooks/dispatcher.ts";
 import { PluginCallError } from "../../hooks/failures.ts";
 import { CommandError, type CommandCall } from "../commands/registry.ts";
-import type { WasmPlugin } from "../sandbox/wasm-plugin.ts";
+import type { AcceptOutput, WasmPlugin } from "../sandbox/wasm-plugin.ts";
 import { commandOutput } from "./command-output.ts";
 import type { PluginEntry } from "./entry.ts";
 import type { PluginLogs } from "./logs.ts";
@@ -31,12 +31,11 @@ export class CommandBridge {
       timeoutMs: e.limits!.timeoutMs,
       enforcesDeadline: true,
       // The output is checked inside the call, so a refused output also discards the call's KV writes.
+      // d.readOutput itself is the check (a closure made per call costs on the fan-out's hot path).
       call: async (d) => {
-        let checked: CallResult["checked"];
-        const accept = (text: string | undefined) => void (checked = { output: d.readOutput(text) });
         try {
-          const r = await callRetrying(sandbox, d.hook, d.json(), d.deadline, accept);
-          return { fuel: r.fuel, checked };
+          const r = await callRetrying(sandbox, d.hook, d.json(), d.deadline, d.readOutput);
+          return { fuel: r.fuel, checked: { output: r.accepted as HookOutput | undefined } };
         } catch (err) {
           throw this.failed(name, d.hook, err);
         }
@@ -101,7 +100,7 @@ export class CommandBridge {
 }
 
 /** One call, run again when its guarded KV writes lost a race with another writer (`conflict`). */
-async function callRetrying(sandbox: WasmPlugin, fn: string, input: string, deadline: number, accept?: (output: string | undefined) => void) {
+async function callRetrying(sandbox: WasmPlugin, fn: string, input: string, deadline: number, accept?: AcceptOutput) {
   for (let attempt = 1; ; attempt++) {
     try {
       return await sandbox.call(fn, input, deadline, accept);

@@ -58,6 +58,9 @@ export const KERNEL_FUNCTION_NAMES: ReadonlySet<string> = new Set([
   "log_trace", "log_debug", "log_info", "log_warn", "log_error", "get_log_level",
 ]);
 
+/** The address of Extism block 1 (block 0 is the kernel's own): smaller u64 arguments are not blocks. */
+const FIRST_BLOCK = 1n << 48n;
+
 /** How long past its deadline a worker call may take to answer before its worker is terminated. */
 export const WORKER_GRACE_MS = 250;
 /** Longest failure message kept (the plugin writes it: it is stored and served). */
@@ -84,7 +87,12 @@ export interface SandboxResult {
   /** Output text, undefined when the plugin wrote none. */
   output: string | undefined;
   fuel: number;
+  /** What `accept` returned for the output (e.g. the parsed hook result). */
+  accepted?: unknown;
 }
+
+/** Reads a call's output before its effects commit: throws (a PluginCallError) to refuse it. */
+export type AcceptOutput = (output: string | undefined) => unknown;
 
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
@@ -176,9 +184,10 @@ export class WasmPlugin {
 
   /**
    * Calls `fn` with `input`; the call must finish by `deadline` (epoch ms). `accept` may refuse the
-   * output (throw a PluginCallError) before the call's effects (KV writes) are committed.
+   * output (throw a PluginCallError) before the call's effects (KV writes) are committed; what it
+   * returns comes back as `accepted` (a function, not a closure per call: see attempt()).
    */
-  async call(fn: string, input: string, deadline: number, accept?: (output: string | undefined) => void): Promise<SandboxResult> {
+  async call(fn: string, input: string, deadline: number, accept?: AcceptOutput): Promise<SandboxResult> {
     if (this.busy) await new Promise<void>((wake) => this.waiting.push(wake));
     else this.busy = true;
     try {
@@ -200,7 +209,7 @@ export class WasmPlugin {
     await this.discardInstance();
   }
 
-  private async attempt(fn: string, input: string, deadline: number, accept?: (output: string | undefined) => void): Promise<SandboxResult> {
+  private async attempt(fn: string, input: string, deadline: number, accept?: AcceptOutput): Promise<SandboxResult> {
     if (this.closed) throw new PluginCallError("unavailable", `${this.name} is closed`);
     let now = Date.now();
     const inWorker = this.wantsWorker(now);
@@ -236,11 +245,11 @@ export class WasmPlugin {
         throw new PluginCallError("bad_output", `output of ${bytes.byteLength} bytes exceeds max_output_bytes ${limits.maxOutputBytes}`);
       }
       const output = bytes && bytes.byteLength > 0 ? decoder.decode(bytes) : undefined;
-      accept?.(output);
+      const accepted = accept?.(output);
       ok = true;
       const committing = host.end(true);
       if (committing) await committing;
-      return { output, fuel: this.meter.used };
+      return { output, fuel: this.meter.used, accepted };
     } catch (err) {
       if (err instanceof SliceExpired && this.movable) {
         await this.discardInstance();
@@ -371,7 +380,8 @@ export class WasmPlugin {
     const charge = (ctx: CallContext, args: unknown[]) => {
       if (generation !== this.generation) throw new PluginCallError("unavailable", "host call from an abandoned instance");
       let bytes = 0;
-      for (const a of args) if (typeof a === "bigint" && a !== 0n) bytes += Number(ctx.length(a));
+      // Block addresses start at 2^48 (block 1, offset 0); pointers and lengths below it name none.
+      for (const a of args) if (typeof a === "bigint" && a >= FIRST_BLOCK) bytes += Number(ctx.length(a));
       this.meter.charge(HOST_CALL_FUEL + Math.floor(bytes / 16));
     };
     if (fn.constructor.name === "AsyncFunction") {
