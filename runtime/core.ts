@@ -71,8 +71,6 @@ export async function createCore(config: Config, opts: CoreOptions = {}): Promis
   const commands = new CommandRegistry(config.plugins.command_users);
   const sessions = new SessionService(ctx);
   const deletion = new DeletionService(ctx);
-  // The deleted sessions' plugin KV stays readable during on_session_delete, then goes.
-  deletion.onRemoved((ids) => kv.purgeSessions(ids));
   const compaction = new CompactionEngine(ctx, provider);
   const tools = new ToolRegistry(builtinTools(now));
   // core.plugins is set after the core is built (and swapped by tests): read it at each call.

@@ -312,3 +312,30 @@ for (const db of TEST_DBS) {
     });
   });
 }
+
+for (const db of TEST_DBS) {
+  describe(`deletion without on_session_delete subscribers [${db}]`, () => {
+    let t: TestServer;
+    before(async () => {
+      t = await startTestServer({ db });
+    });
+    after(() => t.close());
+
+    it("removes the deleted sessions' plugin KV in the delete's own transaction (no purge round trip after it)", async () => {
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) ids.push((await t.api("POST", "/v1/sessions", {})).body.session.id as string);
+      const now = Date.now();
+      await t.core.storage.write((trx) =>
+        trx.insertInto("plugin_kv").values(ids.map((id) => ({ plugin: "p", session_id: id, key: "k", value: "v", updated_at: now }))).execute(),
+      );
+      const trips = t.core.kv.writeRoundTrips;
+      const del = await t.api("POST", "/v1/sessions/bulk-delete", { ids: ids.slice(0, 2) });
+      assert.equal(del.status, 200);
+      assert.equal(t.core.kv.writeRoundTrips, trips, "no separate purge");
+      const left = await t.core.storage.db.selectFrom("plugin_kv").select("session_id").where("plugin", "=", "p").execute();
+      assert.deepEqual(left.map((r) => r.session_id), [ids[2]]);
+      const usage = await t.core.storage.db.selectFrom("plugin_kv_usage").select("keys").where("plugin", "=", "p").executeTakeFirst();
+      assert.equal(usage?.keys, 1, "the usage counts the purge");
+    });
+  });
+}

@@ -3,12 +3,12 @@
 //   1. picks the seed ids (given, or selected inside the transaction so the choice is consistent),
 //   2. expands them to the cascade closure (child sessions and the compaction chain both ways),
 //      one set-based statement per level of the cascade,
-//   3. deletes messages and sessions set-based and tombstones the ids, in ONE transaction,
+//   3. deletes messages and sessions set-based and tombstones the ids, in ONE transaction; when no
+//      plugin subscribes to on_session_delete, their plugin KV goes in it too (nobody reads it after),
 //   4. after commit, emits on_session_delete once per profile touched, each event with the ids
 //      actually removed in that profile (profile names are sorted; seeds first within each); the
 //      plugins can still read the deleted sessions' KV,
-//   5. tells its listeners (onRemoved): the core purges that KV there (set-based, one round trip;
-//      a sweep does it if this process dies first).
+//   5. then purges that KV (set-based, one round trip; a sweep does it if this process dies first).
 // Ids that are already gone are simply not in the result, so a retry or an overlapping bulk delete
 // fires nothing for them. Archive uses the same path but flips the flag instead of deleting.
 import { resolve } from "node:path";
@@ -50,27 +50,22 @@ class DryRun {
 /** What an operation removed (or flipped): id -> profile. */
 type Removed = Map<string, string>;
 
-/** Told of every committed delete (not archive) after its on_session_delete fan-out. */
-export type RemovedListener = (deletedIds: readonly string[]) => Promise<void>;
-
 export class DeletionService {
-  private readonly removedListeners: RemovedListener[] = [];
-
   constructor(private readonly ctx: CoreContext) {}
-
-  /** Registers a listener (the core's plugin KV purge); it runs after the hooks, in order. */
-  onRemoved(listener: RemovedListener): void {
-    this.removedListeners.push(listener);
-  }
 
   async remove(req: RemoveRequest): Promise<RemoveResult> {
     const now = this.ctx.now();
+    const { kv } = this.ctx;
+    // Checked before the transaction: a plugin subscribing meanwhile finds the KV gone, as it would
+    // a moment later.
+    const kvReadAfter = this.ctx.dispatcher.subscribersOf("on_session_delete").length > 0;
     const { seeds, rows } = await this.ctx.storage
       .write(async (trx) => {
         const seeds = req.select ? await req.select(trx, now) : [...new Set(req.ids ?? [])];
         const seedJson = JSON.stringify(seeds);
+        const purge = kvReadAfter ? undefined : (idsJson: string) => kv.purgeSessionsIn(trx, idsJson);
         const rows: Removed =
-          seeds.length === 0 ? new Map() : req.reason === "archive" ? await archiveIn(trx, seedJson, now) : await deleteClosureIn(trx, seedJson, now);
+          seeds.length === 0 ? new Map() : req.reason === "archive" ? await archiveIn(trx, seedJson, now) : await deleteClosureIn(trx, seedJson, now, purge);
         if (req.dryRun) throw new DryRun({ seeds, rows });
         return { seeds, rows };
       })
@@ -101,15 +96,16 @@ export class DeletionService {
         sessions_dir,
       });
     }
-    // The delete is committed and announced: a listener that fails (the database went away) must
-    // not turn it into an error; the sweep purges what is left (the tombstones say what).
-    if (req.reason !== "archive" && result.fired) {
-      for (const listener of this.removedListeners) {
-        await listener(result.deleted_ids).catch((err: unknown) => {
-          log("warn", "after-delete step failed; the sweep will finish it", { ids: result.deleted_ids.length, error: (err as Error).message });
-        });
-      }
+    if (req.reason === "archive" || !result.fired) return result;
+    if (!kvReadAfter) {
+      kv.forgetUsage();
+      return result;
     }
+    // The delete is committed and announced: a purge that fails (the database went away) must not
+    // turn it into an error; the sweep purges what is left (the tombstones say what).
+    await kv.purgeSessions(result.deleted_ids).catch((err: unknown) => {
+      log("warn", "after-delete KV purge failed; the sweep will finish it", { ids: result.deleted_ids.length, error: (err as Error).message });
+    });
     return result;
   }
 }
@@ -129,8 +125,8 @@ function groupByProfile(ids: readonly string[], rows: Removed): Map<string, stri
 
 const firstSeed = (seeds: readonly string[], removed: (id: string) => boolean) => seeds.find(removed);
 
-/** Deletes the seeds and everything that cascades from them; returns what was removed. */
-async function deleteClosureIn(trx: Trx, seedJson: string, now: number): Promise<Removed> {
+/** Deletes the seeds and everything that cascades from them (and their KV with `purge`); returns what was removed. */
+async function deleteClosureIn(trx: Trx, seedJson: string, now: number, purge?: (idsJson: string) => Promise<void>): Promise<Removed> {
   const rows = await closureIn(trx, seedJson);
   if (rows.size === 0) return rows;
   const idsJson = JSON.stringify([...rows.keys()]);
@@ -141,6 +137,7 @@ async function deleteClosureIn(trx: Trx, seedJson: string, now: number): Promise
   await sql`insert into session_tombstones (id, deleted_at) select value, ${now} from json_each(${idsJson}) where true
     on conflict (id) do update set deleted_at = excluded.deleted_at`.execute(trx);
   await sql`delete from sessions where id in (select value from json_each(${idsJson}))`.execute(trx);
+  await purge?.(idsJson);
   return rows;
 }
 

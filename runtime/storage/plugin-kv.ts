@@ -5,9 +5,11 @@
 // A change set with guards (kv_incr, kv_cas) commits in a batch of its own that fails as a whole
 // when a guard no longer holds. Writes for a deleted (tombstoned) session are dropped.
 import type { InStatement } from "@libsql/client";
+import { CompiledQuery, type Transaction } from "kysely";
 import { setImmediate } from "node:timers";
 import { KvConflictError, type KvBackend, type KvChangeSet, type KvSweep, type KvUsage } from "../../host-api/kv.ts";
 import type { Storage } from "./db.ts";
+import type { Database } from "./schema.ts";
 import { failUnless, isGuardFailure } from "./guard.ts";
 import { PluginCallError } from "../../hooks/failures.ts";
 import { openSyncReader, type SqlArg, type SyncReader } from "./sync-reader.ts";
@@ -43,6 +45,8 @@ const sweepCountSql = (sweep: KvSweep) => `select case when coalesce((select sub
     where plugin = ?1 and session_id = ?2 and key >= ?3 order by key limit 1), 0) then (select count(*) from (${sweepRows(sweep)})) else 0 end`;
 // The stored keys as ONE JSON string: 10,000 rows as JS values cost more than the seeks.
 const sweepListSql = (sweep: KvSweep) => `select json_group_array(key) from (${sweepRows(sweep)})`;
+// Session-scoped KV of deleted sessions (?: their ids as JSON), through the partial index.
+const PURGE_SQL = "delete from plugin_kv where session_id <> '' and session_id in (select value from json_each(?))";
 const GUARD_PRESENT_SQL = failUnless(`exists (select 1 from plugin_kv where plugin = ?1 and session_id = ?2 and key = ?3 and value = ?4)`);
 const GUARD_ABSENT_SQL = failUnless(`not exists (select 1 from plugin_kv where plugin = ?1 and session_id = ?2 and key = ?3)`);
 const USAGE_SQL = `select plugin, keys, bytes from plugin_kv_usage where plugin in (select value from json_each(?1))`;
@@ -176,7 +180,20 @@ export class KvStore implements KvBackend {
     if (ids.length === 0) return;
     await this.flush();
     this.writeRoundTrips++;
-    await this.storage.batch([{ sql: "delete from plugin_kv where session_id <> '' and session_id in (select value from json_each(?))", args: [JSON.stringify(ids)] }]);
+    await this.storage.batch([{ sql: PURGE_SQL, args: [JSON.stringify(ids)] }]);
+    this.usageOf.clear();
+  }
+
+  /**
+   * The same purge inside the caller's write transaction (a delete nobody reads the KV after: no
+   * plugin subscribes to on_session_delete); call forgetUsage() once it has committed.
+   */
+  async purgeSessionsIn(trx: Transaction<Database>, idsJson: string): Promise<void> {
+    await trx.executeQuery(CompiledQuery.raw(PURGE_SQL, [idsJson]));
+  }
+
+  /** Drops the cached usage: the next quota check reads it again (after a purge committed). */
+  forgetUsage(): void {
     this.usageOf.clear();
   }
 
