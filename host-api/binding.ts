@@ -11,6 +11,11 @@ export type HostFunction = (ctx: CallContext, ...args: any[]) => unknown;
 /** What a call needs from the host API: its functions and per-call transaction hooks (KV writes). */
 export interface HostBinding {
   readonly functions: Record<string, HostFunction>;
+  /**
+   * The functions that may answer with a promise (hookbox_http when http: is granted). The sandbox
+   * awaits them: in-thread, suspended, where the runtime can (sandbox CAN_SUSPEND), else in a worker.
+   */
+  readonly asyncFunctions?: ReadonlySet<string>;
   /** A call that must finish by `deadline` (epoch ms) begins. */
   begin(deadline: number): void;
   /**

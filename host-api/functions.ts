@@ -134,6 +134,7 @@ export function bindHostApi(h: HostContext): HostBinding {
   };
   return {
     functions,
+    asyncFunctions: new Set(grants.needsAsyncHost ? ["hookbox_http"] : []),
     begin: (d) => void (deadline = d),
     end: (ok) => kv.end(ok),
     log: pluginLog,

@@ -8,7 +8,7 @@ import { callFailure } from "./helpers/call-failure.ts";
 import type { HostBinding, HostFunction } from "../host-api/binding.ts";
 import { instrument, MAX_MODULE_BYTES } from "../runtime/sandbox/instrument.ts";
 import { compileInstrumented } from "../runtime/sandbox/module-cache.ts";
-import { MAX_ERROR_CHARS, WasmPlugin, WORKER_GRACE_MS, type SandboxLimits } from "../runtime/sandbox/wasm-plugin.ts";
+import { CAN_SUSPEND, MAX_ERROR_CHARS, WasmPlugin, WORKER_GRACE_MS, type SandboxLimits } from "../runtime/sandbox/wasm-plugin.ts";
 import { LOG_BURST } from "../runtime/sandbox/log-budget.ts";
 import { codeHeavyModule, hostileModule } from "./helpers/wat-modules.ts";
 
@@ -170,6 +170,33 @@ describe("hostile modules: block copies", () => {
     const { plugin } = await sandbox("blockcopy", { inWorker: true });
     const e = await callFailure(plugin.call("copy", "", Date.now() + 5_000));
     assert.match(e.message, /copy returned 1/);
+    await plugin.close();
+  });
+});
+
+// Async host functions (http:) run where the runtime can suspend a WASM call (CAN_SUSPEND: Deno)
+// in-thread, else in a worker: either way a slow answer is not plugin work and a stuck one ends at
+// the deadline.
+describe(`hostile modules: async host functions (${CAN_SUSPEND ? "in-thread, suspended" : "worker"})`, () => {
+  it("a call waiting twice 150 ms on an async host function keeps its in-thread slice (no move to a worker)", async () => {
+    const slow: HostFunction = async () => new Promise((r) => setTimeout(() => r(0n), 150));
+    const { plugin, logs } = await sandbox("hang", { functions: { hookbox_session_messages: slow } });
+    const r = await plugin.call("wait_twice", "", Date.now() + 5_000);
+    assert.equal(r.output, undefined);
+    assert.ok(!logs.some((l) => /in-thread slice/.test(l)), logs.join(" / "));
+    await plugin.close();
+  });
+
+  it("a call stuck in an async host function fails as timeout by deadline + grace; the next call runs", async () => {
+    const late: HostFunction = async () => new Promise((r) => setTimeout(() => r(0n), 2_000));
+    const { plugin, ends } = await sandbox("hang", { functions: { hookbox_session_messages: late } });
+    await plugin.warm();
+    const t0 = performance.now();
+    const e = await callFailure(plugin.call("wait", "", Date.now() + 300));
+    assert.equal(e.kind, "timeout");
+    assert.ok(performance.now() - t0 < 300 + WORKER_GRACE_MS + 1_000);
+    assert.equal((await plugin.call("noop", "", Date.now() + 10_000)).output, undefined);
+    assert.deepEqual(ends, [false, true]);
     await plugin.close();
   });
 });

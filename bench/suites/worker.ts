@@ -2,11 +2,13 @@
 // TypeScript callback: pre_llm_call reads the session's last 20 messages; post_llm_call GETs a local
 // HTTP server. The WASM side is the probe fixture through the real runtime, granted only what the
 // case needs: with sessions:read it runs in-thread (the read is synchronous, at the database); with
-// http: in a worker. The floor is an in-process callback doing the same query / fetch.
+// http: in-thread, suspended while the fetch is awaited, where the runtime has JSPI (Deno), else in
+// a worker (Node 20). The floor is an in-process callback doing the same query / fetch.
 import { Hono } from "hono";
 import { callbackSubscriber } from "../../hooks/dispatcher.ts";
 import type { Core } from "../../runtime/core.ts";
 import { serveFetch } from "../../runtime/server.ts";
+import { CAN_SUSPEND } from "../../runtime/sandbox/wasm-plugin.ts";
 import { assertNoPluginFailures, openBenchCore, type BenchCore } from "../lib/core.ts";
 import { measure, type Timing } from "../lib/measure.ts";
 import { progress, type BenchOptions } from "../lib/options.ts";
@@ -62,7 +64,7 @@ export async function runWorker(opts: BenchOptions): Promise<Row[]> {
     const rows: Row[] = [];
     const cases = [
       { hook: "pre_llm_call" as const, what: "sessions:read, 20 messages", grants: ["kv", "sessions:read"], path: "in-thread" },
-      { hook: "post_llm_call" as const, what: "http: GET a local server", grants: ["kv", "http:127.0.0.1"], path: "worker" },
+      { hook: "post_llm_call" as const, what: "http: GET a local server", grants: ["kv", "http:127.0.0.1"], path: CAN_SUSPEND ? "in-thread, suspended" : "worker" },
     ];
     const tsSid = await sessionWithHistory(ts.core);
     for (const c of cases) {

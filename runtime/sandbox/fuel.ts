@@ -72,6 +72,11 @@ export class FuelMeter {
     this.active = false;
   }
 
+  /** Moves the slice's end by `ms` the call spent suspended (the thread was free meanwhile). */
+  extendSlice(ms: number): void {
+    this.sliceEnd += ms;
+  }
+
   /**
    * Charges a host call (see wasm-plugin.ts: every host function the module imports is wrapped):
    * host work costs fuel like the module's own, and the call is a clock check.

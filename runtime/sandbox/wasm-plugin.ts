@@ -58,6 +58,8 @@ export const KERNEL_FUNCTION_NAMES: ReadonlySet<string> = new Set([
   "log_trace", "log_debug", "log_info", "log_warn", "log_error", "get_log_level",
 ]);
 
+const isAsync = (fn: HostFunction) => fn.constructor.name === "AsyncFunction";
+
 /** The address of Extism block 1 (block 0 is the kernel's own): smaller u64 arguments are not blocks. */
 const FIRST_BLOCK = 1n << 48n;
 
@@ -79,9 +81,18 @@ export interface SandboxOptions {
   module: WebAssembly.Module;
   limits: SandboxLimits;
   host: HostBinding;
-  /** Always run in an Extism worker (required when host functions are async). */
+  /** Always run in an Extism worker (required for async host functions where CAN_SUSPEND is false). */
   inWorker: boolean;
 }
+
+/**
+ * Whether this runtime can suspend a WASM call while an async host function awaits (JS Promise
+ * Integration: Deno 2; not Node 20). Then a plugin with async host functions (http:, a remote
+ * database's reads) runs in-thread like any other, and its awaits leave the thread free; without
+ * it such a plugin runs in an Extism worker, a few round trips between threads per call.
+ */
+export const CAN_SUSPEND =
+  typeof (WebAssembly as { Suspending?: unknown }).Suspending === "function" && typeof (WebAssembly as { promising?: unknown }).promising === "function";
 
 export interface SandboxResult {
   /** Output text, undefined when the plugin wrote none. */
@@ -135,15 +146,17 @@ export class WasmPlugin {
   private inputCopy = new Uint8Array(0);
   /** The live instance's generation: host functions of an abandoned instance refuse to run. */
   private generation = 0;
-  /** Rejected when the live instance is discarded: pending async host calls of it end then. */
   /** Rejects of the async host calls in flight: a discarded instance fails them at once. */
   private readonly pendingHostCalls = new Set<(err: Error) => void>();
+  /** Some host function is async: an in-thread call (CAN_SUSPEND) can wait on it, suspended. */
+  private readonly suspends: boolean;
 
   constructor(private readonly opts: SandboxOptions) {
     this.meter = new FuelMeter(opts.limits.fuel, opts.limits.memoryPages);
     const imports = WebAssembly.Module.imports(opts.module);
     this.usesLib = imports.some((i) => i.module === HOST_MODULE && i.name === "hookbox_input_read");
     this.importsWasi = imports.some((i) => i.module === WASI_SANDBOX_MODULE);
+    this.suspends = (opts.host.asyncFunctions?.size ?? 0) > 0 || Object.values(opts.host.functions).some(isAsync);
     const wasi = createWasi({
       memory: () => this.memory,
       output: (fd, line) => this.log(fd === 1 ? "info" : "warn", fd === 1 ? "stdout" : "stderr", line),
@@ -167,7 +180,7 @@ export class WasmPlugin {
   }
 
   private wantsWorker(now = Date.now()): boolean {
-    return this.opts.inWorker || now < this.workerUntil;
+    return this.opts.inWorker || (this.suspends && !CAN_SUSPEND) || now < this.workerUntil;
   }
 
   /** The plugin's calls run in a worker for DEMOTION_MS (WASI modules cannot: see classify). */
@@ -238,7 +251,8 @@ export class WasmPlugin {
       // counts them against maxPages: without a reset a plugin fails there after a few calls.
       const own = this.privateInput(this.input);
       const call = inWorker ? plugin.reset().then(() => plugin.call(fn, own)) : plugin.call(fn, own);
-      const out = inWorker ? await this.withinDeadline(call, deadline) : await call;
+      // A worker, or a suspended in-thread call, may not come back by itself: raced against the deadline.
+      const out = inWorker || this.suspends ? await this.withinDeadline(call, deadline) : await call;
       this.checkReturn(fn);
       const bytes = out?.bytes();
       if (bytes && bytes.byteLength > limits.maxOutputBytes) {
@@ -376,7 +390,7 @@ export class WasmPlugin {
    * 1 unit per 16 bytes of the blocks named by its u64 arguments, and checks the clock (both may
    * end the call). An async function stays async (Extism awaits those).
    */
-  private charged(fn: HostFunction, generation: number): HostFunction {
+  private charged(fn: HostFunction, generation: number, awaited: boolean): HostFunction {
     const charge = (ctx: CallContext, args: unknown[]) => {
       if (generation !== this.generation) throw new PluginCallError("unavailable", "host call from an abandoned instance");
       let bytes = 0;
@@ -384,7 +398,8 @@ export class WasmPlugin {
       for (const a of args) if (typeof a === "bigint" && a >= FIRST_BLOCK) bytes += Number(ctx.length(a));
       this.meter.charge(HOST_CALL_FUEL + Math.floor(bytes / 16));
     };
-    if (fn.constructor.name === "AsyncFunction") {
+    // An async function (Extism tells them by their constructor) suspends an in-thread call.
+    if (awaited || isAsync(fn)) {
       return async (ctx: CallContext, ...args: any[]) => {
         charge(ctx, args);
         // The call may be abandoned meanwhile (its worker terminated): then this host call fails at
@@ -392,12 +407,15 @@ export class WasmPlugin {
         // worker to take it.
         // (A race against one long-lived promise would add a reaction to it per host call, never
         // removed: memory and time grew with every call.)
+        const suspended = Date.now();
         const answer = fn(ctx, ...args) as Promise<unknown>;
         const result = await new Promise((resolve, reject) => {
           this.pendingHostCalls.add(reject);
           answer.then(resolve, reject).finally(() => this.pendingHostCalls.delete(reject));
         });
         if (generation !== this.generation) throw new PluginCallError("unavailable", "host call answered after its call was abandoned");
+        // In-thread (CAN_SUSPEND) the thread was free while this awaited: not part of the slice.
+        this.meter.extendSlice(Date.now() - suspended);
         return result;
       };
     }
@@ -408,7 +426,8 @@ export class WasmPlugin {
   }
 
   private chargedAll(fns: Record<string, HostFunction>, generation: number): Record<string, HostFunction> {
-    return Object.fromEntries(Object.entries(fns).map(([name, fn]) => [name, this.charged(fn, generation)]));
+    const awaited = this.opts.host.asyncFunctions;
+    return Object.fromEntries(Object.entries(fns).map(([name, fn]) => [name, this.charged(fn, generation, awaited?.has(name) ?? false)]));
   }
 
   /** Extism's own logger (kernel log_* functions, its warnings): into the plugin's log, rate limited. */
