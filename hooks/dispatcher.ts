@@ -153,6 +153,11 @@ export class HookDispatcher {
     return this.books.get(name)?.snapshot();
   }
 
+  /** Why `name` is quarantined, or null (cheap: stats() builds the whole snapshot, percentiles too). */
+  quarantineOf(name: string): string | null {
+    return this.books.get(name)?.quarantined ?? null;
+  }
+
   /** Adds fuel consumed outside a hook call (e.g. a slash command run by the same plugin). */
   recordExternalCall(name: string, ms: number, error?: PluginCallError, fuel?: number): void {
     const b = this.book(name);

@@ -64,7 +64,7 @@ export class CommandBridge {
    * its stats; throws "failed (kind): message" when the call fails or the plugin cannot run.
    */
   async runExport(e: PluginEntry, fn: string, input: string): Promise<string | undefined> {
-    const quarantined = this.dispatcher.stats(e.name)?.quarantined;
+    const quarantined = this.dispatcher.quarantineOf(e.name);
     if (quarantined) throw new Error(`failed: plugin ${e.name} is quarantined (${quarantined})`);
     try {
       return (await this.invoke(e, fn, input)).output;

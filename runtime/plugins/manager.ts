@@ -238,7 +238,7 @@ export class PluginManager implements PluginHost {
   /** Durable system-prompt sections of the active plugins for a session (and its compaction chain). */
   promptSections(sessionIds: readonly string[]): Array<{ plugin: string; text: string }> {
     const live = [...this.entries.values()]
-      .filter((e) => e.sandbox && e.manifest && !this.core.dispatcher.stats(e.name)?.quarantined)
+      .filter((e) => e.sandbox && e.manifest && !this.core.dispatcher.quarantineOf(e.name))
       .sort((a, b) => (a.name < b.name ? -1 : 1));
     if (live.length === 0) return [];
     // Every plugin's stored sections for the session chain in one read (one round trip to a server);
