@@ -72,8 +72,8 @@ export class SessionService {
     return row;
   }
 
-  find(id: string): Promise<SessionRow | undefined> {
-    return this.ctx.storage.db.selectFrom("sessions").selectAll().where("id", "=", id).executeTakeFirst();
+  async find(id: string): Promise<SessionRow | undefined> {
+    return (await this.ctx.storage.rows<SessionRow>("select * from sessions where id = ?", [id]))[0];
   }
 
   async get(id: string): Promise<SessionRow> {
@@ -94,10 +94,9 @@ export class SessionService {
 
   /** The stored conversation in order; with `limit`, only the most recent messages. */
   async history(id: string, limit?: number): Promise<MessageRow[]> {
-    const db = this.ctx.storage.db;
-    if (limit === undefined) return db.selectFrom("messages").selectAll().where("session_id", "=", id).orderBy("seq").execute();
-    const rows = await db.selectFrom("messages").selectAll().where("session_id", "=", id).orderBy("seq", "desc").limit(limit).execute();
-    return rows.reverse();
+    const { storage } = this.ctx;
+    if (limit === undefined) return storage.rows<MessageRow>("select * from messages where session_id = ? order by seq", [id]);
+    return (await storage.rows<MessageRow>("select * from messages where session_id = ? order by seq desc limit ?", [id, limit])).reverse();
   }
 
   /** Appends messages in one write transaction; fails with 404 if the session is gone meanwhile. */

@@ -32,10 +32,11 @@ interface NativeDatabase {
   close(): void;
 }
 
-class FileReader implements SyncReader {
+export class FileReader implements SyncReader {
   reads = 0;
   private readonly db: NativeDatabase;
   private readonly statements = new Map<string, NativeStatement>();
+  private readonly objectStatements = new Map<string, NativeStatement>();
 
   constructor(path: string) {
     // libsql ships with @libsql/client (it is its file: driver); loaded through require because it
@@ -50,6 +51,14 @@ class FileReader implements SyncReader {
     let stmt = this.statements.get(sql);
     if (!stmt) this.statements.set(sql, (stmt = this.db.prepare(sql).raw(true)));
     return stmt.all(...args) as unknown[][];
+  }
+
+  /** Rows as objects keyed by column name (a statement cache of its own: raw is per statement). */
+  objects(sql: string, args: readonly SqlArg[]): Array<Record<string, unknown>> {
+    this.reads++;
+    let stmt = this.objectStatements.get(sql);
+    if (!stmt) this.objectStatements.set(sql, (stmt = this.db.prepare(sql)));
+    return stmt.all(...args) as Array<Record<string, unknown>>;
   }
 
   close(): void {
