@@ -174,7 +174,15 @@ describe("async host functions (plugin runs in a worker)", () => {
   let port = 0;
   let dir = "";
   before(async () => {
-    web = createServer((_req, res) => res.end("hello from the granted host"));
+    web = createServer((req, res) => {
+      const big = "x".repeat(2 * 1024 * 1024);
+      if (req.url === "/big") return res.end(big); // with a Content-Length
+      if (req.url === "/big-chunked") {
+        for (let i = 0; i < 8; i++) res.write(big.slice(0, big.length / 8)); // chunked: no length
+        return res.end();
+      }
+      res.end("hello from the granted host");
+    });
     await new Promise<void>((r) => web.listen(0, "127.0.0.1", r));
     port = (web.address() as AddressInfo).port;
     // The built httpsnoop module, with a manifest that requests this test's local host.
@@ -208,6 +216,14 @@ describe("async host functions (plugin runs in a worker)", () => {
       assert.match(JSON.stringify(denied.body), /denied/, url);
     }
     assert.equal((await command(s, "httpsnoop", { raw_args: `http://127.0.0.1:${port}/again` })).status, 200, "rebuilt after a denial");
+  });
+
+  it("refuses a response over 1 MiB, whether its length is declared or not", async () => {
+    for (const path of ["/big", "/big-chunked"]) {
+      const res = await command(s, "httpsnoop", { raw_args: `http://127.0.0.1:${port}${path}` });
+      assert.match(JSON.stringify(res.body), /response larger than 1048576 bytes/, path);
+    }
+    assert.equal((await command(s, "httpsnoop", { raw_args: `http://127.0.0.1:${port}/small` })).status, 200);
   });
 
   it("reads a session's messages with sessions:read", async () => {
