@@ -149,9 +149,11 @@ async function fetchLimited(req: v.InferOutput<typeof HttpRequest>, deadline: nu
     redirect: "manual", // a redirect could lead to a host that is not granted
     signal: AbortSignal.timeout(Math.max(1, Math.min(deadline - Date.now(), 2 ** 31 - 1))),
   });
-  // A declared length within the limit is read in one go; otherwise chunk by chunk, counted.
+  // A declared length within the limit is read in one go; otherwise chunk by chunk, counted. Not a
+  // compressed body: its length is the compressed one, and text() would inflate all of it first.
   const declared = Number(res.headers.get("content-length") ?? NaN);
-  if (declared >= 0 && declared <= MAX_HTTP_RESPONSE_BYTES) {
+  const encoded = (res.headers.get("content-encoding") ?? "identity") !== "identity";
+  if (!encoded && declared >= 0 && declared <= MAX_HTTP_RESPONSE_BYTES) {
     const body = await res.text();
     if (Buffer.byteLength(body) <= MAX_HTTP_RESPONSE_BYTES) return { status: res.status, body };
     throw new PluginCallError("trap", `hookbox_http: response larger than ${MAX_HTTP_RESPONSE_BYTES} bytes`);

@@ -8,6 +8,7 @@ import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { AddressInfo } from "node:net";
+import { gzipSync } from "node:zlib";
 import { seed } from "./helpers/seed.ts";
 import { command, newSession, seedLongHistory, pluginInfo, startPluginServer, turn, HOSTILE_DIR, type PluginServer } from "./helpers/plugins.ts";
 
@@ -177,6 +178,12 @@ describe("async host functions (plugin runs in a worker)", () => {
     web = createServer((req, res) => {
       const big = "x".repeat(2 * 1024 * 1024);
       if (req.url === "/big") return res.end(big); // with a Content-Length
+      if (req.url === "/big-gzip") {
+        // 2 MiB once inflated, a few KiB on the wire: the declared length is the compressed one.
+        const packed = gzipSync(big);
+        res.writeHead(200, { "content-encoding": "gzip", "content-length": packed.byteLength });
+        return res.end(packed);
+      }
       if (req.url === "/big-chunked") {
         for (let i = 0; i < 8; i++) res.write(big.slice(0, big.length / 8)); // chunked: no length
         return res.end();
@@ -218,8 +225,8 @@ describe("async host functions (plugin runs in a worker)", () => {
     assert.equal((await command(s, "httpsnoop", { raw_args: `http://127.0.0.1:${port}/again` })).status, 200, "rebuilt after a denial");
   });
 
-  it("refuses a response over 1 MiB, whether its length is declared or not", async () => {
-    for (const path of ["/big", "/big-chunked"]) {
+  it("refuses a response over 1 MiB, whether its length is declared, compressed or not declared", async () => {
+    for (const path of ["/big", "/big-gzip", "/big-chunked"]) {
       const res = await command(s, "httpsnoop", { raw_args: `http://127.0.0.1:${port}${path}` });
       assert.match(JSON.stringify(res.body), /response larger than 1048576 bytes/, path);
     }
