@@ -63,7 +63,6 @@ export async function createCore(config: Config, opts: CoreOptions = {}): Promis
   // Plugin KV lives in the database only: read synchronously (a WASM call cannot await), written by
   // one group-committing writer per process.
   const kv = KvStore.open(storage, {
-    authToken: config.db_auth_token,
     now,
     onError: (plugins, err) => log("error", "plugin kv write failed", { plugins, error: (err as Error).message }),
   });

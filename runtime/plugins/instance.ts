@@ -51,6 +51,6 @@ export async function createPluginInstance(spec: PluginSpec, services: InstanceS
     ...(services.logs ? { logs: services.logs } : {}),
   });
   const module = await compilePlugin(spec.path, spec.manifest, spec.limits);
-  const sandbox = new WasmPlugin({ name: spec.name, module, limits: spec.limits, host, inWorker: false });
+  const sandbox = new WasmPlugin({ name: spec.name, module, limits: spec.limits, host });
   return { name: spec.name, sandbox, kv };
 }

@@ -3,12 +3,13 @@
 // instance from the cached compiled module after any failure (a trapped instance keeps its globals).
 //
 // In-thread by default (~µs per call). A plugin whose granted host functions are asynchronous (http
-// fetches) runs in an Extism worker, where the host functions are awaited; so does, for a while, a
-// plugin whose in-thread call outgrew its slice (inline-slice.ts: the call runs again there, and the
-// server's thread is never held longer than the slice). hookbox owns every deadline itself:
-// in-thread the fuel meter checks the clock at each refill and host call; a worker call that has
-// not answered by its deadline plus WORKER_GRACE_MS is abandoned (the call fails as `timeout`, the
-// lock is released) and its worker terminated.
+// fetches) stays in-thread where the runtime can suspend the call while it awaits (CAN_SUSPEND), and
+// runs in an Extism worker elsewhere; so does, for a while, a plugin whose in-thread call outgrew
+// its slice (inline-slice.ts: the call runs again there, and the server's thread is never held
+// longer than the slice). hookbox owns every deadline itself: in-thread the fuel meter checks the
+// clock at each refill and host call; a worker or suspended call that has not answered by its
+// deadline plus WORKER_GRACE_MS is abandoned (the call fails as `timeout`, the lock is released)
+// and its instance discarded (a worker is terminated).
 //
 // Every host function the module imports is wrapped: it charges fuel (HOST_CALL_FUEL plus the size
 // of the blocks it is handed) and checks the clock. The kernel's alloc and log imports are charged
@@ -81,14 +82,17 @@ export interface SandboxOptions {
   module: WebAssembly.Module;
   limits: SandboxLimits;
   host: HostBinding;
-  /** Always run in an Extism worker (required for async host functions where CAN_SUSPEND is false). */
-  inWorker: boolean;
+  /**
+   * Always run in an Extism worker (tests of the worker path). Otherwise the sandbox picks: a plugin
+   * with async host functions runs in a worker only where CAN_SUSPEND is false.
+   */
+  inWorker?: boolean;
 }
 
 /**
  * Whether this runtime can suspend a WASM call while an async host function awaits (JS Promise
- * Integration: Deno 2; not Node 20). Then a plugin with async host functions (http:, a remote
- * database's reads) runs in-thread like any other, and its awaits leave the thread free; without
+ * Integration: Deno 2; not Node 20). Then a plugin with async host functions (http:) runs
+ * in-thread like any other, and its awaits leave the thread free; without
  * it such a plugin runs in an Extism worker, a few round trips between threads per call.
  */
 export const CAN_SUSPEND =
@@ -180,7 +184,7 @@ export class WasmPlugin {
   }
 
   private wantsWorker(now = Date.now()): boolean {
-    return this.opts.inWorker || (this.suspends && !CAN_SUSPEND) || now < this.workerUntil;
+    return this.opts.inWorker === true || (this.suspends && !CAN_SUSPEND) || now < this.workerUntil;
   }
 
   /** The plugin's calls run in a worker for DEMOTION_MS (WASI modules cannot: see classify). */
@@ -370,10 +374,10 @@ export class WasmPlugin {
     return this.building;
   }
 
-  // Extism's kernel hands the input over 8 bytes per host call (a BigInt each way): a 300 KB
-  // on_session_delete payload (10k ids) took ~37k calls per plugin and dominated a bulk delete.
   private readonly blockCopy = blockCopyFunctions(() => this.memory);
 
+  // Extism's kernel hands the input over 8 bytes per host call (a BigInt each way): a 300 KB
+  // on_session_delete payload (10k ids) took ~37k calls per plugin and dominated a bulk delete.
   private readonly inputReadFn = (_ctx: CallContext, dest: bigint, len: bigint): bigint => {
     this.inputRead = true;
     const { input, memory } = this;

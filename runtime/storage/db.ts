@@ -14,7 +14,7 @@ import { createClient, type Client, type InStatement, type ResultSet } from "@li
 import type { Database } from "./schema.ts";
 import { migrate } from "./migrations.ts";
 import { Mutex } from "../util/mutex.ts";
-import { FileReader, type SqlArg } from "./sync-reader.ts";
+import { openSyncReader, type FileReader, type SqlArg, type SyncReader } from "./sync-reader.ts";
 
 export const DEFAULT_DB_URL = "file:./data/hookbox.db";
 
@@ -45,9 +45,14 @@ export interface Storage {
    */
   batch(stmts: InStatement[]): Promise<ResultSet[]>;
   /**
+   * The database's synchronous reader (plugin KV and sessions:read: a WASM call cannot await; see
+   * sync-reader.ts), opened at first use and closed with the storage.
+   */
+  syncReader(): SyncReader;
+  /**
    * One fixed read statement of a hot path (a turn's session and history), rows as objects. On the
-   * embedded file it runs on a read connection of its own with its prepared statement kept (the
-   * client prepares every statement anew: about 100 us a read); on a server, through the client.
+   * embedded file it runs on the synchronous reader, whose prepared statements are kept (the client
+   * prepares every statement anew: about 100 us a read); on a server, through the client.
    */
   rows<T>(sql: string, args: readonly SqlArg[]): Promise<T[]>;
   close(): Promise<void>;
@@ -92,8 +97,8 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   }
   const writerDb = writer === client ? db : new Kysely<Database>({ dialect: new LibsqlDialect({ client: writer }) });
   const writeLock = new Mutex();
-  // WAL: this connection sees every commit of any connection, like the client's own.
-  const reader = embedded ? new FileReader(path) : undefined;
+  let reader: SyncReader | undefined;
+  const syncReader = () => (reader ??= openSyncReader(url, opts.authToken));
   return {
     db,
     client,
@@ -101,8 +106,10 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
     durability,
     write: (fn) => writeLock.run(() => retryLocked(() => writerDb.transaction().execute(fn))),
     batch: (stmts) => writeLock.run(() => retryLocked(() => writer.batch(stmts, "write"))),
+    syncReader,
     async rows<T>(sql: string, args: readonly SqlArg[]): Promise<T[]> {
-      if (reader) return reader.objects(sql, args) as T[];
+      // WAL: the reader's own connection sees every commit of any connection, like the client's.
+      if (embedded) return (syncReader() as FileReader).objects(sql, args) as T[];
       const res = await client.execute({ sql, args: [...args] });
       return res.rows.map((r) => Object.fromEntries(res.columns.map((c, i) => [c, r[i]]))) as T[];
     },

@@ -12,7 +12,7 @@ import type { Storage } from "./db.ts";
 import type { Database } from "./schema.ts";
 import { failUnless, isGuardFailure } from "./guard.ts";
 import { PluginCallError } from "../../hooks/failures.ts";
-import { openSyncReader, type SqlArg, type SyncReader } from "./sync-reader.ts";
+import type { SqlArg, SyncReader } from "./sync-reader.ts";
 
 const USAGE_TTL_MS = 1000;
 
@@ -107,15 +107,14 @@ export class KvStore implements KvBackend {
     }
   }
 
-  /** A store with its own synchronous reader on `storage`'s database (closed by close()). */
-  static open(storage: Storage, opts: KvStoreOptions & { authToken?: string | undefined }): KvStore {
-    return new KvStore(storage, openSyncReader(storage.url, opts.authToken), opts);
+  /** A store reading through `storage`'s synchronous reader. */
+  static open(storage: Storage, opts: KvStoreOptions): KvStore {
+    return new KvStore(storage, storage.syncReader(), opts);
   }
 
-  /** Waits for queued writes, then closes the reader. */
+  /** Waits for queued writes (the reader is the storage's: it closes it). */
   async close(): Promise<void> {
     await this.flush();
-    this.reader.close();
   }
 
   get(plugin: string, session: string, key: string): string | undefined {
@@ -142,7 +141,7 @@ export class KvStore implements KvBackend {
   }
 
   sweptCount(plugin: string, sweep: KvSweep): number {
-    return Number(this.read(sweepCountSql(sweep), sweepArgs(plugin, sweep))[0]?.[0] ?? 0);
+    return Number(this.readOne(sweepCountSql(sweep), sweepArgs(plugin, sweep))?.[0] ?? 0);
   }
 
   sweptKeys(plugin: string, sweep: KvSweep): string[] {
