@@ -48,3 +48,48 @@ export async function measure(name: string, fn: () => Promise<unknown> | unknown
   if (result.state !== "completed") throw new Error(`bench task ${name} ended ${result.state}`);
   return { mean: result.latency.mean, p99: result.latency.p99, samples: result.latency.samplesCount, wall };
 }
+
+export interface InterleavedCase {
+  name: string;
+  fn: () => Promise<unknown> | unknown;
+  beforeEach?: () => Promise<void> | void;
+}
+
+/** The middle value (the upper one of an even count). */
+export const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+/**
+ * Cases that are compared with each other, measured in `rounds` interleaved rounds (the order
+ * rotates each round, each round gets 1/rounds of the time budget) and reported as the median
+ * round's mean and p99 per case: the shared machine's drift and bursts hit every case alike,
+ * instead of whichever ran during them.
+ */
+export async function measureInterleaved<const T extends readonly InterleavedCase[]>(
+  cases: T,
+  rounds: number,
+  opts: MeasureOptions,
+): Promise<{ -readonly [K in keyof T]: Timing }> {
+  const runs: Timing[][] = cases.map(() => []);
+  for (let round = 0; round < rounds; round++) {
+    for (let k = 0; k < cases.length; k++) {
+      const i = (k + round) % cases.length;
+      const c = cases[i]!;
+      runs[i]!.push(
+        await measure(c.name, c.fn, {
+          ...opts,
+          time: opts.time / rounds,
+          iterations: Math.max(1, Math.ceil((opts.iterations ?? 64) / rounds)),
+          // Warm-up once per case: later rounds find it warm.
+          warmupIterations: round === 0 ? opts.warmupIterations : 0,
+          ...(c.beforeEach ? { beforeEach: c.beforeEach } : {}),
+        }),
+      );
+    }
+  }
+  return runs.map((ts) => ({
+    mean: median(ts.map((t) => t.mean)),
+    p99: median(ts.map((t) => t.p99)),
+    samples: ts.reduce((n, t) => n + t.samples, 0),
+    wall: ts.reduce((n, t) => n + t.wall, 0),
+  })) as { -readonly [K in keyof T]: Timing };
+}

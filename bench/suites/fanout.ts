@@ -10,8 +10,8 @@ import { PluginKv } from "../../host-api/kv.ts";
 import type { Core } from "../../runtime/core.ts";
 import type { PluginManager } from "../../runtime/plugins/manager.ts";
 import { assertNoPluginFailures, openBenchCore, type BenchCore } from "../lib/core.ts";
-import { measure, type Timing } from "../lib/measure.ts";
-import { openRawFleet } from "../lib/raw-extism.ts";
+import { measureInterleaved, type InterleavedCase, type Timing } from "../lib/measure.ts";
+import { openRawFleet, type RawFleet } from "../lib/raw-extism.ts";
 import { progress, type BenchOptions } from "../lib/options.ts";
 import type { Row } from "../lib/report.ts";
 
@@ -23,6 +23,7 @@ const WORKLOADS: ReadonlyArray<{ name: Workload; kind: "prune_tool_results" | "s
 ];
 
 const SESSIONS = 64;
+const MODULE = new URL("../../plugins-wasm/memory-reinject/plugin.wasm", import.meta.url).pathname;
 
 /** post_compaction events cycling over real sessions (plugin KV is only kept for live sessions). */
 async function eventSource(core: Core, kind: "prune_tool_results" | "summarize") {
@@ -64,46 +65,55 @@ async function subscribeFloor(core: Core, count: number): Promise<PluginKv[]> {
 }
 
 /**
- * Times one event until it is fully handled: the fan-out, then (kv write) until every plugin's KV
- * write is in libSQL. Without the wait, synchronous TS callbacks would let writes pile up untimed.
+ * One event until it is fully handled: the fan-out, then (kv write) until every plugin's KV write is
+ * in libSQL. Without the wait, synchronous TS callbacks would let writes pile up untimed.
  */
-async function timeFanout(bc: BenchCore, kind: "prune_tool_results" | "summarize", opts: BenchOptions, settle: () => Promise<unknown>): Promise<Timing> {
+async function fanoutCase(name: string, bc: BenchCore, kind: "prune_tool_results" | "summarize", settle: () => Promise<unknown>): Promise<InterleavedCase> {
   const next = await eventSource(bc.core, kind);
   const { dispatcher } = bc.core;
-  const event = async () => {
-    await dispatcher.emit("post_compaction", next());
-    await settle();
+  return {
+    name,
+    fn: async () => {
+      await dispatcher.emit("post_compaction", next());
+      await settle();
+    },
   };
-  const t = await measure(`post_compaction ${kind}`, event, { time: opts.taskMs, iterations: opts.minIterations });
-  assertNoPluginFailures(bc.core, `post_compaction ${kind}`);
-  return t;
 }
 
 /** The same module and event through Extism alone, in-thread: the floor for hookbox's per-call cost. */
-async function timeRawExtism(n: number, opts: BenchOptions): Promise<Timing> {
-  const fleet = await openRawFleet(new URL("../../plugins-wasm/memory-reinject/plugin.wasm", import.meta.url).pathname, n);
-  try {
-    const payload = { session_id: "s_raw", old_session_id: "", kind: "prune_tool_results", reason: "between_turns", before_tokens: 9_000, after_tokens: 2_100, messages_removed: 14 };
-    return await measure("raw extism", () => fleet.emit("post_compaction", payload), { time: opts.taskMs, iterations: opts.minIterations });
-  } finally {
-    await fleet.close();
-  }
+function rawExtismCase(name: string, fleet: RawFleet): InterleavedCase {
+  const payload = { session_id: "s_raw", old_session_id: "", kind: "prune_tool_results", reason: "between_turns", before_tokens: 9_000, after_tokens: 2_100, messages_removed: 14 };
+  return { name, fn: () => fleet.emit("post_compaction", payload) };
 }
+
+/** Rounds of the cases compared, interleaved: the table shows each one's median round. */
+const ROUNDS = 4;
 
 export async function runFanout(opts: BenchOptions): Promise<Row[]> {
   const rows: Row[] = [];
   for (const w of WORKLOADS) {
     for (const n of FANOUT_SIZES) {
-      progress(`fan-out ${w.name}: ${n} TS callbacks`);
+      progress(`fan-out ${w.name}: ${n} TS callbacks, WASM plugins${w.name === "observe" ? ", raw Extism calls" : ""}, ${ROUNDS} interleaved rounds`);
       const floorCore = await openBenchCore();
-      const stores = await subscribeFloor(floorCore.core, n);
-      const floor = await timeFanout(floorCore, w.kind, opts, () => floorCore.core.kv.flush());
-      await floorCore.close();
-
-      progress(`fan-out ${w.name}: ${n} WASM plugins`);
       const wasmCore = await openBenchCore({ fleet: [{ from: "memory-reinject", prefix: "mr", count: n }] });
-      const wasm = await timeFanout(wasmCore, w.kind, opts, () => (wasmCore.core.plugins as PluginManager).flush());
-      await wasmCore.close();
+      const rawFleet = w.name === "observe" ? await openRawFleet(MODULE, n) : undefined;
+      let timings: Timing[];
+      try {
+        await subscribeFloor(floorCore.core, n);
+        const cases = [
+          await fanoutCase(`${n} TS callbacks`, floorCore, w.kind, () => floorCore.core.kv.flush()),
+          await fanoutCase(`${n} WASM plugins`, wasmCore, w.kind, () => (wasmCore.core.plugins as PluginManager).flush()),
+          ...(rawFleet ? [rawExtismCase(`${n} raw Extism calls`, rawFleet)] : []),
+        ];
+        timings = await measureInterleaved(cases, ROUNDS, { time: opts.taskMs, iterations: opts.minIterations });
+        assertNoPluginFailures(floorCore.core, `post_compaction ${w.kind}`);
+        assertNoPluginFailures(wasmCore.core, `post_compaction ${w.kind}`);
+      } finally {
+        await rawFleet?.close();
+        await wasmCore.close();
+        await floorCore.close();
+      }
+      const [floor, wasm, raw] = timings as [Timing, Timing, Timing | undefined];
 
       const group = `post_compaction fan-out (${w.name})`;
       rows.push({ group, case: `${n} TS callbacks (floor)`, plugins: n, mean_ms: floor.mean, p99_ms: floor.p99, samples: floor.samples });
@@ -118,9 +128,7 @@ export async function runFanout(opts: BenchOptions): Promise<Row[]> {
         ratio_p99: wasm.p99 / floor.p99,
       };
       rows.push(wasmRow);
-      if (w.name === "observe") {
-        progress(`fan-out ${w.name}: ${n} raw Extism calls`);
-        const raw = await timeRawExtism(n, opts);
+      if (raw) {
         rows.push({ group, case: `${n} raw Extism calls (outside floor)`, plugins: n, mean_ms: raw.mean, p99_ms: raw.p99, samples: raw.samples, note: "same module, no hookbox" });
         wasmRow.note = `vs raw Extism: ${(wasm.mean / raw.mean).toFixed(2)}x (p99 ${(wasm.p99 / raw.p99).toFixed(2)}x)`;
       }

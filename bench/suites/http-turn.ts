@@ -18,6 +18,7 @@ import { assertNoPluginFailures, openBenchCore, type BenchCore } from "../lib/co
 import { runLoad, type LoadRequest, type LoadResult } from "../lib/load.ts";
 import { progress, type BenchOptions } from "../lib/options.ts";
 import type { Row } from "../lib/report.ts";
+import { median } from "../lib/measure.ts";
 
 const INJECTORS = 10;
 const TURNS_PER_SESSION = 16;
@@ -103,7 +104,6 @@ async function honoTarget(withWrite: boolean, durability: Storage["durability"])
   };
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 export async function runHttpTurn(opts: BenchOptions): Promise<Row[]> {
   const clients = opts.httpClients;

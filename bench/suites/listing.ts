@@ -7,7 +7,7 @@
 import { sql } from "kysely";
 import { createApp } from "../../runtime/http/app.ts";
 import { openBenchCore, type BenchCore } from "../lib/core.ts";
-import { measure, type Timing } from "../lib/measure.ts";
+import { measure, median, type Timing } from "../lib/measure.ts";
 import { progress, type BenchOptions } from "../lib/options.ts";
 import type { Row } from "../lib/report.ts";
 import { seedTrees } from "../lib/seed.ts";
@@ -43,7 +43,6 @@ async function seeded(total: number): Promise<{ bc: BenchCore; get: Record<Query
   return { bc, get };
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const mid = (ts: Timing[]) => ({ mean: median(ts.map((t) => t.mean)), p99: median(ts.map((t) => t.p99)), samples: ts.reduce((n, t) => n + t.samples, 0) });
 
 export async function runListing(opts: BenchOptions): Promise<Row[]> {

@@ -5,9 +5,12 @@
 // storage and hook work; the ratio says what running the tool sandboxed costs a turn.
 import type { Core } from "../../runtime/core.ts";
 import { assertNoPluginFailures, openBenchCore } from "../lib/core.ts";
-import { measure } from "../lib/measure.ts";
+import { measureInterleaved, type InterleavedCase } from "../lib/measure.ts";
 import { progress, type BenchOptions } from "../lib/options.ts";
 import type { Row } from "../lib/report.ts";
+
+/** Rounds of both tools, interleaved: the table shows each one's median round. */
+const ROUNDS = 4;
 
 const TEXT = "The quick brown fox jumps over the lazy dog.\n".repeat(40);
 
@@ -32,20 +35,21 @@ export async function runPluginTool(opts: BenchOptions): Promise<Row[]> {
   const { core } = bench;
   try {
     core.tools.register({ spec: { ...core.tools.get("text_stats")!.spec, name: "text_stats_ts" }, run: (args) => textStats(String(args.text)) });
-    const timings: Record<string, Awaited<ReturnType<typeof measure>>> = {};
-    for (const tool of ["text_stats_ts", "text_stats"]) {
-      progress(`plugin-tool: turn calling ${tool}`);
+    progress(`plugin-tool: turns calling text_stats_ts and text_stats, ${ROUNDS} interleaved rounds`);
+    const turnCase = (tool: string): InterleavedCase => {
       let sid = "";
       const message = `use tool ${tool} ${JSON.stringify({ text: TEXT })}`;
-      timings[tool] = await measure(`turn ${tool}`, () => turnChecked(core, sid, message), {
-        time: opts.taskMs,
-        iterations: opts.minIterations,
+      return {
+        name: `turn ${tool}`,
+        fn: () => turnChecked(core, sid, message),
         beforeEach: async () => void (sid = (await core.sessions.create({ profile: "bench", platform: "bench" })).id),
-      });
-    }
+      };
+    };
+    const [ts, wasm] = await measureInterleaved([turnCase("text_stats_ts"), turnCase("text_stats")], ROUNDS, {
+      time: opts.taskMs,
+      iterations: opts.minIterations,
+    });
     assertNoPluginFailures(core, "plugin-tool");
-    const ts = timings.text_stats_ts!;
-    const wasm = timings.text_stats!;
     const group = "turn calling a tool (text_stats, 1.8 KB text)";
     return [
       { group, case: "same tool in TypeScript", mean_ms: ts.mean, p99_ms: ts.p99, samples: ts.samples },

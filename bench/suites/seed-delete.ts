@@ -8,6 +8,7 @@ import { assertNoPluginFailures, openBenchCore } from "../lib/core.ts";
 import { openIndexedCore } from "../lib/indexed.ts";
 import { progress, type BenchOptions } from "../lib/options.ts";
 import type { Row } from "../lib/report.ts";
+import { median } from "../lib/measure.ts";
 
 const N = 10_000;
 const flush = (core: Core) => (core.plugins as { flush?: () => Promise<void> }).flush?.();
@@ -52,7 +53,6 @@ async function seeded(count: number): Promise<number> {
   }
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 export async function runSeedDelete(opts: BenchOptions): Promise<Row[]> {
   const rounds = opts.quick ? 1 : 2;

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import process from "node:process";
 import { progress, type BenchOptions } from "../lib/options.ts";
 import type { Row } from "../lib/report.ts";
+import { median } from "../lib/measure.ts";
 
 const COUNT = 100;
 const KINDS = ["memory-reinject", "sidecar-index", "task-tracker"];
@@ -40,7 +41,6 @@ function runChild(configFile: string): Promise<Start> {
   });
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 export async function runStartup(opts: BenchOptions): Promise<Row[]> {
   const dir = mkdtempSync(join(tmpdir(), "hookbox-bench-start-"));

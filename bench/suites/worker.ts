@@ -10,10 +10,12 @@ import type { Core } from "../../runtime/core.ts";
 import { serveFetch } from "../../runtime/server.ts";
 import { CAN_SUSPEND } from "../../runtime/sandbox/wasm-plugin.ts";
 import { assertNoPluginFailures, openBenchCore, type BenchCore } from "../lib/core.ts";
-import { measure, type Timing } from "../lib/measure.ts";
+import { measureInterleaved, type InterleavedCase } from "../lib/measure.ts";
 import { progress, type BenchOptions } from "../lib/options.ts";
 import type { Row } from "../lib/report.ts";
 
+/** Rounds of the floor and the plugin, interleaved: the table shows each one's median round. */
+const ROUNDS = 4;
 
 async function sessionWithHistory(core: Core): Promise<string> {
   const s = await core.sessions.create({ profile: "bench", platform: "bench" });
@@ -76,19 +78,18 @@ export async function runWorker(opts: BenchOptions): Promise<Row[]> {
       });
       opened.push(wasm);
       const wasmSid = await sessionWithHistory(wasm.core);
-      const time = async (bc: BenchCore, sid: string, label: string): Promise<Timing> => {
+      const emitCase = (bc: BenchCore, sid: string, label: string): InterleavedCase => {
         const p = payloads(sid);
         const payload = c.hook === "pre_llm_call" ? p.pre : p.post;
-        progress(`worker path: ${c.what}, ${label}`);
-        const t = await measure(`${c.hook} ${label}`, () => bc.core.dispatcher.emit(c.hook, payload as never), {
-          time: opts.taskMs,
-          iterations: opts.minIterations,
-        });
-        assertNoPluginFailures(bc.core, `${c.hook} ${label}`);
-        return t;
+        return { name: `${c.hook} ${label}`, fn: () => bc.core.dispatcher.emit(c.hook, payload as never) };
       };
-      const floor = await time(ts, tsSid, "TS callback");
-      const plug = await time(wasm, wasmSid, "WASM plugin");
+      progress(`worker path: ${c.what}, TS callback and WASM plugin, ${ROUNDS} interleaved rounds`);
+      const [floor, plug] = await measureInterleaved([emitCase(ts, tsSid, "TS callback"), emitCase(wasm, wasmSid, "WASM plugin")], ROUNDS, {
+        time: opts.taskMs,
+        iterations: opts.minIterations,
+      });
+      assertNoPluginFailures(ts.core, `${c.hook} TS callback`);
+      assertNoPluginFailures(wasm.core, `${c.hook} WASM plugin`);
       const group = `plugin that reads/fetches (${c.what}), one ${c.hook}`;
       rows.push({ group, case: "TS callback (floor)", plugins: 1, mean_ms: floor.mean, p99_ms: floor.p99, samples: floor.samples });
       rows.push({
