@@ -14,6 +14,7 @@ import { createClient, type Client, type InStatement, type ResultSet } from "@li
 import type { Database } from "./schema.ts";
 import { migrate } from "./migrations.ts";
 import { Mutex } from "../util/mutex.ts";
+import { FileBatchWriter } from "./file-batch.ts";
 import { openSyncReader, type FileReader, type SqlArg, type SyncReader } from "./sync-reader.ts";
 
 export const DEFAULT_DB_URL = "file:./data/hookbox.db";
@@ -40,8 +41,9 @@ export interface Storage {
   write<T>(fn: (trx: Transaction<Database>) => Promise<T>): Promise<T>;
   /**
    * Runs fixed statements as ONE write transaction in one call (one round trip to a remote server,
-   * no Kysely compile): for hot write paths whose statements do not depend on each other's results
-   * in JS. Serialized with `write`.
+   * no Kysely compile; on the embedded file, statements prepared once and kept: file-batch.ts): for
+   * hot write paths whose statements do not depend on each other's results in JS. Positional
+   * arguments only. Serialized with `write`.
    */
   batch(stmts: InStatement[]): Promise<ResultSet[]>;
   /**
@@ -87,14 +89,14 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   // PRAGMA synchronous is per connection and cannot be set inside a transaction, and the client's
   // pool hands out any connection: every write goes through one dedicated writer connection instead.
   const writer = embedded ? createClient({ url, timeout: 5000, concurrency: 1 }) : client;
-  if (embedded) {
-    await writer.execute("PRAGMA foreign_keys = ON");
-    await writer.execute(`PRAGMA synchronous = ${durability === "full" ? "FULL" : "NORMAL"}`);
-    // A bulk delete of 100,000 sessions dirties tens of MB of pages; with SQLite's default 2 MB cache
-    // they spill to the WAL mid-transaction and are re-read and re-written. 64 MiB is a ceiling
-    // (pages are allocated as used), on the one writer connection only.
-    await writer.execute("PRAGMA cache_size = -65536");
-  }
+  // A bulk delete of 100,000 sessions dirties tens of MB of pages; with SQLite's default 2 MB cache
+  // they spill to the WAL mid-transaction and are re-read and re-written. 64 MiB is a ceiling (pages
+  // are allocated as used), on the writer connections only.
+  const writerPragmas = ["PRAGMA foreign_keys = ON", `PRAGMA synchronous = ${durability === "full" ? "FULL" : "NORMAL"}`, "PRAGMA cache_size = -65536"];
+  if (embedded) for (const p of writerPragmas) await writer.execute(p);
+  // Batches on the embedded file run on a native connection of their own that keeps its prepared
+  // statements (file-batch.ts); serialized with `write` by the same lock.
+  const fileBatch = embedded ? new FileBatchWriter(path, writerPragmas) : undefined;
   const writerDb = writer === client ? db : new Kysely<Database>({ dialect: new LibsqlDialect({ client: writer }) });
   const writeLock = new Mutex();
   let reader: SyncReader | undefined;
@@ -105,7 +107,7 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
     url,
     durability,
     write: (fn) => writeLock.run(() => retryLocked(() => writerDb.transaction().execute(fn))),
-    batch: (stmts) => writeLock.run(() => retryLocked(() => writer.batch(stmts, "write"))),
+    batch: (stmts) => writeLock.run(() => retryLocked(async () => (fileBatch ? fileBatch.batch(stmts) : writer.batch(stmts, "write")))),
     syncReader,
     async rows<T>(sql: string, args: readonly SqlArg[]): Promise<T[]> {
       // WAL: the reader's own connection sees every commit of any connection, like the client's.
@@ -115,6 +117,7 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
     },
     async close() {
       reader?.close();
+      fileBatch?.close();
       if (writerDb !== db) await writerDb.destroy();
       await db.destroy();
       writer.close();

@@ -5,10 +5,10 @@
 //   - a libSQL server: a worker thread with its own @libsql/client over a WebSocket; the caller posts
 //     the query and blocks on Atomics.wait until the worker has put the rows in shared memory.
 // Both read committed data only: the database stays the one source of truth for every process.
-import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
+import { openNative, StatementCache, type NativeDatabase, type SqlArg } from "./native.ts";
 
-export type SqlArg = string | number | bigint | null;
+export type { SqlArg } from "./native.ts";
 
 export interface SyncReader {
   /** Rows as arrays of column values, in select order. */
@@ -24,52 +24,34 @@ export function openSyncReader(url: string, authToken?: string): SyncReader {
   return url.startsWith("file:") ? new FileReader(url.slice("file:".length)) : new RemoteReader(url, authToken);
 }
 
-interface NativeStatement {
-  raw(on?: boolean): NativeStatement;
-  all(...args: unknown[]): unknown[];
-  get(...args: unknown[]): unknown;
-}
-interface NativeDatabase {
-  prepare(sql: string): NativeStatement;
-  exec(sql: string): void;
-  close(): void;
-}
-
 export class FileReader implements SyncReader {
   reads = 0;
   private readonly db: NativeDatabase;
-  private readonly statements = new Map<string, NativeStatement>();
-  private readonly objectStatements = new Map<string, NativeStatement>();
+  private readonly statements: StatementCache;
+  private readonly objectStatements: StatementCache;
 
   constructor(path: string) {
-    // libsql ships with @libsql/client (it is its file: driver); loaded through require because it
-    // is a native addon with a CommonJS entry, on Node and on Deno alike.
-    const Database = createRequire(import.meta.url)("libsql") as new (path: string, opts: { timeout: number }) => NativeDatabase;
-    this.db = new Database(path, { timeout: 5000 });
+    this.db = openNative(path);
     this.db.exec("PRAGMA query_only = 1");
+    this.statements = new StatementCache(this.db, true);
+    this.objectStatements = new StatementCache(this.db, false);
   }
 
   all(sql: string, args: readonly SqlArg[]): unknown[][] {
     this.reads++;
-    let stmt = this.statements.get(sql);
-    if (!stmt) this.statements.set(sql, (stmt = this.db.prepare(sql).raw(true)));
-    return stmt.all(...args) as unknown[][];
+    return this.statements.get(sql).all(args) as unknown[][];
   }
 
   // The native get() skips all()'s row iterator: ~8 us a point read against ~13.
   one(sql: string, args: readonly SqlArg[]): unknown[] | undefined {
     this.reads++;
-    let stmt = this.statements.get(sql);
-    if (!stmt) this.statements.set(sql, (stmt = this.db.prepare(sql).raw(true)));
-    return stmt.get(...args) as unknown[] | undefined;
+    return this.statements.get(sql).get(args) as unknown[] | undefined;
   }
 
-  /** Rows as objects keyed by column name (a statement cache of its own: raw is per statement). */
+  /** Rows as objects keyed by column name. */
   objects(sql: string, args: readonly SqlArg[]): Array<Record<string, unknown>> {
     this.reads++;
-    let stmt = this.objectStatements.get(sql);
-    if (!stmt) this.objectStatements.set(sql, (stmt = this.db.prepare(sql)));
-    return stmt.all(...args) as Array<Record<string, unknown>>;
+    return this.objectStatements.get(sql).all(args) as Array<Record<string, unknown>>;
   }
 
   close(): void {
