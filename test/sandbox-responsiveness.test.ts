@@ -9,6 +9,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pluginDir, type PluginDir } from "./helpers/plugin-dir.ts";
 import { HOSTILE_DIR, newSession, pluginInfo, startPluginServer, type PluginServer } from "./helpers/plugins.ts";
+import { countWork, needsTurn, STRETCH_MS, turnEventLoop } from "../runtime/sandbox/inline-slice.ts";
 
 /**
  * Copies of the loop plugin. In-thread the event loop turns once between two calls (each a ~40 ms
@@ -79,3 +80,19 @@ for (const mode of ["in-thread", "worker"] as const) {
     });
   });
 }
+
+describe("in-thread work between turns of the event loop", () => {
+  it("asks for a turn once the plugins' own work since the last turn reaches the stretch, and starts again after it", async () => {
+    await turnEventLoop();
+    assert.equal(needsTurn(), false);
+    countWork(STRETCH_MS / 2);
+    // Host work in between (no countWork) does not bring the turn closer.
+    const until = performance.now() + STRETCH_MS;
+    while (performance.now() < until);
+    assert.equal(needsTurn(), false, "only plugin work counts");
+    countWork(STRETCH_MS / 2);
+    assert.equal(needsTurn(), true);
+    await turnEventLoop();
+    assert.equal(needsTurn(), false, "the event loop turned: counting starts again");
+  });
+});

@@ -20,7 +20,7 @@ import { createWasi, WasiExit } from "../../host-api/wasi.ts";
 import type { HostBinding, HostFunction } from "../../host-api/binding.ts";
 import { blockCopyFunctions } from "./block-copy.ts";
 import { FuelMeter, HOST_CALL_FUEL } from "./fuel.ts";
-import { DEMOTION_MS, INLINE_SLICE_MS, needsTurn, SliceExpired, yieldTurn } from "./inline-slice.ts";
+import { countWork, DEMOTION_MS, INLINE_SLICE_MS, needsTurn, SliceExpired, yieldTurn } from "./inline-slice.ts";
 import { FUEL_MODULE, KERNEL_MODULE } from "./instrument.ts";
 import { LogBudget } from "./log-budget.ts";
 import { INITIALIZE_EXPORT } from "./wasi-adapt.ts";
@@ -154,6 +154,8 @@ export class WasmPlugin {
   private readonly pendingHostCalls = new Set<(err: Error) => void>();
   /** Some host function is async: an in-thread call (CAN_SUSPEND) can wait on it, suspended. */
   private readonly suspends: boolean;
+  /** How long the current call has spent suspended on async host functions, ms. */
+  private suspendedMs = 0;
 
   constructor(private readonly opts: SandboxOptions) {
     this.meter = new FuelMeter(opts.limits.fuel, opts.limits.memoryPages);
@@ -231,7 +233,7 @@ export class WasmPlugin {
     let now = Date.now();
     const inWorker = this.wantsWorker(now);
     if (this.instance && this.instanceInWorker !== inWorker) await this.discardInstance(false);
-    if (!inWorker && needsTurn(now)) {
+    if (!inWorker && needsTurn()) {
       await yieldTurn();
       now = Date.now();
     }
@@ -246,6 +248,9 @@ export class WasmPlugin {
     this.meter.start(deadline, this.stretch(inWorker, now));
     host.begin(deadline);
     let ok = false;
+    // In-thread, this call's time on the thread counts towards the next turn of the event loop.
+    const onThreadFrom = inWorker ? undefined : performance.now();
+    this.suspendedMs = 0;
     try {
       this.input = utf8(input);
       this.inputRead = false;
@@ -279,6 +284,7 @@ export class WasmPlugin {
       if (e.kind !== "bad_output" && e.kind !== "conflict") await this.discardInstance(e.kind !== "timeout");
       throw e;
     } finally {
+      if (onThreadFrom !== undefined) countWork(performance.now() - onThreadFrom - this.suspendedMs);
       this.input = undefined;
       this.meter.stop();
       if (!ok) host.end(false);
@@ -411,15 +417,18 @@ export class WasmPlugin {
         // worker to take it.
         // (A race against one long-lived promise would add a reaction to it per host call, never
         // removed: memory and time grew with every call.)
-        const suspended = Date.now();
+        const suspended = performance.now();
         const answer = fn(ctx, ...args) as Promise<unknown>;
         const result = await new Promise((resolve, reject) => {
           this.pendingHostCalls.add(reject);
           answer.then(resolve, reject).finally(() => this.pendingHostCalls.delete(reject));
         });
         if (generation !== this.generation) throw new PluginCallError("unavailable", "host call answered after its call was abandoned");
-        // In-thread (CAN_SUSPEND) the thread was free while this awaited: not part of the slice.
-        this.meter.extendSlice(Date.now() - suspended);
+        // In-thread (CAN_SUSPEND) the thread was free while this awaited: not part of the slice,
+        // nor of the work that calls for a turn of the event loop.
+        const away = performance.now() - suspended;
+        this.meter.extendSlice(away);
+        this.suspendedMs += away;
         return result;
       };
     }
