@@ -53,6 +53,12 @@ export interface InterleavedCase {
   name: string;
   fn: () => Promise<unknown> | unknown;
   beforeEach?: () => Promise<void> | void;
+  /**
+   * Untimed set-up and tear-down around each of the case's rounds (e.g. a core and its plugin
+   * instances), so a case runs with only its own instances alive, as it would alone.
+   */
+  open?: () => Promise<void>;
+  close?: () => Promise<void>;
 }
 
 /** The middle value (the upper one of an even count). */
@@ -74,16 +80,21 @@ export async function measureInterleaved<const T extends readonly InterleavedCas
     for (let k = 0; k < cases.length; k++) {
       const i = (k + round) % cases.length;
       const c = cases[i]!;
-      runs[i]!.push(
-        await measure(c.name, c.fn, {
-          ...opts,
-          time: opts.time / rounds,
-          iterations: Math.max(1, Math.ceil((opts.iterations ?? 64) / rounds)),
-          // Warm-up once per case: later rounds find it warm.
-          warmupIterations: round === 0 ? opts.warmupIterations : 0,
-          ...(c.beforeEach ? { beforeEach: c.beforeEach } : {}),
-        }),
-      );
+      await c.open?.();
+      try {
+        runs[i]!.push(
+          await measure(c.name, c.fn, {
+            ...opts,
+            time: opts.time / rounds,
+            iterations: Math.max(1, Math.ceil((opts.iterations ?? 64) / rounds)),
+            // Warm-up once per case, unless it is opened afresh for each round.
+            warmupIterations: round === 0 || c.open ? opts.warmupIterations : 0,
+            ...(c.beforeEach ? { beforeEach: c.beforeEach } : {}),
+          }),
+        );
+      } finally {
+        await c.close?.();
+      }
     }
   }
   return runs.map((ts) => ({

@@ -66,24 +66,44 @@ async function subscribeFloor(core: Core, count: number): Promise<PluginKv[]> {
 
 /**
  * One event until it is fully handled: the fan-out, then (kv write) until every plugin's KV write is
- * in libSQL. Without the wait, synchronous TS callbacks would let writes pile up untimed.
+ * in libSQL. Without the wait, synchronous TS callbacks would let writes pile up untimed. Each round
+ * opens the core afresh (`open`), so only this case's plugin instances are alive while it runs.
  */
-async function fanoutCase(name: string, bc: BenchCore, kind: "prune_tool_results" | "summarize", settle: () => Promise<unknown>): Promise<InterleavedCase> {
-  const next = await eventSource(bc.core, kind);
-  const { dispatcher } = bc.core;
+function fanoutCase(name: string, kind: "prune_tool_results" | "summarize", openCore: () => Promise<BenchCore>, settle: (bc: BenchCore) => Promise<unknown>): InterleavedCase {
+  let bc: BenchCore | undefined;
+  let next: (() => HookFields<"post_compaction">) | undefined;
   return {
     name,
+    async open() {
+      bc = await openCore();
+      next = await eventSource(bc.core, kind);
+    },
+    async close() {
+      try {
+        assertNoPluginFailures(bc!.core, name);
+      } finally {
+        await bc!.close();
+      }
+    },
     fn: async () => {
-      await dispatcher.emit("post_compaction", next());
-      await settle();
+      await bc!.core.dispatcher.emit("post_compaction", next!());
+      await settle(bc!);
     },
   };
 }
 
 /** The same module and event through Extism alone, in-thread: the floor for hookbox's per-call cost. */
-function rawExtismCase(name: string, fleet: RawFleet): InterleavedCase {
+function rawExtismCase(name: string, n: number): InterleavedCase {
   const payload = { session_id: "s_raw", old_session_id: "", kind: "prune_tool_results", reason: "between_turns", before_tokens: 9_000, after_tokens: 2_100, messages_removed: 14 };
-  return { name, fn: () => fleet.emit("post_compaction", payload) };
+  let fleet: RawFleet | undefined;
+  return {
+    name,
+    async open() {
+      fleet = await openRawFleet(MODULE, n);
+    },
+    close: () => fleet!.close(),
+    fn: () => fleet!.emit("post_compaction", payload),
+  };
 }
 
 /** Rounds of the cases compared, interleaved: the table shows each one's median round. */
@@ -94,25 +114,18 @@ export async function runFanout(opts: BenchOptions): Promise<Row[]> {
   for (const w of WORKLOADS) {
     for (const n of FANOUT_SIZES) {
       progress(`fan-out ${w.name}: ${n} TS callbacks, WASM plugins${w.name === "observe" ? ", raw Extism calls" : ""}, ${ROUNDS} interleaved rounds`);
-      const floorCore = await openBenchCore();
-      const wasmCore = await openBenchCore({ fleet: [{ from: "memory-reinject", prefix: "mr", count: n }] });
-      const rawFleet = w.name === "observe" ? await openRawFleet(MODULE, n) : undefined;
-      let timings: Timing[];
-      try {
-        await subscribeFloor(floorCore.core, n);
-        const cases = [
-          await fanoutCase(`${n} TS callbacks`, floorCore, w.kind, () => floorCore.core.kv.flush()),
-          await fanoutCase(`${n} WASM plugins`, wasmCore, w.kind, () => (wasmCore.core.plugins as PluginManager).flush()),
-          ...(rawFleet ? [rawExtismCase(`${n} raw Extism calls`, rawFleet)] : []),
-        ];
-        timings = await measureInterleaved(cases, ROUNDS, { time: opts.taskMs, iterations: opts.minIterations });
-        assertNoPluginFailures(floorCore.core, `post_compaction ${w.kind}`);
-        assertNoPluginFailures(wasmCore.core, `post_compaction ${w.kind}`);
-      } finally {
-        await rawFleet?.close();
-        await wasmCore.close();
-        await floorCore.close();
-      }
+      const cases = [
+        fanoutCase(`${n} TS callbacks`, w.kind, async () => {
+          const bc = await openBenchCore();
+          await subscribeFloor(bc.core, n);
+          return bc;
+        }, (bc) => bc.core.kv.flush()),
+        fanoutCase(`${n} WASM plugins`, w.kind, () => openBenchCore({ fleet: [{ from: "memory-reinject", prefix: "mr", count: n }] }), (bc) =>
+          (bc.core.plugins as PluginManager).flush(),
+        ),
+        ...(w.name === "observe" ? [rawExtismCase(`${n} raw Extism calls`, n)] : []),
+      ];
+      const timings = await measureInterleaved(cases, ROUNDS, { time: opts.taskMs, iterations: opts.minIterations });
       const [floor, wasm, raw] = timings as [Timing, Timing, Timing | undefined];
 
       const group = `post_compaction fan-out (${w.name})`;
