@@ -1,0 +1,76 @@
+// storage.batch on the embedded file (a native writer connection with kept statements): one
+// transaction that commits whole or not at all, results shaped like the client's (named and indexed
+// columns, rowsAffected), the durability setting applied, and a statement run again after a failed
+// batch still works (the connection is not left inside a transaction).
+import { after, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { openStorage, type Durability } from "../runtime/storage/db.ts";
+import { failUnless, isGuardFailure } from "../runtime/storage/guard.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "hookbox-batch-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+const INSERT = "insert into plugin_kv (plugin, session_id, key, value, updated_at) values ('p', '', ?, ?, 1)";
+
+async function open(name: string, durability: Durability = "full") {
+  return openStorage(`file:${join(dir, `${name}.sqlite`)}`, { durability });
+}
+
+describe("storage: batch on the embedded file", () => {
+  it("returns rows with named and indexed columns, and rowsAffected for writes", async () => {
+    const storage = await open("shape");
+    try {
+      const [ins, sel, del] = await storage.batch([
+        { sql: INSERT, args: ["a", "1"] },
+        { sql: "select key, value from plugin_kv where plugin = ?1 order by key", args: ["p"] },
+        { sql: "delete from plugin_kv where key = ?", args: ["nothing"] },
+      ]);
+      assert.equal(ins!.rowsAffected, 1);
+      assert.equal(sel!.rows.length, 1);
+      assert.equal(sel!.rows[0]!.key, "a");
+      assert.equal(sel!.rows[0]![1], "1");
+      assert.deepEqual(sel!.columns, ["key", "value"]);
+      assert.equal(del!.rowsAffected, 0);
+      // The same statement again (kept prepared) with other arguments.
+      const [again] = await storage.batch([{ sql: "select key, value from plugin_kv where plugin = ?1 order by key", args: ["q"] }]);
+      assert.equal(again!.rows.length, 0);
+    } finally {
+      await storage.close();
+    }
+  });
+
+  it("commits nothing of a batch whose statement fails, and the next batch commits", async () => {
+    const storage = await open("atomic");
+    try {
+      await assert.rejects(
+        storage.batch([
+          { sql: INSERT, args: ["first", "1"] },
+          { sql: failUnless("1 = 0"), args: [] },
+          { sql: INSERT, args: ["second", "2"] },
+        ]),
+        (err) => isGuardFailure(err),
+      );
+      await assert.rejects(storage.batch([{ sql: INSERT, args: ["dup", "1"] }, { sql: INSERT, args: ["dup", "2"] }]), /UNIQUE|constraint/i);
+      await storage.batch([{ sql: INSERT, args: ["after", "3"] }]);
+      const rows = await storage.client.execute("select key from plugin_kv order by key");
+      assert.deepEqual(rows.rows.map((r) => r.key), ["after"]);
+    } finally {
+      await storage.close();
+    }
+  });
+
+  it("runs with the durability setting: synchronous FULL by default, NORMAL when asked", async () => {
+    for (const [durability, level] of [["full", 2], ["normal", 1]] as const) {
+      const storage = await open(`sync-${durability}`, durability);
+      try {
+        const [res] = await storage.batch([{ sql: "PRAGMA synchronous", args: [] }]);
+        assert.equal(Number(res!.rows[0]![0]), level, durability);
+      } finally {
+        await storage.close();
+      }
+    }
+  });
+});
