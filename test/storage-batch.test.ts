@@ -34,6 +34,9 @@ describe("storage: batch on the embedded file", () => {
       assert.equal(sel!.rows[0]![1], "1");
       assert.deepEqual(sel!.columns, ["key", "value"]);
       assert.equal(del!.rowsAffected, 0);
+      // Values the client converts (booleans, dates) are converted the same way.
+      const [conv] = await storage.batch([{ sql: "select ?1 as b, ?2 as d", args: [true, new Date(5)] }]);
+      assert.deepEqual([conv!.rows[0]!.b, conv!.rows[0]!.d], [1, 5]);
       // The same statement again (kept prepared) with other arguments.
       const [again] = await storage.batch([{ sql: "select key, value from plugin_kv where plugin = ?1 order by key", args: ["q"] }]);
       assert.equal(again!.rows.length, 0);

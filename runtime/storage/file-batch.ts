@@ -4,7 +4,7 @@
 // one property at a time: about 0.2 ms of a 1 ms turn. Results keep the client's shape (rows with
 // both indexed and named columns; rowsAffected for statements that return no rows), so callers
 // work the same against a server.
-import type { InStatement, ResultSet, Row } from "@libsql/client";
+import type { InArgs, InStatement, InValue, ResultSet, Row } from "@libsql/client";
 import { openNative, StatementCache, type NativeDatabase, type SqlArg } from "./native.ts";
 
 export class FileBatchWriter {
@@ -24,7 +24,7 @@ export class FileBatchWriter {
   batch(stmts: readonly InStatement[]): ResultSet[] {
     this.db.exec("BEGIN IMMEDIATE");
     try {
-      const results = stmts.map((s) => (typeof s === "string" ? this.run(s, []) : this.run(s.sql, (s.args ?? []) as readonly SqlArg[])));
+      const results = stmts.map((s) => (typeof s === "string" ? this.run(s, []) : this.run(s.sql, s.args ?? [])));
       this.db.exec("COMMIT");
       return results;
     } catch (err) {
@@ -37,8 +37,9 @@ export class FileBatchWriter {
     this.db.close();
   }
 
-  private run(sql: string, args: readonly SqlArg[]): ResultSet {
-    if (!Array.isArray(args)) throw new TypeError("storage.batch: named arguments are not supported on the embedded file");
+  private run(sql: string, given: InArgs): ResultSet {
+    if (!Array.isArray(given)) throw new TypeError("storage.batch: named arguments are not supported on the embedded file");
+    const args = given.map(toSql);
     const stmt = this.statements.get(sql);
     if (!stmt.reader) {
       const info = stmt.run(args);
@@ -51,6 +52,13 @@ export class FileBatchWriter {
     // As the client does: a statement that returns rows reports no rowsAffected.
     return resultSet(columns, rows as unknown as Row[], 0, undefined);
   }
+}
+
+/** The client's conversions of values the native driver does not take (booleans, dates). */
+function toSql(v: InValue): SqlArg {
+  if (typeof v === "boolean") return v ? 1 : 0;
+  if (v instanceof Date) return v.valueOf();
+  return v as SqlArg;
 }
 
 function resultSet(columns: string[], rows: Row[], rowsAffected: number, lastInsertRowid: bigint | undefined): ResultSet {
