@@ -37,6 +37,9 @@ describe("storage: batch on the embedded file", () => {
       // Values the client converts (booleans, dates) are converted the same way.
       const [conv] = await storage.batch([{ sql: "select ?1 as b, ?2 as d", args: [true, new Date(5)] }]);
       assert.deepEqual([conv!.rows[0]!.b, conv!.rows[0]!.d], [1, 5]);
+      // A column name that is already a key of the row (an index, "length", a duplicate) is skipped, as the client does.
+      const [odd] = await storage.batch([{ sql: `select 'x' as length, 'y' as "0", 'z' as dup, 'w' as dup`, args: [] }]);
+      assert.deepEqual([odd!.rows[0]!.length, odd!.rows[0]![0], odd!.rows[0]!.dup], [4, "x", "z"]);
       // The same statement again (kept prepared) with other arguments.
       const [again] = await storage.batch([{ sql: "select key, value from plugin_kv where plugin = ?1 order by key", args: ["q"] }]);
       assert.equal(again!.rows.length, 0);

@@ -241,15 +241,23 @@ export class WasmPlugin {
     if (now > deadline) throw new PluginCallError("timeout", `waited past its deadline for the busy instance`);
     let plugin = this.instance;
     if (!plugin) {
+      const building = performance.now();
       plugin = await this.ensureInstance(deadline);
+      // A start function runs on the thread too (up to a slice): it counts, and may call for a turn.
+      if (!inWorker) {
+        countWork(performance.now() - building);
+        if (needsTurn()) await yieldTurn();
+      }
       now = Date.now();
     }
     const { host, limits } = this.opts;
     this.meter.start(deadline, this.stretch(inWorker, now));
     host.begin(deadline);
     let ok = false;
-    // In-thread, this call's time on the thread counts towards the next turn of the event loop.
+    // In-thread, this call's time on the thread counts towards the next turn of the event loop: from
+    // here until the call has come back (not the waits for its commit or a discard after it).
     const onThreadFrom = inWorker ? undefined : performance.now();
+    let onThreadUntil: number | undefined;
     this.suspendedMs = 0;
     try {
       this.input = utf8(input);
@@ -262,6 +270,7 @@ export class WasmPlugin {
       const call = inWorker ? plugin.reset().then(() => plugin.call(fn, own)) : plugin.call(fn, own);
       // A worker, or a suspended in-thread call, may not come back by itself: raced against the deadline.
       const out = inWorker || this.suspends ? await this.withinDeadline(call, deadline) : await call;
+      onThreadUntil = performance.now();
       this.checkReturn(fn);
       const bytes = out?.bytes();
       if (bytes && bytes.byteLength > limits.maxOutputBytes) {
@@ -274,6 +283,7 @@ export class WasmPlugin {
       if (committing) await committing;
       return { output, fuel: this.meter.used, accepted };
     } catch (err) {
+      onThreadUntil ??= performance.now();
       if (err instanceof SliceExpired && this.movable) {
         await this.discardInstance();
         throw err; // call() tries again in a worker
@@ -284,7 +294,7 @@ export class WasmPlugin {
       if (e.kind !== "bad_output" && e.kind !== "conflict") await this.discardInstance(e.kind !== "timeout");
       throw e;
     } finally {
-      if (onThreadFrom !== undefined) countWork(performance.now() - onThreadFrom - this.suspendedMs);
+      if (onThreadFrom !== undefined) countWork((onThreadUntil ?? performance.now()) - onThreadFrom - this.suspendedMs);
       this.input = undefined;
       this.meter.stop();
       if (!ok) host.end(false);
@@ -418,17 +428,21 @@ export class WasmPlugin {
         // (A race against one long-lived promise would add a reaction to it per host call, never
         // removed: memory and time grew with every call.)
         const suspended = performance.now();
-        const answer = fn(ctx, ...args) as Promise<unknown>;
-        const result = await new Promise((resolve, reject) => {
-          this.pendingHostCalls.add(reject);
-          answer.then(resolve, reject).finally(() => this.pendingHostCalls.delete(reject));
-        });
+        let result: unknown;
+        try {
+          const answer = fn(ctx, ...args) as Promise<unknown>;
+          result = await new Promise((resolve, reject) => {
+            this.pendingHostCalls.add(reject);
+            answer.then(resolve, reject).finally(() => this.pendingHostCalls.delete(reject));
+          });
+        } finally {
+          // In-thread (CAN_SUSPEND) the thread was free while this awaited, answered or failed: not
+          // part of the slice, nor of the work that calls for a turn of the event loop.
+          const away = performance.now() - suspended;
+          this.meter.extendSlice(away);
+          this.suspendedMs += away;
+        }
         if (generation !== this.generation) throw new PluginCallError("unavailable", "host call answered after its call was abandoned");
-        // In-thread (CAN_SUSPEND) the thread was free while this awaited: not part of the slice,
-        // nor of the work that calls for a turn of the event loop.
-        const away = performance.now() - suspended;
-        this.meter.extendSlice(away);
-        this.suspendedMs += away;
         return result;
       };
     }

@@ -42,8 +42,8 @@ export interface Storage {
   /**
    * Runs fixed statements as ONE write transaction in one call (one round trip to a remote server,
    * no Kysely compile; on the embedded file, statements prepared once and kept: file-batch.ts): for
-   * hot write paths whose statements do not depend on each other's results in JS. Positional
-   * arguments only. Serialized with `write`.
+   * hot write paths whose statements do not depend on each other's results in JS. Fixed SQL texts
+   * (each is prepared once and kept) with positional arguments. Serialized with `write`.
    */
   batch(stmts: InStatement[]): Promise<ResultSet[]>;
   /**

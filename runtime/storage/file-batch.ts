@@ -4,6 +4,7 @@
 // one property at a time: about 0.2 ms of a 1 ms turn. Results keep the client's shape (rows with
 // both indexed and named columns; rowsAffected for statements that return no rows), so callers
 // work the same against a server.
+import { Buffer } from "node:buffer";
 import type { InArgs, InStatement, InValue, ResultSet, Row } from "@libsql/client";
 import { openNative, StatementCache, type NativeDatabase, type SqlArg } from "./native.ts";
 
@@ -28,12 +29,18 @@ export class FileBatchWriter {
       this.db.exec("COMMIT");
       return results;
     } catch (err) {
-      if (this.db.inTransaction) this.db.exec("ROLLBACK");
+      try {
+        if (this.db.inTransaction) this.db.exec("ROLLBACK");
+      } catch {
+        // The statement's error is the one to report; SQLite rolls back on its own what it can.
+      }
       throw err;
     }
   }
 
   close(): void {
+    // Kept statements hold the connection in the driver: dropped first.
+    this.statements.clear();
     this.db.close();
   }
 
@@ -48,7 +55,10 @@ export class FileBatchWriter {
     let columns = this.columns.get(stmt);
     if (!columns) this.columns.set(stmt, (columns = stmt.columns().map((c) => c.name)));
     const rows = stmt.all(args) as unknown[][];
-    for (const row of rows) for (let i = 0; i < columns.length; i++) (row as unknown as Record<string, unknown>)[columns[i]!] = row[i];
+    // As the client does: a name that is already a key (an index, "length", a duplicate) is skipped.
+    for (const row of rows) {
+      for (let i = 0; i < columns.length; i++) if (!Object.hasOwn(row, columns[i]!)) (row as unknown as Record<string, unknown>)[columns[i]!] = row[i];
+    }
     // As the client does: a statement that returns rows reports no rowsAffected.
     return resultSet(columns, rows as unknown as Row[], 0, undefined);
   }
@@ -58,6 +68,8 @@ export class FileBatchWriter {
 function toSql(v: InValue): SqlArg {
   if (typeof v === "boolean") return v ? 1 : 0;
   if (v instanceof Date) return v.valueOf();
+  if (v instanceof ArrayBuffer) return Buffer.from(v) as unknown as SqlArg;
+  if (v === undefined) throw new TypeError("storage.batch: undefined is not a value (use null)");
   return v as SqlArg;
 }
 

@@ -32,7 +32,10 @@ export function openNative(path: string, timeout = 5000): NativeDatabase {
   return new Database(path, { timeout });
 }
 
-/** Prepared statements of one connection, kept by SQL text (hot paths run a few fixed statements). */
+/**
+ * Prepared statements of one connection, kept by SQL text for the connection's life: for the few
+ * fixed statements of hot paths, not for SQL built from values (that would grow without bound).
+ */
 export class StatementCache {
   private readonly statements = new Map<string, NativeStatement>();
 
@@ -50,5 +53,10 @@ export class StatementCache {
       this.statements.set(sql, stmt);
     }
     return stmt;
+  }
+
+  /** Drops the statements (before the connection closes: each holds it in the driver). */
+  clear(): void {
+    this.statements.clear();
   }
 }

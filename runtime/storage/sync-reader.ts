@@ -55,6 +55,8 @@ export class FileReader implements SyncReader {
   }
 
   close(): void {
+    this.statements.clear();
+    this.objectStatements.clear();
     this.db.close();
   }
 }
