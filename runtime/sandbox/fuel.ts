@@ -61,6 +61,7 @@ export class FuelMeter {
     this.sliceEnd = where === "worker" ? Infinity : where.sliceEnd;
     this.grantSize = where === "worker" ? WORKER_GRANT : FUEL_SLICE;
     this.active = true;
+    this.suspendedMs = 0;
     this.used = 0;
     this.pool = this.budget;
     this.lastGrant = 0;
@@ -72,9 +73,13 @@ export class FuelMeter {
     this.active = false;
   }
 
+  /** How long the current stretch has spent suspended on async host functions, ms. */
+  suspendedMs = 0;
+
   /** Moves the slice's end by `ms` the call spent suspended (the thread was free meanwhile). */
   extendSlice(ms: number): void {
     this.sliceEnd += ms;
+    this.suspendedMs += ms;
   }
 
   /**

@@ -154,8 +154,6 @@ export class WasmPlugin {
   private readonly pendingHostCalls = new Set<(err: Error) => void>();
   /** Some host function is async: an in-thread call (CAN_SUSPEND) can wait on it, suspended. */
   private readonly suspends: boolean;
-  /** How long the current call has spent suspended on async host functions, ms. */
-  private suspendedMs = 0;
 
   constructor(private readonly opts: SandboxOptions) {
     this.meter = new FuelMeter(opts.limits.fuel, opts.limits.memoryPages);
@@ -258,7 +256,6 @@ export class WasmPlugin {
     // here until the call has come back (not the waits for its commit or a discard after it).
     const onThreadFrom = inWorker ? undefined : performance.now();
     let onThreadUntil: number | undefined;
-    this.suspendedMs = 0;
     try {
       this.input = utf8(input);
       this.inputRead = false;
@@ -294,7 +291,7 @@ export class WasmPlugin {
       if (e.kind !== "bad_output" && e.kind !== "conflict") await this.discardInstance(e.kind !== "timeout");
       throw e;
     } finally {
-      if (onThreadFrom !== undefined) countWork((onThreadUntil ?? performance.now()) - onThreadFrom - this.suspendedMs);
+      if (onThreadFrom !== undefined) countWork((onThreadUntil ?? performance.now()) - onThreadFrom - this.meter.suspendedMs);
       this.input = undefined;
       this.meter.stop();
       if (!ok) host.end(false);
@@ -438,9 +435,7 @@ export class WasmPlugin {
         } finally {
           // In-thread (CAN_SUSPEND) the thread was free while this awaited, answered or failed: not
           // part of the slice, nor of the work that calls for a turn of the event loop.
-          const away = performance.now() - suspended;
-          this.meter.extendSlice(away);
-          this.suspendedMs += away;
+          this.meter.extendSlice(performance.now() - suspended);
         }
         if (generation !== this.generation) throw new PluginCallError("unavailable", "host call answered after its call was abandoned");
         return result;
