@@ -44,12 +44,10 @@ async function eventSource(core: Core, kind: "prune_tool_results" | "summarize")
 }
 
 /** memory-reinject's post_compaction, in TypeScript, on the same KV store the sandbox uses. */
-async function subscribeFloor(core: Core, count: number): Promise<PluginKv[]> {
-  const stores: PluginKv[] = [];
+function subscribeFloor(core: Core, count: number): void {
   for (let i = 0; i < count; i++) {
     const name = `ts-${String(i).padStart(2, "0")}`;
     const kv = new PluginKv(name, core.kv, core.config.plugins.kv_quota);
-    stores.push(kv);
     core.dispatcher.subscribe(
       callbackSubscriber(name, ["post_compaction"], (p) => {
         const e = p as HookFields<"post_compaction">;
@@ -61,7 +59,6 @@ async function subscribeFloor(core: Core, count: number): Promise<PluginKv[]> {
       }),
     );
   }
-  return stores;
 }
 
 /**
@@ -117,7 +114,7 @@ export async function runFanout(opts: BenchOptions): Promise<Row[]> {
       const cases = [
         fanoutCase(`${n} TS callbacks`, w.kind, async () => {
           const bc = await openBenchCore();
-          await subscribeFloor(bc.core, n);
+          subscribeFloor(bc.core, n);
           return bc;
         }, (bc) => bc.core.kv.flush()),
         fanoutCase(`${n} WASM plugins`, w.kind, () => openBenchCore({ fleet: [{ from: "memory-reinject", prefix: "mr", count: n }] }), (bc) =>

@@ -196,7 +196,7 @@ export class KvStore implements KvBackend {
     await this.flush();
     this.writeRoundTrips++;
     await this.storage.batch([{ sql: PURGE_SQL, args: [JSON.stringify(ids)] }]);
-    this.usageOf.clear();
+    this.forgetUsage();
   }
 
   /**
