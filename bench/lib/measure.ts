@@ -61,6 +61,9 @@ export interface InterleavedCase {
   close?: () => Promise<void>;
 }
 
+/** Interleaved rounds per comparison in the fan-out, worker-path and plugin-tool suites. */
+export const INTERLEAVED_ROUNDS = 4;
+
 /** The middle value (the upper one of an even count). */
 export const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
@@ -97,10 +100,15 @@ export async function measureInterleaved<const T extends readonly InterleavedCas
       }
     }
   }
-  return runs.map((ts) => ({
-    mean: median(ts.map((t) => t.mean)),
-    p99: median(ts.map((t) => t.p99)),
-    samples: ts.reduce((n, t) => n + t.samples, 0),
-    wall: ts.reduce((n, t) => n + t.wall, 0),
-  })) as { -readonly [K in keyof T]: Timing };
+  return runs.map(medianRound) as { -readonly [K in keyof T]: Timing };
+}
+
+/** Rounds of one case as one figure: the median round's mean and p99, samples and wall time summed. */
+export function medianRound(rounds: readonly Timing[]): Timing {
+  return {
+    mean: median(rounds.map((t) => t.mean)),
+    p99: median(rounds.map((t) => t.p99)),
+    samples: rounds.reduce((n, t) => n + t.samples, 0),
+    wall: rounds.reduce((n, t) => n + t.wall, 0),
+  };
 }

@@ -10,7 +10,7 @@ import { PluginKv } from "../../host-api/kv.ts";
 import type { Core } from "../../runtime/core.ts";
 import type { PluginManager } from "../../runtime/plugins/manager.ts";
 import { assertNoPluginFailures, openBenchCore, type BenchCore } from "../lib/core.ts";
-import { measureInterleaved, type InterleavedCase, type Timing } from "../lib/measure.ts";
+import { INTERLEAVED_ROUNDS, measureInterleaved, type InterleavedCase, type Timing } from "../lib/measure.ts";
 import { openRawFleet, type RawFleet } from "../lib/raw-extism.ts";
 import { progress, type BenchOptions } from "../lib/options.ts";
 import type { Row } from "../lib/report.ts";
@@ -103,14 +103,11 @@ function rawExtismCase(name: string, n: number): InterleavedCase {
   };
 }
 
-/** Rounds of the cases compared, interleaved: the table shows each one's median round. */
-const ROUNDS = 4;
-
 export async function runFanout(opts: BenchOptions): Promise<Row[]> {
   const rows: Row[] = [];
   for (const w of WORKLOADS) {
     for (const n of FANOUT_SIZES) {
-      progress(`fan-out ${w.name}: ${n} TS callbacks, WASM plugins${w.name === "observe" ? ", raw Extism calls" : ""}, ${ROUNDS} interleaved rounds`);
+      progress(`fan-out ${w.name}: ${n} TS callbacks, WASM plugins${w.name === "observe" ? ", raw Extism calls" : ""}, ${INTERLEAVED_ROUNDS} interleaved rounds`);
       const cases = [
         fanoutCase(`${n} TS callbacks`, w.kind, async () => {
           const bc = await openBenchCore();
@@ -122,7 +119,7 @@ export async function runFanout(opts: BenchOptions): Promise<Row[]> {
         ),
         ...(w.name === "observe" ? [rawExtismCase(`${n} raw Extism calls`, n)] : []),
       ];
-      const timings = await measureInterleaved(cases, ROUNDS, { time: opts.taskMs, iterations: opts.minIterations });
+      const timings = await measureInterleaved(cases, INTERLEAVED_ROUNDS, { time: opts.taskMs, iterations: opts.minIterations });
       const [floor, wasm, raw] = timings as [Timing, Timing, Timing | undefined];
 
       const group = `post_compaction fan-out (${w.name})`;

@@ -7,7 +7,7 @@
 import { sql } from "kysely";
 import { createApp } from "../../runtime/http/app.ts";
 import { openBenchCore, type BenchCore } from "../lib/core.ts";
-import { measure, median, type Timing } from "../lib/measure.ts";
+import { measure, median, medianRound, type Timing } from "../lib/measure.ts";
 import { progress, type BenchOptions } from "../lib/options.ts";
 import type { Row } from "../lib/report.ts";
 import { seedTrees } from "../lib/seed.ts";
@@ -43,8 +43,6 @@ async function seeded(total: number): Promise<{ bc: BenchCore; get: Record<Query
   return { bc, get };
 }
 
-const mid = (ts: Timing[]) => ({ mean: median(ts.map((t) => t.mean)), p99: median(ts.map((t) => t.p99)), samples: ts.reduce((n, t) => n + t.samples, 0) });
-
 export async function runListing(opts: BenchOptions): Promise<Row[]> {
   progress(`listing: seeding ${SMALL} and ${LARGE.toLocaleString("en")} sessions`);
   const small = await seeded(SMALL);
@@ -60,8 +58,8 @@ export async function runListing(opts: BenchOptions): Promise<Row[]> {
         ts.push(await measure(`list ${q} small`, small.get[q], m));
         tl.push(await measure(`list ${q} large`, large.get[q], m));
       }
-      const s = mid(ts);
-      const l = mid(tl);
+      const s = medianRound(ts);
+      const l = medianRound(tl);
       const ratio = median(tl.map((t, r) => t.mean / ts[r]!.mean));
       const ratioP99 = median(tl.map((t, r) => t.p99 / ts[r]!.p99));
       const group = `GET /v1/sessions?limit=50, ${q}`;

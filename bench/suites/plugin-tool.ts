@@ -5,12 +5,9 @@
 // storage and hook work; the ratio says what running the tool sandboxed costs a turn.
 import type { Core } from "../../runtime/core.ts";
 import { assertNoPluginFailures, openBenchCore } from "../lib/core.ts";
-import { measureInterleaved, type InterleavedCase } from "../lib/measure.ts";
+import { INTERLEAVED_ROUNDS, measureInterleaved, type InterleavedCase } from "../lib/measure.ts";
 import { progress, type BenchOptions } from "../lib/options.ts";
 import type { Row } from "../lib/report.ts";
-
-/** Rounds of both tools, interleaved: the table shows each one's median round. */
-const ROUNDS = 4;
 
 const TEXT = "The quick brown fox jumps over the lazy dog.\n".repeat(40);
 
@@ -35,7 +32,7 @@ export async function runPluginTool(opts: BenchOptions): Promise<Row[]> {
   const { core } = bench;
   try {
     core.tools.register({ spec: { ...core.tools.get("text_stats")!.spec, name: "text_stats_ts" }, run: (args) => textStats(String(args.text)) });
-    progress(`plugin-tool: turns calling text_stats_ts and text_stats, ${ROUNDS} interleaved rounds`);
+    progress(`plugin-tool: turns calling text_stats_ts and text_stats, ${INTERLEAVED_ROUNDS} interleaved rounds`);
     const turnCase = (tool: string): InterleavedCase => {
       let sid = "";
       const message = `use tool ${tool} ${JSON.stringify({ text: TEXT })}`;
@@ -45,7 +42,7 @@ export async function runPluginTool(opts: BenchOptions): Promise<Row[]> {
         beforeEach: async () => void (sid = (await core.sessions.create({ profile: "bench", platform: "bench" })).id),
       };
     };
-    const [ts, wasm] = await measureInterleaved([turnCase("text_stats_ts"), turnCase("text_stats")], ROUNDS, {
+    const [ts, wasm] = await measureInterleaved([turnCase("text_stats_ts"), turnCase("text_stats")], INTERLEAVED_ROUNDS, {
       time: opts.taskMs,
       iterations: opts.minIterations,
     });

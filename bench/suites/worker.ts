@@ -10,12 +10,9 @@ import type { Core } from "../../runtime/core.ts";
 import { serveFetch } from "../../runtime/server.ts";
 import { CAN_SUSPEND } from "../../runtime/sandbox/wasm-plugin.ts";
 import { assertNoPluginFailures, openBenchCore, type BenchCore } from "../lib/core.ts";
-import { measureInterleaved, type InterleavedCase } from "../lib/measure.ts";
+import { INTERLEAVED_ROUNDS, measureInterleaved, type InterleavedCase } from "../lib/measure.ts";
 import { progress, type BenchOptions } from "../lib/options.ts";
 import type { Row } from "../lib/report.ts";
-
-/** Rounds of the floor and the plugin, interleaved: the table shows each one's median round. */
-const ROUNDS = 4;
 
 async function sessionWithHistory(core: Core): Promise<string> {
   const s = await core.sessions.create({ profile: "bench", platform: "bench" });
@@ -83,8 +80,8 @@ export async function runWorker(opts: BenchOptions): Promise<Row[]> {
         const payload = c.hook === "pre_llm_call" ? p.pre : p.post;
         return { name: `${c.hook} ${label}`, fn: () => bc.core.dispatcher.emit(c.hook, payload as never) };
       };
-      progress(`worker path: ${c.what}, TS callback and WASM plugin, ${ROUNDS} interleaved rounds`);
-      const [floor, plug] = await measureInterleaved([emitCase(ts, tsSid, "TS callback"), emitCase(wasm, wasmSid, "WASM plugin")], ROUNDS, {
+      progress(`worker path: ${c.what}, TS callback and WASM plugin, ${INTERLEAVED_ROUNDS} interleaved rounds`);
+      const [floor, plug] = await measureInterleaved([emitCase(ts, tsSid, "TS callback"), emitCase(wasm, wasmSid, "WASM plugin")], INTERLEAVED_ROUNDS, {
         time: opts.taskMs,
         iterations: opts.minIterations,
       });
