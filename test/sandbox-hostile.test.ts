@@ -5,7 +5,9 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { callFailure } from "./helpers/call-failure.ts";
+import type { CallContext } from "@extism/extism";
 import type { HostBinding, HostFunction } from "../host-api/binding.ts";
+import { storeText } from "../host-api/memory.ts";
 import { instrument, MAX_MODULE_BYTES } from "../runtime/sandbox/instrument.ts";
 import { compileInstrumented } from "../runtime/sandbox/module-cache.ts";
 import { CAN_SUSPEND, MAX_ERROR_CHARS, WasmPlugin, WORKER_GRACE_MS, type SandboxLimits } from "../runtime/sandbox/wasm-plugin.ts";
@@ -96,6 +98,32 @@ describe("hostile modules: host memory and outputs", () => {
     assert.equal(e.kind, "memory");
     assert.match(e.message, /kernel alloc/);
     assert.ok(process.memoryUsage().rss - before < 256 * 1024 * 1024, "no 1 GiB block was made");
+    await plugin.close();
+  });
+
+  it("functions reached through funcref globals keep the shim and their identity", async () => {
+    const { plugin } = await sandbox("funcref", { limits: { fuel: 2_000_000 } });
+    const huge = await callFailure(plugin.call("alloc_huge_indirect", "", Date.now() + 5_000));
+    assert.equal(huge.kind, "memory", huge.message);
+    assert.match(huge.message, /kernel alloc/);
+    // The global's own function answers (7, a non-zero status), not a fuel function in its place.
+    assert.match((await callFailure(plugin.call("call_seven", "", Date.now() + 5_000))).message, /returned 7/);
+    const started = Date.now();
+    const spin = await callFailure(plugin.call("spin_seven", "", Date.now() + 5_000));
+    assert.equal(spin.kind, "fuel", spin.message);
+    assert.ok(Date.now() - started < 2_000, "stopped by its fuel, long before the deadline");
+    await plugin.close();
+  });
+
+  it("blocks the host makes for its answers count towards the memory allowance", async () => {
+    const value = "v".repeat(256 * 1024);
+    const { plugin } = await sandbox("answers", { functions: { hookbox_kv_get: (ctx: CallContext) => storeText(ctx, value) } });
+    const before = process.memoryUsage().rss;
+    // 8,000 answers of 256 KiB would be 2 GiB; the allowance is 64 pages (4 MiB).
+    const e = await callFailure(plugin.call("many_gets", "", Date.now() + 10_000));
+    assert.equal(e.kind, "memory", e.message);
+    assert.match(e.message, /host function answers/);
+    assert.ok(process.memoryUsage().rss - before < 256 * 1024 * 1024, "stopped after a few MiB of answers");
     await plugin.close();
   });
 

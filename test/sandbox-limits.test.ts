@@ -68,8 +68,28 @@ describe("sandboxed calls", () => {
 
   it("stops a loop that outlives its deadline even with fuel to spare", async () => {
     const { plugin } = await sandbox({ fuel: 2 ** 40 });
-    const e = await callFailure(plugin.call("spin", "", Date.now() - 1));
+    const e = await callFailure(plugin.call("spin", "", Date.now() + 30));
     assert.equal(e.kind, "timeout");
+  });
+
+  it("a call whose deadline passed before it could start fails as unavailable: the plugin never ran", async () => {
+    const { plugin } = await sandbox();
+    const e = await callFailure(plugin.call("count", "", Date.now() - 1));
+    assert.equal(e.kind, "unavailable");
+    assert.match(e.message, /waited past its deadline/);
+  });
+
+  it("a call queued behind a busy instance leaves the queue at its own deadline, as unavailable", async () => {
+    const { plugin } = await sandbox({ fuel: 2 ** 40 });
+    // Spins past the in-thread slice, then in a worker until its deadline: the instance stays busy.
+    const busy = callFailure(plugin.call("spin", "", Date.now() + 1_500));
+    const started = Date.now();
+    const e = await callFailure(plugin.call("count", "", Date.now() + 300));
+    assert.equal(e.kind, "unavailable", e.message);
+    assert.match(e.message, /busy instance/);
+    assert.ok(Date.now() - started < 1_000, "it did not wait for the busy call to end");
+    assert.equal((await busy).kind, "timeout");
+    await plugin.close();
   });
 
   it("reports a memory bomb as a memory failure", async () => {

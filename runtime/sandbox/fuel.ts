@@ -42,7 +42,9 @@ export class FuelMeter {
   /** Fuel the last call used (its whole budget when it ran out). */
   used = 0;
   /** Set when the module asked for memory beyond its cap during the current call: linear or host blocks. */
-  memoryRefused: false | "grow" | "kernel" = false;
+  memoryRefused: false | "grow" | "kernel" | "answers" = false;
+  /** Bytes of the blocks host functions made for their answers during the current call. */
+  private answerBytes = 0;
   /** What the last export returned when it returns an i32 (Extism: 0 success, anything else failure). */
   returnCode = 0;
 
@@ -66,6 +68,7 @@ export class FuelMeter {
     this.pool = this.budget;
     this.lastGrant = 0;
     this.memoryRefused = false;
+    this.answerBytes = 0;
     this.returnCode = 0;
   }
 
@@ -91,6 +94,21 @@ export class FuelMeter {
     this.pool -= units;
     if (this.pool < -this.lastGrant) this.outOfFuel();
     this.checkClock();
+  }
+
+  /**
+   * Charges a block a host function made for its answer (a KV value, a key list, messages, a fetched
+   * body): 1 unit per 16 bytes, and within one call such blocks may hold no more than the module's
+   * memory allowance, like the blocks the module allocates itself (instrument.ts alloc_shim).
+   */
+  chargeAnswer(bytes: number): void {
+    if (!this.active) return;
+    this.answerBytes += bytes;
+    if (this.answerBytes > this.memoryPages * 65_536) {
+      this.memoryRefused = "answers";
+      throw this.memoryError();
+    }
+    this.charge(Math.floor(bytes / 16));
   }
 
   private outOfFuel(): never {
@@ -151,6 +169,7 @@ export class FuelMeter {
   memoryError(): PluginCallError {
     const limit = `${this.memoryPages} pages (${this.memoryPages * 64} KiB)`;
     if (this.memoryRefused === "kernel") return new PluginCallError("memory", `host memory (kernel alloc) beyond the limit of ${limit} in one call`);
+    if (this.memoryRefused === "answers") return new PluginCallError("memory", `host memory (host function answers) beyond the limit of ${limit} in one call`);
     return new PluginCallError("memory", `memory limit of ${limit} reached`);
   }
 }

@@ -142,7 +142,7 @@ async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Ui
   out.set(3, appendVec(find(sections, 3), [...wrapperTypes, growType, growType, growType, allocType, ...layout.logImports.map((i) => layout.funcTypes[i]!)].map((t) => new Writer().u32(t))));
   out.set(
     6,
-    appendVec(find(sections, 6), [
+    appendVec(globalsOf(sections, remap), [
       new Writer().byte(I32).byte(0x01).byte(Op.I32Const).i32(START_FUEL).byte(Op.End),
       new Writer().byte(I64).byte(0x01).byte(Op.I64Const).i64(0).byte(Op.End), // this call's host-block bytes
     ]),
@@ -468,20 +468,51 @@ function capTables(sections: Section[], elements: number): void {
   tables.body = w.toBytes();
 }
 
+/** Copies one constant expression from `r` to `w`, its ref.func indices through `remap`. */
+function copyConstExpr(r: Reader, body: Uint8Array, w: Writer, remap: (i: number) => number): void {
+  for (;;) {
+    const ins = readInstr(r);
+    if (ins.op === Op.RefFunc) w.byte(ins.op).u32(remap(new Reader(body, ins.immStart).u32()));
+    else w.raw(body.subarray(ins.start, ins.end));
+    if (ins.op === Op.End) return;
+  }
+}
+
+/** i32, i64, f32, f64, v128, funcref, externref: one byte each (typed references are refused). */
+const GLOBAL_TYPES = new Set([0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f]);
+
+/** The module's own globals, their initializers remapped (see rewriteGlobals). */
+function globalsOf(sections: Section[], remap: (i: number) => number): Uint8Array | undefined {
+  const globals = find(sections, 6);
+  return globals && rewriteGlobals(globals, remap);
+}
+
+/**
+ * A global's initializer may name a function (a funcref global): shifted like every other function
+ * index, else it would still name the raw kernel `alloc` (no charge, no cap) or, past the added
+ * imports, one of the fuel functions (a `begin` refills the budget).
+ */
+function rewriteGlobals(body: Uint8Array, remap: (i: number) => number): Uint8Array {
+  const r = new Reader(body);
+  const w = new Writer();
+  const n = r.u32();
+  w.u32(n);
+  for (let i = 0; i < n; i++) {
+    const type = r.byte();
+    if (!GLOBAL_TYPES.has(type)) throw new InstrumentError(`unsupported global type 0x${type.toString(16)}`);
+    w.byte(type).byte(r.byte());
+    copyConstExpr(r, body, w, remap);
+  }
+  return w.toBytes();
+}
+
 /** Element segments name functions by index: shift them past the added imports. */
 function rewriteElements(body: Uint8Array, remap: (i: number) => number): Uint8Array {
   const r = new Reader(body);
   const w = new Writer();
   const n = r.u32();
   w.u32(n);
-  const copyExpr = () => {
-    for (;;) {
-      const ins = readInstr(r);
-      if (ins.op === Op.RefFunc) w.byte(ins.op).u32(remap(new Reader(body, ins.immStart).u32()));
-      else w.raw(body.subarray(ins.start, ins.end));
-      if (ins.op === Op.End) return;
-    }
-  };
+  const copyExpr = () => copyConstExpr(r, body, w, remap);
   for (let i = 0; i < n; i++) {
     const flags = r.u32();
     w.u32(flags);

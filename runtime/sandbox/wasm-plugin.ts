@@ -205,7 +205,7 @@ export class WasmPlugin {
    * returns comes back as `accepted` (a function, not a closure per call: see attempt()).
    */
   async call(fn: string, input: string, deadline: number, accept?: AcceptOutput): Promise<SandboxResult> {
-    if (this.busy) await new Promise<void>((wake) => this.waiting.push(wake));
+    if (this.busy) await this.turnBy(deadline);
     else this.busy = true;
     try {
       return await this.attempt(fn, input, deadline, accept);
@@ -219,6 +219,27 @@ export class WasmPlugin {
       if (next) next(); // stays busy: the lock passes straight to the next caller
       else this.busy = false;
     }
+  }
+
+  /**
+   * Waits for the instance (first come, first served). A caller still waiting at its deadline leaves
+   * the queue at once as `unavailable`: the plugin never ran (its earlier calls, or the host's KV
+   * commits for them, held it), so the wait neither delays its caller past the deadline nor counts
+   * towards a quarantine or cool-off.
+   */
+  private turnBy(deadline: number): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        const i = this.waiting.indexOf(wake);
+        if (i >= 0) this.waiting.splice(i, 1);
+        reject(new PluginCallError("unavailable", `waited past its deadline for its busy instance (${this.waiting.length + 1} calls were queued)`));
+      }, Math.max(0, deadline - Date.now()));
+      this.waiting.push(wake);
+    });
   }
 
   async close(): Promise<void> {
@@ -236,7 +257,7 @@ export class WasmPlugin {
       now = Date.now();
     }
     // The deadline covers the wait for the instance too (callers rely on it: enforcesDeadline).
-    if (now > deadline) throw new PluginCallError("timeout", `waited past its deadline for the busy instance`);
+    if (now > deadline) throw new PluginCallError("unavailable", `waited past its deadline for its busy instance`);
     let plugin = this.instance;
     if (!plugin) {
       const building = performance.now();
@@ -404,8 +425,9 @@ export class WasmPlugin {
 
   /**
    * Wraps a host function: refuses to run for an abandoned instance, charges HOST_CALL_FUEL plus
-   * 1 unit per 16 bytes of the blocks named by its u64 arguments, and checks the clock (both may
-   * end the call). An async function stays async (Extism awaits those).
+   * 1 unit per 16 bytes of the blocks named by its u64 arguments and of the block it answers with
+   * (those count towards the call's memory allowance), and checks the clock (all may end the call).
+   * An async function stays async (Extism awaits those).
    */
   private charged(fn: HostFunction, generation: number, awaited: boolean): HostFunction {
     const charge = (ctx: CallContext, args: unknown[]) => {
@@ -414,6 +436,11 @@ export class WasmPlugin {
       // Block addresses start at 2^48 (block 1, offset 0); pointers and lengths below it name none.
       for (const a of args) if (typeof a === "bigint" && a >= FIRST_BLOCK) bytes += Number(ctx.length(a));
       this.meter.charge(HOST_CALL_FUEL + Math.floor(bytes / 16));
+    };
+    // A block the function made for its answer is charged and counted too (see FuelMeter.chargeAnswer).
+    const answered = (ctx: CallContext, result: unknown) => {
+      if (typeof result === "bigint" && result >= FIRST_BLOCK) this.meter.chargeAnswer(Number(ctx.length(result)));
+      return result;
     };
     // An async function (Extism tells them by their constructor) suspends an in-thread call.
     if (awaited || isAsync(fn)) {
@@ -438,12 +465,12 @@ export class WasmPlugin {
           this.meter.extendSlice(performance.now() - suspended);
         }
         if (generation !== this.generation) throw new PluginCallError("unavailable", "host call answered after its call was abandoned");
-        return result;
+        return answered(ctx, result);
       };
     }
     return (ctx: CallContext, ...args: any[]) => {
       charge(ctx, args);
-      return fn(ctx, ...args);
+      return answered(ctx, fn(ctx, ...args));
     };
   }
 
