@@ -8,7 +8,12 @@
 // (the runtime runs it again), so concurrent counters never lose an update.
 import { PluginCallError } from "../hooks/failures.ts";
 
-export const KV_LIMITS = { keyBytes: 512, valueBytes: 256 * 1024 } as const;
+/**
+ * Per key, per value, per scope (a session id, "" plugin-wide) and per call: what one call stages is
+ * committed as one JSON text, so it is bounded whatever the quota (a text past V8's string limit
+ * would fail the commit of every plugin in the group).
+ */
+export const KV_LIMITS = { keyBytes: 512, valueBytes: 256 * 1024, scopeBytes: 256, callBytes: 8 * 1024 * 1024 } as const;
 
 export interface KvQuota {
   keys: number;
@@ -104,6 +109,8 @@ export class PluginKv {
   /** Bytes and keys this call adds at most (every set counted as a new key: no read needed). */
   private callKeys = 0;
   private callBytes = 0;
+  /** The same for this plugin's earlier calls whose writes are not committed yet. */
+  private readonly inFlight = { keys: 0, bytes: 0 };
 
   constructor(
     readonly plugin: string,
@@ -112,6 +119,7 @@ export class PluginKv {
   ) {}
 
   get(session: string, key: string): string | undefined {
+    checkSlot(session, key);
     const staged = this.staged(session, key);
     if (staged !== undefined) return staged ?? undefined;
     return this.backend.get(this.plugin, session, key);
@@ -135,12 +143,17 @@ export class PluginKv {
   }
 
   set(session: string, key: string, value: string): void {
-    checkKey(key);
+    checkSlot(session, key);
     const bytes = utf8Length(value);
     if (bytes > KV_LIMITS.valueBytes) throw new PluginCallError("trap", `kv value for "${key.slice(0, 40)}" exceeds ${KV_LIMITS.valueBytes} bytes`);
+    const size = bytes + utf8Length(key);
+    if (this.callBytes + size > KV_LIMITS.callBytes) {
+      throw new PluginCallError("quota", `kv: one call may write at most ${KV_LIMITS.callBytes} bytes of keys and values`);
+    }
+    // Stored usage as last read, plus this process's writes still being committed, plus this call's.
     const usage = this.backend.usage(this.plugin);
-    const keys = usage.keys + this.callKeys + 1;
-    const total = usage.bytes + this.callBytes + bytes + utf8Length(key);
+    const keys = usage.keys + this.inFlight.keys + this.callKeys + 1;
+    const total = usage.bytes + this.inFlight.bytes + this.callBytes + size;
     if (keys > this.quota.keys || total > this.quota.bytes) {
       throw new PluginCallError(
         "quota",
@@ -148,12 +161,12 @@ export class PluginKv {
       );
     }
     this.callKeys++;
-    this.callBytes += bytes + utf8Length(key);
+    this.callBytes += size;
     this.stage(session, key, value);
   }
 
   delete(session: string, key: string): void {
-    checkKey(key);
+    checkSlot(session, key);
     this.stage(session, key, null);
   }
 
@@ -183,6 +196,8 @@ export class PluginKv {
    * keys crossing the host, the commit queue and SQL twice; a sweep that matches nothing is dropped.
    */
   deleteForSessions(session: string, prefix: string, idsJson: string, ids: readonly string[], byIdPrefix: boolean): number {
+    checkScope(session);
+    checkPrefix(prefix);
     const sweep = new KvSweep(session, prefix, idsJson, ids, byIdPrefix);
     const gone = this.sweptByCall(sweep);
     // Nothing stored or staged matches: no statement to run at commit.
@@ -219,6 +234,8 @@ export class PluginKv {
 
   /** Keys of `session` starting with `prefix`, sorted; the call's own and unflushed writes count. */
   list(session: string, prefix: string): string[] {
+    checkScope(session);
+    checkPrefix(prefix);
     const keys = new Set<string>();
     for (const key of this.backend.keys(this.plugin, session, prefix)) if (this.staged(session, key) !== null) keys.add(key);
     for (const key of this.stagedKeys(session, prefix)) if (this.staged(session, key) != null) keys.add(key);
@@ -246,9 +263,13 @@ export class PluginKv {
     this.pending = undefined;
     this.guards = undefined;
     this.pendingSweeps = undefined;
+    const staged = { keys: this.callKeys, bytes: this.callBytes };
     this.callKeys = 0;
     this.callBytes = 0;
     if (!ok || (pending.size === 0 && sweeps.length === 0)) return undefined;
+    // Counted towards the quota until committed: the backend's usage has them from then on.
+    this.inFlight.keys += staged.keys;
+    this.inFlight.bytes += staged.bytes;
     const gen = ++this.gen;
     const writes: KvChangeSet["writes"] = [];
     for (const [s, value] of pending) {
@@ -260,6 +281,8 @@ export class PluginKv {
     const guardList: KvChangeSet["guards"] = [];
     for (const [s, value] of guards ?? []) guardList.push([...unslot(s), value]);
     const committed = this.backend.commit({ plugin: this.plugin, sweeps, writes, guards: guardList }).finally(() => {
+      this.inFlight.keys -= staged.keys;
+      this.inFlight.bytes -= staged.bytes;
       for (const s of pending.keys()) if (this.unflushed.get(s)?.gen === gen) this.unflushed.delete(s);
       for (const w of swept) this.unflushedSweeps.delete(w);
     });
@@ -275,7 +298,7 @@ export class PluginKv {
 
   /** Reads `key` and remembers the value as this call's guard (the first read counts). */
   private guardedRead(session: string, key: string): string | undefined {
-    checkKey(key);
+    checkSlot(session, key);
     const s = slot(session, key);
     const value = this.get(session, key);
     const guards = (this.guards ??= new Map());
@@ -294,8 +317,22 @@ export class PluginKv {
 
 const utf8Length = (text: string): number => Buffer.byteLength(text);
 
-function checkKey(key: string): void {
-  if (key.length === 0 || Buffer.byteLength(key) > KV_LIMITS.keyBytes) {
-    throw new PluginCallError("trap", `kv keys must be 1..${KV_LIMITS.keyBytes} bytes`);
+// NUL separates scope and key inside the overlay: neither may contain it.
+function checkSlot(session: string, key: string): void {
+  checkScope(session);
+  if (key.length === 0 || Buffer.byteLength(key) > KV_LIMITS.keyBytes || key.includes("\u0000")) {
+    throw new PluginCallError("trap", `kv keys must be 1..${KV_LIMITS.keyBytes} bytes without NUL`);
+  }
+}
+
+function checkScope(session: string): void {
+  if (session.length > KV_LIMITS.scopeBytes || Buffer.byteLength(session) > KV_LIMITS.scopeBytes || session.includes("\u0000")) {
+    throw new PluginCallError("trap", `kv session scopes must be at most ${KV_LIMITS.scopeBytes} bytes without NUL`);
+  }
+}
+
+function checkPrefix(prefix: string): void {
+  if (Buffer.byteLength(prefix) > KV_LIMITS.keyBytes || prefix.includes("\u0000")) {
+    throw new PluginCallError("trap", `kv prefixes must be at most ${KV_LIMITS.keyBytes} bytes without NUL`);
   }
 }

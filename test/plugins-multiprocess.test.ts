@@ -120,7 +120,7 @@ for (const db of TEST_DBS) {
         assert.ok(listed.includes(keep));
       }
       const rows = await client.execute({
-        sql: "select plugin, session_id, key from plugin_kv where session_id in (select value from json_each(?1)) or exists (select 1 from json_each(?1) j where instr(key, j.value) > 0)",
+        sql: "select plugin, session_id, key from plugin_kv where session_id in (select value from json_each(?1)) or exists (select 1 from json_each(?1) j where instr(plugin_kv.key, j.value) > 0)",
         args: [JSON.stringify(ids)],
       });
       assert.deepEqual(rows.rows, [], "no plugin row mentions a deleted session");

@@ -3,7 +3,7 @@
 // and released too, so a long-lived instance does not accumulate host-side memory.
 import { free } from "./env";
 import { loadBlock, storeRaw, storeString, writeBlock } from "./mem";
-import { decodeString, decodeStringArray } from "./json";
+import { decodeString, decodeStringArray, skipValue, skipWs } from "./json";
 import { ByteWriter } from "./bytes";
 
 // @ts-ignore: decorator
@@ -145,16 +145,69 @@ export const KEY_STARTS_PREFIX_ID: u64 = 1; // prefix + id + ":" + anything
 
 /**
  * Deletes the keys of many sessions in ONE host call: `buf[start, end)` is a JSON array of session
- * ids, passed as is (e.g. the raw `deleted_ids` of on_session_delete: nothing is decoded here).
+ * ids, passed as is (e.g. the raw `deleted_ids` of on_session_delete: nothing is decoded here); a
+ * list longer than one call may carry (50,000 ids, 4 MiB) goes in parts, one call each.
  * Returns how many keys were deleted.
  */
 export function kvDeleteSessions(session: string, prefix: string, buf: Uint8Array, start: i32, end: i32, mode: u64): i64 {
   const s = storeString(session);
   const p = storeString(prefix);
-  const ids = storeRaw(buf.dataStart + <usize>start, end - start);
-  const n = hookbox_kv_delete_sessions(s, p, ids, mode);
+  let n: i64 = 0;
+  // A list that may pass the host's bounds per call (SWEEP_IDS ids, SWEEP_BYTES) goes in parts;
+  // a shorter one (an id takes 3 bytes at least: quotes and comma) as it is.
+  if (end - start > SWEEP_BYTES || end - start >= SWEEP_IDS * 3) n = sweepInParts(s, p, buf, start, end, mode);
+  else {
+    const ids = storeRaw(buf.dataStart + <usize>start, end - start);
+    n = <i64>hookbox_kv_delete_sessions(s, p, ids, mode);
+    free(ids);
+  }
   free(s);
   free(p);
+  return n;
+}
+
+/** The host's bounds of one hookbox_kv_delete_sessions call (host-api/functions.ts MAX_SWEEP_IDS). */
+const SWEEP_IDS: i32 = 50_000;
+const SWEEP_BYTES: i32 = 2 * 1024 * 1024;
+
+/** Splits the array at `start` at commas into parts within the host's bounds, one call each. */
+function sweepInParts(s: u64, p: u64, buf: Uint8Array, start: i32, end: i32, mode: u64): i64 {
+  let open = skipWs(buf, start); // the '[' of the part being gathered (later: the comma before it)
+  let i = open + 1;
+  let count = 0;
+  let n: i64 = 0;
+  for (;;) {
+    i = skipWs(buf, i);
+    if (i >= end || buf[i] == 0x5d) break; // ']'
+    const after = skipValue(buf, i);
+    if (after < 0) break;
+    count++;
+    i = skipWs(buf, after);
+    if (i >= end || buf[i] != 0x2c) break; // no ',': the array ends here
+    if (count == SWEEP_IDS || i - open >= SWEEP_BYTES) {
+      n += sweepPart(s, p, buf, open, i, mode);
+      open = i;
+      count = 0;
+    }
+    i++;
+  }
+  return n + sweepPart(s, p, buf, open, end - 1, mode);
+}
+
+/**
+ * One call for the ids between `open` and `close` (exclusive), sent as a JSON array: the bytes at
+ * `open` and `close` (the array's brackets or the commas around a part) are set to '[' and ']' for
+ * the copy and put back after it, so no part is copied twice.
+ */
+function sweepPart(s: u64, p: u64, buf: Uint8Array, open: i32, close: i32, mode: u64): i64 {
+  const before = buf[open];
+  const after = buf[close];
+  buf[open] = 0x5b;
+  buf[close] = 0x5d;
+  const ids = storeRaw(buf.dataStart + <usize>open, close - open + 1);
+  buf[open] = before;
+  buf[close] = after;
+  const n = hookbox_kv_delete_sessions(s, p, ids, mode);
   free(ids);
   return <i64>n;
 }

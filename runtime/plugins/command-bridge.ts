@@ -11,10 +11,12 @@ import type { PluginEntry } from "./entry.ts";
 import type { PluginLogs } from "./logs.ts";
 
 /**
- * A call whose guarded KV writes (kv_incr, kv_cas) lost a race is run again, up to this many times
- * and within its deadline, after a random pause that grows with each try (so racing processes part).
+ * A call whose guarded KV writes (kv_incr, kv_cas) lost a race is run again until its deadline, after
+ * a random pause that grows with each try up to this many ms (so racing processes part). Not a fixed
+ * number of tries: under contention from several processes one writer wins each round, so the others
+ * may need many rounds, and a call that gave up early lost its update for no fault of its own.
  */
-const CONFLICT_ATTEMPTS = 30;
+const CONFLICT_PAUSE_MS = 50;
 
 export class CommandBridge {
   constructor(
@@ -105,8 +107,8 @@ async function callRetrying(sandbox: WasmPlugin, fn: string, input: string, dead
     try {
       return await sandbox.call(fn, input, deadline, accept);
     } catch (err) {
-      if (!(err instanceof PluginCallError) || err.kind !== "conflict" || attempt >= CONFLICT_ATTEMPTS || Date.now() > deadline) throw err;
-      await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 * attempt)));
+      if (!(err instanceof PluginCallError) || err.kind !== "conflict" || Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, Math.random() * Math.min(CONFLICT_PAUSE_MS, 2 * attempt)));
     }
   }
 }

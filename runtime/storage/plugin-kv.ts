@@ -7,7 +7,7 @@
 import type { InStatement } from "@libsql/client";
 import { CompiledQuery, type Transaction } from "kysely";
 import { setImmediate } from "node:timers";
-import { KvConflictError, type KvBackend, type KvChangeSet, type KvSweep, type KvUsage } from "../../host-api/kv.ts";
+import { KV_LIMITS, KvConflictError, type KvBackend, type KvChangeSet, type KvSweep, type KvUsage } from "../../host-api/kv.ts";
 import type { Storage } from "./db.ts";
 import type { Database } from "./schema.ts";
 import { failUnless, isGuardFailure } from "./guard.ts";
@@ -236,18 +236,47 @@ export class KvStore implements KvBackend {
     // Let the rest of a fan-out queue its writes before the commit starts: its in-thread plugin
     // calls settle within this turn of the event loop, so one commit takes them all.
     await new Promise((resolve) => setImmediate(resolve));
-    while (this.queue.length > 0) {
-      const queued = this.queue;
-      this.queue = [];
-      const guarded = queued.filter((q) => q.changes.guards.length > 0);
-      const plain = queued.filter((q) => q.changes.guards.length === 0);
-      if (plain.length > 0) await this.commitGroup(plain);
-      for (const q of guarded) await this.commitGroup([q]);
+    try {
+      while (this.queue.length > 0) await this.commitQueued();
+    } finally {
+      this.draining = undefined;
     }
-    this.draining = undefined;
   }
 
+  private async commitQueued(): Promise<void> {
+    const queued = this.queue;
+    this.queue = [];
+    const guarded = queued.filter((q) => q.changes.guards.length > 0);
+    const plain = queued.filter((q) => q.changes.guards.length === 0);
+    for (const group of bySize(plain)) await this.commitGroup(group);
+    // Each guarded set must fail alone, so each is a batch of its own; they run side by side (a
+    // plugin has at most one in flight: its call holds the instance until the commit), which on a
+    // server overlaps their round trips instead of queueing every plugin's kv_incr behind the last.
+    await Promise.all(guarded.map((q) => this.commitGroup([q])));
+  }
+
+  /** Commits the group's change sets in one batch; settles each of them, never throws. */
   private async commitGroup(group: Queued[]): Promise<void> {
+    const plugins = new Set(group.map((q) => q.changes.plugin));
+    try {
+      const stmts = this.statementsOf(group);
+      this.writeRoundTrips++;
+      const results = await this.storage.batch(stmts);
+      const at = this.opts.now();
+      for (const p of plugins) this.usageOf.set(p, { keys: 0, bytes: 0, at });
+      for (const row of results[results.length - 1]!.rows) {
+        this.usageOf.set(String(row[0]), { keys: Number(row[1]), bytes: Number(row[2]), at });
+      }
+      for (const q of group) q.done();
+    } catch (err) {
+      const conflict = isGuardFailure(err);
+      if (!conflict) this.opts.onError([...plugins], err);
+      for (const q of group) q.done(conflict ? new KvConflictError(q.changes.plugin) : err);
+    }
+  }
+
+  /** The group's statements: its sweeps and guards, then its final state per key set-based. */
+  private statementsOf(group: Queued[]): InStatement[] {
     // The group's final state per key (last write wins), so the delete and upsert statements can
     // run set-based in any order.
     const last = new Map<string, [string, string, string, string | null]>();
@@ -289,19 +318,26 @@ export class KvStore implements KvBackend {
     for (const d of deletes.values()) stmts.push({ sql: DELETE_SQL, args: [d.plugin, d.session, JSON.stringify(d.keys)] });
     if (upserts.length > 0) stmts.push({ sql: UPSERT_SQL, args: [JSON.stringify(upserts), this.opts.now()] });
     stmts.push({ sql: USAGE_SQL, args: [JSON.stringify([...plugins])] });
-    try {
-      this.writeRoundTrips++;
-      const results = await this.storage.batch(stmts);
-      const at = this.opts.now();
-      for (const p of plugins) this.usageOf.set(p, { keys: 0, bytes: 0, at });
-      for (const row of results[results.length - 1]!.rows) {
-        this.usageOf.set(String(row[0]), { keys: Number(row[1]), bytes: Number(row[2]), at });
-      }
-      for (const q of group) q.done();
-    } catch (err) {
-      const conflict = isGuardFailure(err);
-      if (!conflict) this.opts.onError([...plugins], err);
-      for (const q of group) q.done(conflict ? new KvConflictError(q.changes.plugin) : err);
-    }
+    return stmts;
   }
+}
+
+/** Bytes of keys and values per batch: a call stages at most KV_LIMITS.callBytes, a batch a few calls' worth. */
+const BATCH_BYTES = 4 * KV_LIMITS.callBytes;
+
+/** Change sets in groups of at most BATCH_BYTES (a group's writes become one JSON text), in order. */
+function bySize(queued: readonly Queued[]): Queued[][] {
+  const groups: Queued[][] = [];
+  let size = Infinity;
+  for (const q of queued) {
+    let bytes = 0;
+    for (const [session, key, value] of q.changes.writes) bytes += session.length + key.length + (value?.length ?? 0);
+    if (size + bytes > BATCH_BYTES) {
+      groups.push([]);
+      size = 0;
+    }
+    groups[groups.length - 1]!.push(q);
+    size += bytes;
+  }
+  return groups;
 }

@@ -1,0 +1,106 @@
+// Plugin KV bounds that hold whatever a plugin sends (host-api/kv.ts KV_LIMITS, quotas) and a commit
+// path no plugin can wedge (runtime/storage/plugin-kv.ts): session scopes are short and NUL-free
+// like keys, one call stages at most KV_LIMITS.callBytes, writes still being committed count
+// towards the quota, and a group commit that cannot even be built fails its change sets only.
+import { describe, it, after, before } from "node:test";
+import assert from "node:assert/strict";
+import type { CallContext } from "@extism/extism";
+import { grantedOf } from "../host-api/capabilities.ts";
+import { bindHostApi, MAX_SWEEP_IDS } from "../host-api/functions.ts";
+import { KV_LIMITS, PluginKv } from "../host-api/kv.ts";
+import { PluginCallError } from "../hooks/failures.ts";
+import { openStorage, type Storage } from "../runtime/storage/db.ts";
+import { KvStore } from "../runtime/storage/plugin-kv.ts";
+
+const failsAs = (kind: string, pattern: RegExp) => (err: unknown) =>
+  err instanceof PluginCallError && err.kind === kind && pattern.test(err.message);
+
+describe("plugin KV limits", () => {
+  let storage: Storage;
+  let store: KvStore;
+  const errors: unknown[] = [];
+  before(async () => {
+    storage = await openStorage("file::memory:");
+    store = KvStore.open(storage, { now: () => Date.now(), onError: (_plugins, err) => void errors.push(err) });
+  });
+  after(async () => {
+    await store.close();
+    await storage.close();
+  });
+
+  it("a session scope past KV_LIMITS.scopeBytes, or a NUL in scope or key, fails the call as trap", () => {
+    const kv = new PluginKv("limits", store, { keys: 100, bytes: 1_000_000 });
+    const long = "s".repeat(KV_LIMITS.scopeBytes + 1);
+    assert.throws(() => kv.set(long, "k", "v"), failsAs("trap", /session scopes must be at most/));
+    assert.throws(() => kv.get(long, "k"), failsAs("trap", /session scopes/));
+    assert.throws(() => kv.list(long, ""), failsAs("trap", /session scopes/));
+    assert.throws(() => kv.deleteForSessions(long, "p:", "[]", [], false), failsAs("trap", /session scopes/));
+    assert.throws(() => kv.set("a\u0000b", "k", "v"), failsAs("trap", /without NUL/));
+    assert.throws(() => kv.set("", "k\u0000j", "v"), failsAs("trap", /without NUL/));
+    assert.throws(() => kv.incr("", "\u0000", 1), failsAs("trap", /without NUL/));
+    kv.set("s".repeat(KV_LIMITS.scopeBytes), "k", "v");
+    kv.end(false);
+  });
+
+  it("one call stages at most KV_LIMITS.callBytes of keys and values", () => {
+    const kv = new PluginKv("bulk", store, { keys: 100_000, bytes: 1_000_000_000 });
+    const value = "x".repeat(KV_LIMITS.valueBytes);
+    const fit = Math.floor(KV_LIMITS.callBytes / (KV_LIMITS.valueBytes + 8));
+    for (let i = 0; i < fit; i++) kv.set("", `k${String(i).padStart(6, "0")}`, value);
+    assert.throws(() => kv.set("", "one-more", value), failsAs("quota", /one call may write at most/));
+    kv.end(false);
+  });
+
+  it("writes still being committed count towards the quota: calls in a row cannot pass it", async () => {
+    const kv = new PluginKv("quota", store, { keys: 5, bytes: 1_000_000 });
+    let refused = 0;
+    // Each call ends before the previous commit is in: without counting those, each saw 0 keys.
+    for (let i = 0; i < 12; i++) {
+      try {
+        kv.set("", `k${i}`, "v");
+        kv.end(true);
+      } catch (err) {
+        assert.ok(failsAs("quota", /kv quota of quota reached/)(err), String(err));
+        kv.end(false);
+        refused++;
+      }
+    }
+    await store.flush();
+    assert.equal(store.keys("quota", "", "").length, 5);
+    assert.equal(refused, 7);
+    assert.equal(store.usage("quota").keys, 5);
+  });
+
+  it("hookbox_kv_delete_sessions takes at most MAX_SWEEP_IDS ids a call (the work runs on the host's thread)", () => {
+    const kv = new PluginKv("sweeper", store, { keys: 100, bytes: 1_000_000 });
+    const h = bindHostApi({ plugin: "sweeper", grants: grantedOf(["kv"], ["kv"]), kv, readMessages: () => [], log: () => undefined });
+    // A call context whose blocks 1, 2, 3 are the scope, the prefix and the ids.
+    const ctxWith = (ids: string) => {
+      const blocks = new Map([[1n, ""], [2n, "entry:"], [3n, ids]]);
+      return { read: (o: bigint) => ({ text: () => blocks.get(o)! }) } as unknown as CallContext;
+    };
+    const ids = (n: number) => JSON.stringify(Array.from({ length: n }, (_, i) => `s${i}`));
+    const sweep = (json: string) => h.functions.hookbox_kv_delete_sessions!(ctxWith(json), 1n, 2n, 3n, 0n);
+    assert.equal(sweep(ids(MAX_SWEEP_IDS)), 0n);
+    assert.throws(() => sweep(ids(MAX_SWEEP_IDS + 1)), failsAs("trap", /at most 50000 ids per call/));
+    assert.throws(() => sweep(JSON.stringify(["x".repeat(5 * 1024 * 1024)])), failsAs("trap", /characters of ids per call/));
+    kv.end(false);
+  });
+
+  it("a group commit that cannot be built fails its change sets, and the next commits go through", async () => {
+    const before = errors.length;
+    // A change set no plugin can stage any more (the limits above): too large to become JSON text.
+    const huge = "\u0000".repeat(100 * 1024 * 1024);
+    const writes: Array<[string, string, string]> = [];
+    for (let i = 0; i < 8; i++) writes.push([huge, `k${i}`, "v"]);
+    const failed = store.commit({ plugin: "wedge", sweeps: [], writes, guards: [] });
+    await assert.rejects(failed, RangeError);
+    assert.equal(errors.length, before + 1, "reported through onError");
+    const kv = new PluginKv("after", store, { keys: 100, bytes: 1_000_000 });
+    kv.set("", "k", "v");
+    kv.end(true);
+    await store.flush();
+    assert.equal(kv.get("", "k"), "v");
+    assert.deepEqual(store.keys("after", "", ""), ["k"], "committed: the commit queue still drains");
+  });
+});
