@@ -173,9 +173,25 @@ function applyEnv(input: unknown, env: Record<string, string | undefined>): { me
   return { merged, fromEnv };
 }
 
+/** HOOKBOX_ variables that are not settings: the config file's path, log level, build and test knobs. */
+const OTHER_ENV = new Set(["HOOKBOX_CONFIG", "HOOKBOX_LOG", "HOOKBOX_REQUIRE_TOOLCHAINS", "HOOKBOX_RUSTC", "HOOKBOX_CLANG", "HOOKBOX_WASI_SYSROOT", "HOOKBOX_TEST_DB", "HOOKBOX_SQLD", "HOOKBOX_SQLD_CACHE"]);
+
+/** A warning per HOOKBOX_ variable that names no setting (a misspelt one would silently do nothing). */
+function unknownEnv(env: Record<string, string | undefined>): string[] {
+  const known = ENV_SETTINGS.map((s) => s.env);
+  return Object.keys(env)
+    .filter((name) => name.startsWith("HOOKBOX_") && !OTHER_ENV.has(name) && !known.includes(name))
+    .map((name) => `${name} is not a hookbox setting and is ignored${suggest(name, known)}`);
+}
+
 /** Parses config input (file contents or an object built by a test), with env overrides applied. */
 export function parseConfig(input: unknown, env: Record<string, string | undefined> = {}, origin = "config"): Config {
   const { merged, fromEnv } = applyEnv(input, env);
+  // A provider given without a type (e.g. only HOOKBOX_PROVIDER_TIMEOUT_SECONDS) is the default one.
+  const provider = (merged as { provider?: unknown } | null)?.provider;
+  if (typeof provider === "object" && provider !== null && !Array.isArray(provider) && !("type" in provider)) {
+    (provider as Record<string, unknown>).type = "local";
+  }
   const res = v.safeParse(ConfigSchema, merged);
   if (!res.success) {
     const where = res.issues
@@ -187,7 +203,7 @@ export function parseConfig(input: unknown, env: Record<string, string | undefin
       .join("; ");
     throw new ConfigError(`${origin}: ${where}`);
   }
-  const warnings: string[] = [];
+  const warnings: string[] = unknownEnv(env);
   const { hook_callback_timeout, ...plugins } = res.output.plugins;
   const c: Config = { ...res.output, plugins: { ...plugins, hook_callback_timeout: hookTimeout(hook_callback_timeout, warnings) }, warnings };
   for (const w of warnings) log("warn", w, { origin });
@@ -211,6 +227,17 @@ export function checkPluginNames(c: Config, available: readonly string[]): void 
   check("plugins.grants", Object.keys(c.plugins.grants));
   check("plugins.limits", Object.keys(c.plugins.limits));
   check("plugins.fail_closed", c.plugins.fail_closed);
+  if (problems.length) throw new ConfigError(problems.join("; "));
+}
+
+/**
+ * plugins.command_users names commands: each must be one a plugin in plugins.dir declares, else a
+ * typo would leave the command it meant open to every identified user.
+ */
+export function checkCommandUsers(c: Config, declared: readonly string[]): void {
+  const problems = Object.keys(c.plugins.command_users)
+    .filter((name) => !declared.includes(name))
+    .map((name) => `plugins.command_users: no plugin in ${c.plugins.dir} declares a command "${name}"${suggest(name, declared)}`);
   if (problems.length) throw new ConfigError(problems.join("; "));
 }
 

@@ -4,7 +4,7 @@ import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { runCli } from "../runtime/cli.ts";
-import { ConfigError, ENV_SETTINGS, checkPluginNames, maskSecrets, parseConfig } from "../runtime/config.ts";
+import { ConfigError, ENV_SETTINGS, checkCommandUsers, checkPluginNames, maskSecrets, parseConfig } from "../runtime/config.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { seed } from "./helpers/seed.ts";
 
@@ -157,6 +157,18 @@ describe("configuration (operator)", () => {
       /plugins\.enabled: no plugin named "sidecar-indx" .*\(did you mean sidecar-index\?\); plugins\.grants: no plugin named "tasktracker" .*\(did you mean task-tracker\?\)/,
     );
     assert.doesNotThrow(() => checkPluginNames(parseConfig({ plugins: { enabled: ["whoami"] } }), ["whoami"]));
+    // A misspelt command in command_users would leave the sensitive command open to every user.
+    const users = parseConfig({ plugins: { command_users: { gaurd: ["admin"] } } });
+    assert.throws(() => checkCommandUsers(users, ["guard", "task"]), /plugins\.command_users: no plugin in .* declares a command "gaurd" \(did you mean guard\?\)/);
+    assert.doesNotThrow(() => checkCommandUsers(parseConfig({ plugins: { command_users: { guard: ["admin"] } } }), ["guard"]));
+  });
+
+  it("a provider setting without a type is the local provider's; a HOOKBOX_ variable that is no setting is reported", () => {
+    const c = parseConfig({}, { HOOKBOX_PROVIDER_CONTEXT_WINDOW_TOKENS: "1000" });
+    assert.deepEqual(c.provider, { type: "local", context_window_tokens: 1000 });
+    const typo = parseConfig({}, { HOOKBOX_PLUGINS_ENABLE: "text-stats", HOOKBOX_LOG: "error" });
+    assert.deepEqual(typo.plugins.enabled, []);
+    assert.deepEqual(typo.warnings, ["HOOKBOX_PLUGINS_ENABLE is not a hookbox setting and is ignored (did you mean HOOKBOX_PLUGINS_ENABLED?)"]);
   });
 
   it("`hookbox config` prints the effective configuration with secrets masked", async () => {

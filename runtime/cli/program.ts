@@ -4,12 +4,12 @@
 // subcommands (sessions, plugins, serve, config); runCli maps outcomes to exit codes:
 // 0 done, 1 failed (e.g. not found), 2 usage error.
 import { Command, CommanderError } from "commander";
-import { checkPluginNames, ConfigError, loadConfig, type Config } from "../config.ts";
+import { checkCommandUsers, checkPluginNames, ConfigError, loadConfig, type Config } from "../config.ts";
 import { createCore, type Core, type PluginHostFactory } from "../core.ts";
 import { AppError } from "../errors.ts";
 import { log } from "../log.ts";
 import { VERSION } from "../version.ts";
-import { scanPluginDir } from "../plugins/loader.ts";
+import { declaredCommands, scanPluginDir } from "../plugins/loader.ts";
 import { startPluginHost } from "../plugins/manager.ts";
 import { registerPluginCommands } from "../plugins/cli.ts";
 import { registerConfig } from "./config.ts";
@@ -22,9 +22,11 @@ export type { CliIO } from "./context.ts";
 /** The plugin runtime started with the core (serve and every CLI command, so CLI deletes reach plugins too). */
 const pluginHost: PluginHostFactory = startPluginHost;
 
-/** The core the CLI and `serve` run on: the config's plugin names are checked against plugins.dir first. */
+/** The core the CLI and `serve` run on: the config's plugin and command names are checked against plugins.dir first. */
 export function buildCore(config: Config): Promise<Core> {
-  checkPluginNames(config, scanPluginDir(config.plugins.dir).map((p) => p.folder));
+  const plugins = scanPluginDir(config.plugins.dir);
+  checkPluginNames(config, plugins.map((p) => p.folder));
+  checkCommandUsers(config, declaredCommands(plugins));
   return createCore(config, { pluginHost });
 }
 

@@ -81,6 +81,17 @@ export function scanPluginDir(dir: string): Array<{ folder: string; path: string
     .sort((a, b) => (a.folder < b.folder ? -1 : 1));
 }
 
+/** The commands the readable manifests of `plugins` declare (a broken manifest declares none). */
+export function declaredCommands(plugins: ReadonlyArray<{ folder: string; path: string }>): string[] {
+  return plugins.flatMap((p) => {
+    try {
+      return readManifest(p.path, p.folder).commands.map((c) => c.name);
+    } catch {
+      return [];
+    }
+  });
+}
+
 export function readManifest(path: string, folder: string): Manifest {
   let raw: unknown;
   try {
