@@ -43,6 +43,25 @@ describe("streamed turns with the local provider", () => {
     assert.deepEqual(stored, ["user", "tool", "assistant"]);
   });
 
+  it("an Idempotency-Key retry of a streamed turn replays the stream as a stream; a plain request with that key is another request", async () => {
+    const sid = await newSession(s);
+    const post = (accept: string) =>
+      fetch(`${s.url}/v1/sessions/${sid}/turns`, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept, "idempotency-key": `sse-${sid}` },
+        body: JSON.stringify({ message: "hello" }),
+      });
+    const first = await allEvents(await post("text/event-stream"));
+    const retry = await post("text/event-stream");
+    assert.equal(retry.headers.get("idempotent-replay"), "true");
+    assert.match(retry.headers.get("content-type") ?? "", /^text\/event-stream/);
+    assert.deepEqual(await allEvents(retry), first);
+    const plain = await post("application/json");
+    assert.equal(plain.status, 422, "the same key for the JSON representation is refused, not answered with event-stream text");
+    assert.equal(((await plain.json()) as any).error.code, "idempotency_key_reused");
+    assert.equal((await s.api("GET", `/v1/sessions/${sid}/messages`)).body.messages.length, 2, "the turn ran once");
+  });
+
   it("a turn that fails is an error event, and stores nothing; bad input and a missing session stay plain 4xx", async () => {
     const sid = await newSession(s);
     await s.api("POST", `/v1/sessions/${sid}/end`, {});

@@ -4,6 +4,7 @@ import type { MiddlewareHandler } from "hono";
 import type { Core } from "../core.ts";
 import { KeyedMutex } from "../util/mutex.ts";
 import { errorBody } from "./errors.ts";
+import { wantsEventStream } from "./turn-stream.ts";
 
 const digest = (s: string) => createHash("sha256").update(s).digest();
 
@@ -42,7 +43,8 @@ export function idempotency(core: Core): MiddlewareHandler {
     if (key === undefined || c.req.method === "GET" || c.req.method === "HEAD") return next();
     if (!KEY.test(key)) return c.json(errorBody("invalid_idempotency_key", "Idempotency-Key must be 1-200 visible ASCII characters"), 400);
     const url = new URL(c.req.url);
-    const hash = digest(`${c.req.method} ${url.pathname}${url.search}\n${await c.req.text()}`).toString("hex");
+    // The representation asked for is part of the request: a streamed turn and a plain one differ.
+    const hash = digest(`${c.req.method} ${url.pathname}${url.search}${wantsEventStream(c) ? " sse" : ""}\n${await c.req.text()}`).toString("hex");
     return locks.run(key, async () => {
       const waitUntil = Date.now() + CLAIM_WAIT_MS;
       for (;;) {
@@ -54,7 +56,7 @@ export function idempotency(core: Core): MiddlewareHandler {
         if (seen.request_hash !== hash) {
           return c.json(errorBody("idempotency_key_reused", "this Idempotency-Key was used for a different request"), 422);
         }
-        if (seen.status !== 0) return c.body(seen.response, seen.status as 200, { "content-type": "application/json", "idempotent-replay": "true" });
+        if (seen.status !== 0) return c.body(seen.response, seen.status as 200, { "content-type": seen.content_type, "idempotent-replay": "true" });
         // Another process runs this request right now: wait for its answer.
         if (Date.now() > waitUntil) {
           return c.json(errorBody("idempotency_key_in_progress", "a request with this Idempotency-Key is still running; retry later"), 409);
@@ -73,11 +75,12 @@ export function idempotency(core: Core): MiddlewareHandler {
         return;
       }
       const response = await c.res.clone().text();
+      const contentType = c.res.headers.get("content-type") ?? "application/json";
       const purge = now - lastPurge > 60_000;
       if (purge) lastPurge = now;
       await core.storage.write(async (trx) => {
         if (purge) await trx.deleteFrom("idempotency").where("created_at", "<=", now - ttlMs).where("status", "<>", 0).execute();
-        await trx.updateTable("idempotency").set({ status: c.res.status, response }).where("key", "=", key).execute();
+        await trx.updateTable("idempotency").set({ status: c.res.status, response, content_type: contentType }).where("key", "=", key).execute();
       });
       return;
     });

@@ -134,6 +134,13 @@ const migrations: Record<string, Migration> = {
       await createUsageTriggers(db);
     },
   },
+  // An Idempotency-Key replay answers with the stored response's own content type: a streamed turn
+  // (text/event-stream) came back labelled application/json before.
+  "0006_idempotency_content_type": {
+    async up(db: Kysely<any>) {
+      await db.schema.alterTable("idempotency").addColumn("content_type", "text", (c) => c.notNull().defaultTo("application/json")).execute();
+    },
+  },
 };
 
 /** Per-plugin KV usage kept by triggers, so every writer (any process, any statement) counts. */

@@ -60,6 +60,8 @@ export interface IdempotencyTable {
   request_hash: string;
   status: number;
   response: string;
+  /** The stored response's content type (a streamed turn's is text/event-stream). */
+  content_type: Generated<string>;
   created_at: number;
 }
 
