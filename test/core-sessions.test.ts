@@ -51,6 +51,16 @@ for (const db of TEST_DBS) {
       assert.equal(rest.body.sessions.length, 1);
       assert.equal(rest.body.next, null);
       assert.equal((await t.api("GET", "/v1/sessions?archived=true&profile=paged")).body.sessions.length, 0);
+      // Paging goes on when the session the cursor names was deleted meanwhile (list, delete, next page).
+      for (let i = 0; i < 3; i++) await t.api("POST", "/v1/sessions", { profile: "paged-del" });
+      const page = await t.api("GET", "/v1/sessions?profile=paged-del&limit=2");
+      assert.equal((await t.api("DELETE", `/v1/sessions/${page.body.sessions[1].id}`)).status, 200);
+      const next = await t.api("GET", `/v1/sessions?profile=paged-del&limit=2&after=${page.body.next}`);
+      assert.equal(next.status, 200, JSON.stringify(next.body));
+      assert.equal(next.body.sessions.length, 1);
+      // A session id is still taken as the cursor of the page after it.
+      const byId = await t.api("GET", `/v1/sessions?profile=paged-del&limit=2&after=${page.body.sessions[0].id}`);
+      assert.deepEqual(byId.body.sessions.map((x: any) => x.id), next.body.sessions.map((x: any) => x.id));
     });
 
     it("rejects bad input with 4xx JSON errors and writes nothing", async () => {

@@ -5,6 +5,7 @@ import * as v from "valibot";
 import { COMPACTION_KINDS } from "../../hooks/catalogue.ts";
 import type { Core } from "../core.ts";
 import { notFound } from "../errors.ts";
+import { pageCursor } from "../sessions/service.ts";
 import { messageView, sessionView } from "../sessions/view.ts";
 import { streamTurn, wantsEventStream } from "./turn-stream.ts";
 import { Id, Platform, Profile, QueryBool, QueryInt, SourceInput, readBody, readId, readQuery } from "./validate.ts";
@@ -43,7 +44,7 @@ export function sessionRoutes(core: Core): Hono {
   app.get("/", async (c) => {
     const q = readQuery(c, ListQuery);
     const rows = await core.sessions.list({ profile: q.profile, archived: q.archived, limit: q.limit, after: q.after });
-    return c.json({ sessions: rows.map(sessionView), next: rows.length === q.limit ? rows.at(-1)!.id : null });
+    return c.json({ sessions: rows.map(sessionView), next: rows.length === q.limit ? pageCursor(rows.at(-1)!) : null });
   });
 
   app.post("/bulk-delete", async (c) => {

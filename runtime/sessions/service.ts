@@ -82,8 +82,13 @@ export class SessionService {
     return row;
   }
 
+  /**
+   * A page in (created_at, id) order after `f.after`: a cursor from pageCursor (it carries the row's
+   * created_at, so paging goes on when that session was deleted meanwhile) or a session id.
+   */
   async list(f: ListFilter): Promise<SessionRow[]> {
-    const anchor = f.after === undefined ? undefined : await this.get(f.after);
+    const cursor = f.after === undefined ? undefined : CURSOR.exec(f.after);
+    const anchor = cursor ? { created_at: Number(cursor[1]), id: cursor[2]! } : f.after === undefined ? undefined : await this.get(f.after);
     return listQuery(this.ctx.storage.db, f, anchor).execute();
   }
 
@@ -274,6 +279,12 @@ const APPEND_GUARD_SQL = failUnless(`exists (select 1 from sessions where id = ?
   and (select coalesce(max(seq), 0) from messages where session_id = ?1) = ?2`);
 
 /** The session list in keyset order (created_at, id); every filter combination has its index. */
+/** `<created_at>-<id>`: session ids start with a letter, so a cursor is never taken for one. */
+const CURSOR = /^(\d{1,16})-(.+)$/;
+
+/** The cursor of the next page after `row` (GET /v1/sessions `next`, passed back as `after`). */
+export const pageCursor = (row: Pick<SessionRow, "created_at" | "id">): string => `${row.created_at}-${row.id}`;
+
 export function listQuery(db: Kysely<Database>, f: ListFilter, anchor?: Pick<SessionRow, "created_at" | "id">) {
   let q = db.selectFrom("sessions").selectAll();
   if (f.profile !== undefined) q = q.where("profile", "=", f.profile);
