@@ -34,6 +34,8 @@ export const PluginLimitsSchema = v.strictObject({
 });
 export type PluginLimits = v.InferOutput<typeof PluginLimitsSchema>;
 
+export const PRUNE_ABOVE_ZERO = "must be above 0 days (prune deletes every session not updated for that long: 0 would delete them all)";
+
 const ProviderSchema = v.variant("type", [
   v.strictObject({
     type: v.literal("local"),
@@ -83,8 +85,8 @@ export const ConfigSchema = v.strictObject({
   ),
   retention: v.optional(
     v.strictObject({
-      /** `prune` deletes sessions not updated for this many days. */
-      prune_after_days: v.optional(v.pipe(v.number(), v.minValue(0)), 30),
+      /** `prune` deletes sessions not updated for this many days (above 0: at 0 it would delete them all). */
+      prune_after_days: v.optional(v.pipe(v.number(), v.check((d) => d > 0, PRUNE_ABOVE_ZERO)), 30),
       /** Idle sessions are archived (silently) after this many days; 0 turns it off. */
       idle_archive_after_days: v.optional(v.pipe(v.number(), v.minValue(0)), 0),
     }),

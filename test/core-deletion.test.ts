@@ -299,6 +299,7 @@ for (const db of TEST_DBS) {
         ["sessions", "sweep", "prune", "--grace-seconds", "0"],
         ["sessions", "sweep", "ghost_prune", "--older-than-days", "1"],
         ["sessions", "sweep", "idle_archive", "--older-than-days", "0"],
+        ["sessions", "sweep", "prune", "--older-than-days", "0"], // would delete every session
         ["sessions", "delete", b, "--profile", "work"],
         ["sessions", "list", "--limit", "0"],
         ["sessions", "list", "--limit", "2.5"],

@@ -166,6 +166,7 @@ describe("configuration (operator)", () => {
   it("a provider setting without a type is the local provider's; a HOOKBOX_ variable that is no setting is reported", () => {
     const c = parseConfig({}, { HOOKBOX_PROVIDER_CONTEXT_WINDOW_TOKENS: "1000" });
     assert.deepEqual(c.provider, { type: "local", context_window_tokens: 1000 });
+    assert.throws(() => parseConfig({ retention: { prune_after_days: 0 } }), /retention\.prune_after_days: must be above 0 days/);
     const typo = parseConfig({}, { HOOKBOX_PLUGINS_ENABLE: "text-stats", HOOKBOX_LOG: "error" });
     assert.deepEqual(typo.plugins.enabled, []);
     assert.deepEqual(typo.warnings, ["HOOKBOX_PLUGINS_ENABLE is not a hookbox setting and is ignored (did you mean HOOKBOX_PLUGINS_ENABLED?)"]);

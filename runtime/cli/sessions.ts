@@ -128,7 +128,8 @@ function registerSweeps(sweep: Command, ctx: CliContext): void {
   ];
   for (const { name, what, option } of SWEEPS) {
     const cmd = sweep.command(name).description(what);
-    const opt = option && new Option(option[0], option[1]).argParser(positiveNumber(true));
+    // prune's age must be above 0: at 0 it would delete every session.
+    const opt = option && new Option(option[0], option[1]).argParser(positiveNumber(name !== "prune"));
     if (opt) cmd.addOption(opt);
     cmd.option(...dryRun).action(async (o: { dryRun?: boolean } & Record<string, number | undefined>) => {
       const params: SweepParams = option && opt ? { [option[2]]: o[opt.attributeName()] } : {};
