@@ -6,7 +6,7 @@ import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { runCli } from "../runtime/cli.ts";
 import { parseConfig } from "../runtime/config.ts";
 import { command, startPluginServer, type PluginServer } from "./helpers/plugins.ts";
@@ -42,6 +42,10 @@ describe("hookbox plugins new -> build -> load -> call", () => {
       assert.equal(JSON.parse(readFileSync(join(dir, name!, "manifest.json"), "utf8")).name, name);
     }
     assert.ok(existsSync(join(dir, "my-as", "plugin.wasm")));
+    // By name, the plugin of plugins.dir is built, not a same-named one of plugins-wasm.
+    const byName = await cli("plugins", "build", "my-as");
+    assert.equal(byName.code, 0, byName.err);
+    assert.ok(byName.out.includes(`${basename(dir)}/my-as/plugin.wasm`), byName.out);
     const again = await cli("plugins", "new", "my-as", "--dir", dir);
     assert.equal(again.code, 1);
     assert.match(again.err, /already exists/);

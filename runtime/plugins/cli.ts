@@ -7,7 +7,8 @@ import type { CliContext } from "../cli/context.ts";
 import { AppError } from "../errors.ts";
 import { suggest } from "../util/suggest.ts";
 import { PluginNotFoundError, type PluginInfo } from "./host.ts";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { wholeNumber } from "../cli/context.ts";
 import { callPlugin, formatCallReport, type CallTarget } from "./call.ts";
 import type { PluginLogEntry } from "./logs.ts";
@@ -76,9 +77,14 @@ function registerAuthorCommands(plugins: Command, ctx: CliContext): void {
     });
   plugins
     .command("build")
-    .description("build plugin folders (paths) or plugins of plugins-wasm (names); all of plugins.dir when none given")
+    .description("build plugin folders (paths) or plugins by name (a folder of plugins.dir, else of plugins-wasm); all of plugins.dir when none given")
     .argument("[plugins...]")
-    .action((names: string[]) => build(ctx, names.length ? names : [ctx.config().plugins.dir]));
+    .action((names: string[]) => {
+      const dir = ctx.config().plugins.dir;
+      // A name is first the plugin the server runs (plugins.dir), not a same-named one in plugins-wasm.
+      const inDir = (n: string) => (!n.includes("/") && existsSync(join(dir, n, "manifest.json")) ? join(dir, n) : n);
+      build(ctx, names.length ? names.map(inDir) : [dir]);
+    });
   plugins
     .command("call")
     .description("one call of a plugin (a hook, or `command CMD ARGS...`) on a temporary database with its real limits; prints output, fuel, time, KV writes and logs")
