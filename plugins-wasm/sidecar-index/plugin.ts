@@ -2,9 +2,11 @@
 // {"session_id","platform","profile","llm_calls","compactions","compacted_from"}. A rotating
 // compaction moves the entry to the new id; on_session_delete drops the entry of every id in
 // deleted_ids (cascaded children and chain rows included), so no entry outlives its session.
+// Entries are updated with kv_cas against the text read: when another process (a second server on
+// the same database) updated one meanwhile, the call is run again, so no count is lost.
 import {
-  beginCall, countStrings, findField, getNumber, getString, kvDelete, kvDeleteSessions, kvGetBytes, kvListBytes,
-  kvSet, quote, skipValue, ByteWriter, StringCursor, GLOBAL, KEY_IS_PREFIX_ID,
+  beginCall, countStrings, findField, getNumber, getString, kvCas, kvDelete, kvDeleteSessions, kvGetBytes, kvListBytes,
+  quote, skipValue, ByteWriter, StringCursor, GLOBAL, KEY_IS_PREFIX_ID,
 } from "../lib";
 
 const PREFIX = "entry:";
@@ -15,12 +17,15 @@ class Entry {
   llmCalls: i64 = 0;
   compactions: i64 = 0;
   compactedFrom: string = "";
+  /** The stored text this entry was read from (null: none stored): what save() expects to replace. */
+  stored: string | null = null;
 }
 
 function load(sid: string): Entry | null {
   const b = kvGetBytes(GLOBAL, PREFIX + sid);
   if (b === null) return null;
   const e = new Entry();
+  e.stored = String.UTF8.decode(b.buffer);
   const platform = getString(b, "platform");
   if (platform !== null) e.platform = platform;
   const profile = getString(b, "profile");
@@ -32,14 +37,24 @@ function load(sid: string): Entry | null {
   return e;
 }
 
-function save(sid: string, e: Entry): void {
-  kvSet(
-    GLOBAL,
-    PREFIX + sid,
+/**
+ * Writes the entry if the key still holds what it was read from (guarded: a change another process
+ * commits before this call does fails the call as conflict, and the runtime runs it again). False
+ * when it already holds something else (changed since this call read it): read it again.
+ */
+function save(sid: string, e: Entry): bool {
+  const text =
     '{"session_id":' + quote(sid) + ',"platform":' + quote(e.platform) + ',"profile":' + quote(e.profile) +
-      ',"llm_calls":' + e.llmCalls.toString() + ',"compactions":' + e.compactions.toString() +
-      ',"compacted_from":' + quote(e.compactedFrom) + "}",
-  );
+    ',"llm_calls":' + e.llmCalls.toString() + ',"compactions":' + e.compactions.toString() +
+    ',"compacted_from":' + quote(e.compactedFrom) + "}";
+  return kvCas(GLOBAL, PREFIX + sid, e.stored, text);
+}
+
+/** Read-modify-write tries before a call gives up (each retry reads what the other writer stored). */
+const TRIES = 5;
+
+function changing(sid: string): Error {
+  return new Error("sidecar-index: entry " + sid + " kept changing during the call");
 }
 
 function loadOrNew(sid: string): Entry {
@@ -51,23 +66,27 @@ export function on_session_start(): i32 {
   const input = beginCall();
   const sid = getString(input, "session_id");
   if (sid === null) return 0;
-  const e = loadOrNew(sid);
   const platform = getString(input, "platform");
-  if (platform !== null) e.platform = platform;
   const profile = getString(input, "profile");
-  if (profile !== null) e.profile = profile;
-  save(sid, e);
-  return 0;
+  for (let i = 0; i < TRIES; i++) {
+    const e = loadOrNew(sid);
+    if (platform !== null) e.platform = platform;
+    if (profile !== null) e.profile = profile;
+    if (save(sid, e)) return 0;
+  }
+  throw changing(sid);
 }
 
 export function post_llm_call(): i32 {
   const input = beginCall();
   const sid = getString(input, "session_id");
   if (sid === null) return 0;
-  const e = loadOrNew(sid);
-  e.llmCalls++;
-  save(sid, e);
-  return 0;
+  for (let i = 0; i < TRIES; i++) {
+    const e = loadOrNew(sid);
+    e.llmCalls++;
+    if (save(sid, e)) return 0;
+  }
+  throw changing(sid);
 }
 
 export function post_compaction(): i32 {
@@ -75,17 +94,25 @@ export function post_compaction(): i32 {
   const sid = getString(input, "session_id");
   if (sid === null) return 0;
   const old = getString(input, "old_session_id");
-  let e: Entry;
-  if (old !== null && old.length > 0 && old != sid) {
-    // Rotation: the conversation continues under the new id; the old row is history.
-    const moved = load(old);
-    e = moved !== null ? moved : loadOrNew(sid);
-    e.compactedFrom = old;
-    kvDelete(GLOBAL, PREFIX + old);
-  } else e = loadOrNew(sid);
-  e.compactions++;
-  save(sid, e);
-  return 0;
+  const rotated = old !== null && old.length > 0 && old != sid;
+  for (let i = 0; i < TRIES; i++) {
+    let e = loadOrNew(sid);
+    if (rotated) {
+      // Rotation: the conversation continues under the new id; the old row is history.
+      const moved = load(old!);
+      if (moved !== null) {
+        moved.stored = e.stored; // it replaces what the new id holds
+        e = moved;
+      }
+      e.compactedFrom = old!;
+    }
+    e.compactions++;
+    if (save(sid, e)) {
+      if (rotated) kvDelete(GLOBAL, PREFIX + old!);
+      return 0;
+    }
+  }
+  throw changing(sid);
 }
 
 export function on_session_delete(): i32 {

@@ -2,8 +2,9 @@
 // reads through a SyncReader, and a group commit for writes. Change sets queued while a commit runs
 // go into the next one together, as ONE batch of set-based statements (one round trip to a libSQL
 // server, no interactive transaction), so a fan-out whose ten plugins each write costs one commit.
-// A change set with guards (kv_incr, kv_cas) commits in a batch of its own that fails as a whole
-// when a guard no longer holds. Writes for a deleted (tombstoned) session are dropped.
+// A change set with guards (kv_incr, kv_cas) goes in that batch too; when one of its guards no longer
+// holds, it alone fails as a whole (the others are committed again without it). Writes for a deleted
+// (tombstoned) session are dropped.
 import type { InStatement } from "@libsql/client";
 import { CompiledQuery, type Transaction } from "kysely";
 import { setImmediate } from "node:timers";
@@ -246,17 +247,24 @@ export class KvStore implements KvBackend {
   private async commitQueued(): Promise<void> {
     const queued = this.queue;
     this.queue = [];
-    const guarded = queued.filter((q) => q.changes.guards.length > 0);
-    const plain = queued.filter((q) => q.changes.guards.length === 0);
-    for (const group of bySize(plain)) await this.commitGroup(group);
-    // Each guarded set must fail alone, so each is a batch of its own; they run side by side (a
-    // plugin has at most one in flight: its call holds the instance until the commit), which on a
-    // server overlaps their round trips instead of queueing every plugin's kv_incr behind the last.
-    await Promise.all(guarded.map((q) => this.commitGroup([q])));
+    for (const group of bySize(queued)) {
+      // Guarded sets (kv_incr, kv_cas) go in the group's one batch too: a turn's writes stay one
+      // round trip while no guard fails. One that fails must fail its own change set only: then the
+      // others go again, the plain ones together and each guarded one alone, side by side (a plugin
+      // has at most one in flight: its call holds the instance until the commit).
+      if ((await this.commitGroup(group)) !== "conflict") continue;
+      const plain = group.filter((q) => q.changes.guards.length === 0);
+      if (plain.length > 0) await this.commitGroup(plain);
+      await Promise.all(group.filter((q) => q.changes.guards.length > 0).map((q) => this.commitGroup([q])));
+    }
   }
 
-  /** Commits the group's change sets in one batch; settles each of them, never throws. */
-  private async commitGroup(group: Queued[]): Promise<void> {
+  /**
+   * Commits the group's change sets in one batch and settles each of them; never throws. A guard
+   * that failed in a group of several sets settles none of them: "conflict", for commitQueued to
+   * tell which one.
+   */
+  private async commitGroup(group: Queued[]): Promise<"conflict" | undefined> {
     const plugins = new Set(group.map((q) => q.changes.plugin));
     try {
       const stmts = this.statementsOf(group);
@@ -270,9 +278,11 @@ export class KvStore implements KvBackend {
       for (const q of group) q.done();
     } catch (err) {
       const conflict = isGuardFailure(err);
+      if (conflict && group.length > 1) return "conflict";
       if (!conflict) this.opts.onError([...plugins], err);
       for (const q of group) q.done(conflict ? new KvConflictError(q.changes.plugin) : err);
     }
+    return undefined;
   }
 
   /** The group's statements: its sweeps and guards, then its final state per key set-based. */
