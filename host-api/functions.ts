@@ -148,7 +148,10 @@ export function bindHostApi(h: HostContext): HostBinding {
   return {
     functions,
     asyncFunctions: new Set(grants.needsAsyncHost ? ["hookbox_http"] : []),
-    begin: (d) => void (deadline = d),
+    begin: (d) => {
+      deadline = d;
+      kv.begin();
+    },
     end: (ok) => kv.end(ok),
     log: pluginLog,
   };

@@ -111,6 +111,11 @@ export class PluginKv {
   private callBytes = 0;
   /** The same for this plugin's earlier calls whose writes are not committed yet. */
   private readonly inFlight = { keys: 0, bytes: 0 };
+  /**
+   * What the running call read from the database, by slot (null: absent): a key read twice in one
+   * call (a read, then the kv_cas that replaces it) costs one read, a round trip on a server.
+   */
+  private readonly reads = new Map<string, string | null>();
 
   constructor(
     readonly plugin: string,
@@ -118,11 +123,21 @@ export class PluginKv {
     private readonly quota: KvQuota,
   ) {}
 
+  /** A call begins: what an earlier stretch (an instance's start function) read is not reused. */
+  begin(): void {
+    this.reads.clear();
+  }
+
   get(session: string, key: string): string | undefined {
     checkSlot(session, key);
     const staged = this.staged(session, key);
     if (staged !== undefined) return staged ?? undefined;
-    return this.backend.get(this.plugin, session, key);
+    const s = slot(session, key);
+    const read = this.reads.get(s);
+    if (read !== undefined) return read ?? undefined;
+    const value = this.backend.get(this.plugin, session, key);
+    this.reads.set(s, value ?? null);
+    return value;
   }
 
   /**
@@ -264,6 +279,7 @@ export class PluginKv {
     this.guards = undefined;
     this.pendingSweeps = undefined;
     const staged = { keys: this.callKeys, bytes: this.callBytes };
+    this.reads.clear();
     this.callKeys = 0;
     this.callBytes = 0;
     if (!ok || (pending.size === 0 && sweeps.length === 0)) return undefined;
