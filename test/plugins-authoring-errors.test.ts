@@ -24,6 +24,13 @@ describe("plugin errors name their cause", () => {
     );
   });
 
+  it("a misspelt key in manifest.json is refused with a suggestion, not dropped", () => {
+    assert.throws(
+      () => parseManifest({ name: "x", version: "1", capabilites: ["kv"] }, "manifest.json"),
+      /manifest\.json: capabilites: unknown field "capabilites" \(did you mean capabilities\?\)/,
+    );
+  });
+
   it("a denied host call says whether the manifest did not request it or the operator did not grant it", () => {
     const text = (requested: string[], capability: string) => {
       try {

@@ -6,6 +6,7 @@ import * as v from "valibot";
 import { isHookName, type HookName } from "../../hooks/catalogue.ts";
 import { schemaProblem } from "../tools/registry.ts";
 import { Capability, PluginLimitsSchema, PluginName } from "../config.ts";
+import { describeIssue } from "../util/schema-walk.ts";
 
 const HookSchema = v.pipe(v.string(), v.regex(/^[a-z][a-z0-9_]{0,63}$/, "hook names are lowercase [a-z0-9_]"));
 
@@ -25,7 +26,8 @@ const ToolSchema = v.object({
   ),
 });
 
-export const ManifestSchema = v.object({
+// Strict at the top: a misspelt key ("capabilites") would otherwise load the plugin without it, silently.
+export const ManifestSchema = v.strictObject({
   name: PluginName,
   version: v.pipe(v.string(), v.minLength(1), v.maxLength(64)),
   description: v.optional(v.pipe(v.string(), v.maxLength(500))),
@@ -60,7 +62,12 @@ export class ManifestError extends Error {
 export function parseManifest(raw: unknown, where: string): Manifest {
   const res = v.safeParse(ManifestSchema, raw);
   if (!res.success) {
-    const issues = res.issues.map((i) => `${v.getDotPath(i) ?? "(root)"}: ${i.message}`).join("; ");
+    const issues = res.issues
+      .map((i) => {
+        const { path, message } = describeIssue(ManifestSchema, i);
+        return `${path || "(root)"}: ${message}`;
+      })
+      .join("; ");
     throw new ManifestError(`${where}: ${issues}`);
   }
   const known = res.output.hooks.filter(isHookName);
