@@ -119,7 +119,8 @@ export class FuelMeter {
   private checkClock(): void {
     const now = this.now();
     if (now > this.deadline) {
-      throw new PluginCallError("timeout", `ran past its deadline after about ${this.budget - this.pool} fuel units`);
+      // What was handed out so far, not what was used: the module's counter holds the rest of a grant.
+      throw new PluginCallError("timeout", `ran past its deadline (${this.budget - this.pool} of ${this.budget} fuel units handed out)`);
     }
     if (now > this.sliceEnd) throw new SliceExpired();
   }
