@@ -211,6 +211,28 @@ describe("reliability: concurrency", () => {
     assert.deepEqual(await rowCounts(s.core.storage.db, [sid]), { sessions: 0, messages: 0, kv: 0 });
   });
 
+  it("an Idempotency-Key answer the database does not take at once reaches the client, is stored later, and a retry replays it", async () => {
+    const id = await create();
+    const mark = rec.events.length;
+    const storage = s.core.storage as { write: typeof s.core.storage.write };
+    const real = storage.write;
+    let writes = 0;
+    // The claim, the delete, then the answer: only the third write fails.
+    storage.write = ((fn: Parameters<typeof real>[0]) => (++writes === 3 ? Promise.reject(new Error("database went away")) : real.call(s.core.storage, fn))) as typeof real;
+    let first;
+    try {
+      first = await s.api("DELETE", `/v1/sessions/${id}`, undefined, { "idempotency-key": `lost-${id}` });
+    } finally {
+      storage.write = real;
+    }
+    assert.deepEqual([first.status, first.body], [200, { deleted_ids: [id] }], "the operation's own answer, not a 5xx");
+    await new Promise((r) => setTimeout(r, 1_500));
+    const retry = await s.api("DELETE", `/v1/sessions/${id}`, undefined, { "idempotency-key": `lost-${id}` });
+    assert.deepEqual([retry.status, retry.body], [200, first.body]);
+    assert.equal(retry.headers.get("idempotent-replay"), "true");
+    assert.equal(since(mark, "on_session_delete").length, 1, "ran once");
+  });
+
   it("concurrent retries of one Idempotency-Key run the operation once", async () => {
     const id = await create();
     const mark = rec.events.length;

@@ -2,6 +2,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { MiddlewareHandler } from "hono";
 import type { Core } from "../core.ts";
+import { log } from "../log.ts";
 import { KeyedMutex } from "../util/mutex.ts";
 import { errorBody } from "./errors.ts";
 import { wantsEventStream } from "./turn-stream.ts";
@@ -78,14 +79,38 @@ export function idempotency(core: Core): MiddlewareHandler {
       const contentType = c.res.headers.get("content-type") ?? "application/json";
       const purge = now - lastPurge > 60_000;
       if (purge) lastPurge = now;
-      await core.storage.write(async (trx) => {
-        if (purge) await trx.deleteFrom("idempotency").where("created_at", "<=", now - ttlMs).where("status", "<>", 0).execute();
-        await trx.updateTable("idempotency").set({ status: c.res.status, response, content_type: contentType }).where("key", "=", key).execute();
-      });
+      const store = () =>
+        core.storage.write(async (trx) => {
+          if (purge) await trx.deleteFrom("idempotency").where("created_at", "<=", now - ttlMs).where("status", "<>", 0).execute();
+          await trx.updateTable("idempotency").set({ status: c.res.status, response, content_type: contentType }).where("key", "=", key).execute();
+        });
+      // The request is done and its answer in hand: a database that cannot take the answer right now
+      // must not turn it into a 5xx (the client would take it for "nothing changed"). The client
+      // gets it; the answer is stored as soon as the database takes it, and until then a retry with
+      // this key waits for it (the claim holds) instead of running the request again.
+      await store().catch((err: unknown) => storeLater(key, store, err));
       return;
     });
   };
 }
+
+/** Stores an answer the database did not take at first: tried again every STORE_RETRY_MS while a claim lasts. */
+function storeLater(key: string, store: () => Promise<unknown>, first: unknown): void {
+  log("warn", "idempotency: answer not stored yet, trying again", { key, error: (first as Error)?.message ?? String(first) });
+  const until = Date.now() + CLAIM_STALE_MS;
+  const again = () => {
+    store().then(
+      () => log("info", "idempotency: answer stored", { key }),
+      (err: unknown) => {
+        if (Date.now() + STORE_RETRY_MS < until) setTimeout(again, STORE_RETRY_MS).unref?.();
+        else log("error", "idempotency: answer never stored; a retry after the claim expires runs the request again", { key, error: (err as Error)?.message ?? String(err) });
+      },
+    );
+  };
+  setTimeout(again, STORE_RETRY_MS).unref?.();
+}
+
+const STORE_RETRY_MS = 1_000;
 
 /** Waits this long for another process's answer to the same key before answering 409. */
 const CLAIM_WAIT_MS = 60_000;
