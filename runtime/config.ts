@@ -294,7 +294,8 @@ export function isLoopback(host: string): boolean {
 
 /** Loads the operator's config: HOOKBOX_CONFIG or ./hookbox.config.json if present, then env. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
-  const path = env.HOOKBOX_CONFIG ?? (existsSync("hookbox.config.json") ? "hookbox.config.json" : undefined);
+  // An empty HOOKBOX_CONFIG is unset, as for every other variable.
+  const path = env.HOOKBOX_CONFIG || (existsSync("hookbox.config.json") ? "hookbox.config.json" : undefined);
   if (path === undefined) return parseConfig({}, env);
   let raw: unknown;
   try {

@@ -289,6 +289,17 @@ for (const db of TEST_DBS) {
       out.length = 0;
       assert.equal(await runCli(["sessions", "list", "--json", "--limit", "1000"], io, { core: t.core }), 0);
       assert.ok(JSON.parse(out[0]!).some((s: any) => s.id === b));
+      // A full page says how to get the next one; --after takes that cursor.
+      for (let i = 0; i < 3; i++) await create({ profile: "cli-page" });
+      out.length = 0;
+      assert.equal(await runCli(["sessions", "list", "--profile", "cli-page", "--limit", "2"], io, { core: t.core }), 0);
+      const cursor = /more sessions may follow: --after (\S+)/.exec(out.join("\n"))?.[1];
+      assert.ok(cursor, out.join("\n"));
+      assert.equal(out.filter((l) => l.includes("\tcli-page\t")).length, 2);
+      out.length = 0;
+      assert.equal(await runCli(["sessions", "list", "--profile", "cli-page", "--limit", "2", "--after", cursor], io, { core: t.core }), 0);
+      assert.equal(out.filter((l) => l.includes("\tcli-page\t")).length, 1);
+      assert.ok(!out.join("\n").includes("more sessions may follow"));
       assert.equal(await runCli(["sessions", "sweep", "everything"], io, { core: t.core }), 2);
       assert.equal(await runCli(["sessions", "delete"], io, { core: t.core }), 2);
       assert.equal(await runCli(["sessions", "list", "--bogus"], io, { core: t.core }), 2);

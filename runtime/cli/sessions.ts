@@ -6,6 +6,7 @@ import type { Core } from "../core.ts";
 import { AppError } from "../errors.ts";
 import type { RemoveResult } from "../deletion/service.ts";
 import type { SweepName, SweepParams } from "../maintenance/sweeps.ts";
+import { pageCursor } from "../sessions/service.ts";
 import { messageView, sessionView } from "../sessions/view.ts";
 import { positiveNumber, wholeNumber, type CliContext } from "./context.ts";
 
@@ -19,12 +20,15 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
     .option("--profile <profile>", "only this profile")
     .addOption(new Option("--archived <bool>", "only archived (true) or active (false) sessions").choices(["true", "false"]))
     .option("--limit <n>", "at most this many", wholeNumber(1, 1000), 100)
+    .option("--after <cursor>", "the page after this cursor (printed after a full page) or session id")
     .option("--json", "print JSON")
-    .action(async (o: { profile?: string; archived?: string; limit: number; json?: boolean }) => {
+    .action(async (o: { profile?: string; archived?: string; limit: number; after?: string; json?: boolean }) => {
       const core = await ctx.core();
-      const rows = await core.sessions.list({ profile: o.profile, archived: o.archived === undefined ? undefined : o.archived === "true", limit: o.limit });
+      const rows = await core.sessions.list({ profile: o.profile, archived: o.archived === undefined ? undefined : o.archived === "true", limit: o.limit, after: o.after });
       if (o.json) io.out(JSON.stringify(rows.map(sessionView)));
-      else for (const r of rows) io.out(`${r.id}\t${r.profile}\t${r.platform}\t${r.archived ? "archived" : "active"}\t${r.token_estimate} tokens`);
+      else for (const r of rows) io.out(`${r.id}\t${r.profile}\t${r.platform}\t${r.archived ? "archived" : r.ended_at !== null ? "ended" : "active"}\t${r.token_estimate} tokens`);
+      // A full page may have more after it: say how to get it (on stderr, so --json stays parseable).
+      if (rows.length === o.limit) io.err(`more sessions may follow: --after ${pageCursor(rows.at(-1)!)}`);
     });
 
   sessions
