@@ -2,34 +2,23 @@
 // path no plugin can wedge (runtime/storage/plugin-kv.ts): session scopes are short and NUL-free
 // like keys, one call stages at most KV_LIMITS.callBytes, writes still being committed count
 // towards the quota, and a group commit that cannot even be built fails its change sets only.
-import { describe, it, after, before } from "node:test";
+import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import type { CallContext } from "@extism/extism";
 import { grantedOf } from "../host-api/capabilities.ts";
 import { bindHostApi, MAX_SWEEP_IDS } from "../host-api/functions.ts";
 import { KV_LIMITS, PluginKv } from "../host-api/kv.ts";
 import { PluginCallError } from "../hooks/failures.ts";
-import { openStorage, type Storage } from "../runtime/storage/db.ts";
-import { KvStore } from "../runtime/storage/plugin-kv.ts";
+import { useKvStore } from "./helpers/kv-store.ts";
 
 const failsAs = (kind: string, pattern: RegExp) => (err: unknown) =>
   err instanceof PluginCallError && err.kind === kind && pattern.test(err.message);
 
 describe("plugin KV limits", () => {
-  let storage: Storage;
-  let store: KvStore;
-  const errors: unknown[] = [];
-  before(async () => {
-    storage = await openStorage("file::memory:");
-    store = KvStore.open(storage, { now: () => Date.now(), onError: (_plugins, err) => void errors.push(err) });
-  });
-  after(async () => {
-    await store.close();
-    await storage.close();
-  });
+  const db = useKvStore();
 
   it("a session scope past KV_LIMITS.scopeBytes, or a NUL in scope or key, fails the call as trap", () => {
-    const kv = new PluginKv("limits", store, { keys: 100, bytes: 1_000_000 });
+    const kv = new PluginKv("limits", db.store, { keys: 100, bytes: 1_000_000 });
     const long = "s".repeat(KV_LIMITS.scopeBytes + 1);
     assert.throws(() => kv.set(long, "k", "v"), failsAs("trap", /session scopes must be at most/));
     assert.throws(() => kv.get(long, "k"), failsAs("trap", /session scopes/));
@@ -43,7 +32,7 @@ describe("plugin KV limits", () => {
   });
 
   it("one call stages at most KV_LIMITS.callBytes of keys and values", () => {
-    const kv = new PluginKv("bulk", store, { keys: 100_000, bytes: 1_000_000_000 });
+    const kv = new PluginKv("bulk", db.store, { keys: 100_000, bytes: 1_000_000_000 });
     const value = "x".repeat(KV_LIMITS.valueBytes);
     const fit = Math.floor(KV_LIMITS.callBytes / (KV_LIMITS.valueBytes + 8));
     for (let i = 0; i < fit; i++) kv.set("", `k${String(i).padStart(6, "0")}`, value);
@@ -52,7 +41,7 @@ describe("plugin KV limits", () => {
   });
 
   it("writes still being committed count towards the quota: calls in a row cannot pass it", async () => {
-    const kv = new PluginKv("quota", store, { keys: 5, bytes: 1_000_000 });
+    const kv = new PluginKv("quota", db.store, { keys: 5, bytes: 1_000_000 });
     let refused = 0;
     // Each call ends before the previous commit is in: without counting those, each saw 0 keys.
     for (let i = 0; i < 12; i++) {
@@ -65,14 +54,14 @@ describe("plugin KV limits", () => {
         refused++;
       }
     }
-    await store.flush();
-    assert.equal(store.keys("quota", "", "").length, 5);
+    await db.store.flush();
+    assert.equal(db.store.keys("quota", "", "").length, 5);
     assert.equal(refused, 7);
-    assert.equal(store.usage("quota").keys, 5);
+    assert.equal(db.store.usage("quota").keys, 5);
   });
 
   it("hookbox_kv_delete_sessions takes at most MAX_SWEEP_IDS ids a call (the work runs on the host's thread)", () => {
-    const kv = new PluginKv("sweeper", store, { keys: 100, bytes: 1_000_000 });
+    const kv = new PluginKv("sweeper", db.store, { keys: 100, bytes: 1_000_000 });
     const h = bindHostApi({ plugin: "sweeper", grants: grantedOf(["kv"], ["kv"]), kv, readMessages: () => [], log: () => undefined });
     // A call context whose blocks 1, 2, 3 are the scope, the prefix and the ids.
     const ctxWith = (ids: string) => {
@@ -88,19 +77,19 @@ describe("plugin KV limits", () => {
   });
 
   it("a group commit that cannot be built fails its change sets, and the next commits go through", async () => {
-    const before = errors.length;
+    const before = db.errors.length;
     // A change set no plugin can stage any more (the limits above): too large to become JSON text.
     const huge = "\u0000".repeat(100 * 1024 * 1024);
     const writes: Array<[string, string, string]> = [];
     for (let i = 0; i < 8; i++) writes.push([huge, `k${i}`, "v"]);
-    const failed = store.commit({ plugin: "wedge", sweeps: [], writes, guards: [] });
+    const failed = db.store.commit({ plugin: "wedge", sweeps: [], writes, guards: [] });
     await assert.rejects(failed, RangeError);
-    assert.equal(errors.length, before + 1, "reported through onError");
-    const kv = new PluginKv("after", store, { keys: 100, bytes: 1_000_000 });
+    assert.equal(db.errors.length, before + 1, "reported through onError");
+    const kv = new PluginKv("after", db.store, { keys: 100, bytes: 1_000_000 });
     kv.set("", "k", "v");
     kv.end(true);
-    await store.flush();
+    await db.store.flush();
     assert.equal(kv.get("", "k"), "v");
-    assert.deepEqual(store.keys("after", "", ""), ["k"], "committed: the commit queue still drains");
+    assert.deepEqual(db.store.keys("after", "", ""), ["k"], "committed: the commit queue still drains");
   });
 });

@@ -2,61 +2,51 @@
 // statement: reads see it before it is committed, the call's earlier writes it matches go with it,
 // its later writes win over it, and ids end at a key's last ":" (mode 1) exactly as before; the
 // count it returns is what the call sees, and a sweep that matches nothing costs no commit.
-import { describe, it, after, before } from "node:test";
+import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { PluginKv } from "../host-api/kv.ts";
-import { openStorage, type Storage } from "../runtime/storage/db.ts";
-import { KvStore } from "../runtime/storage/plugin-kv.ts";
+import { useKvStore } from "./helpers/kv-store.ts";
 
 describe("kv sweep (hookbox_kv_delete_sessions)", () => {
-  let storage: Storage;
-  let store: KvStore;
+  const db = useKvStore();
   const quota = { keys: 1_000, bytes: 1_000_000 };
-  before(async () => {
-    storage = await openStorage("file::memory:");
-    store = KvStore.open(storage, { now: () => Date.now(), onError: () => undefined });
-  });
-  after(async () => {
-    await store.close();
-    await storage.close();
-  });
 
   const seed = async (kv: PluginKv, keys: string[]) => {
     for (const k of keys) kv.set("", k, "v");
     kv.end(true);
-    await store.flush();
+    await db.store.flush();
   };
   const sweep = (kv: PluginKv, prefix: string, ids: string[], byIdPrefix: boolean) =>
     kv.deleteForSessions("", prefix, JSON.stringify(ids), ids, byIdPrefix);
 
   it("mode 0 deletes prefix + id; reads see it before and after the commit", async () => {
-    const kv = new PluginKv("p0", store, quota);
+    const kv = new PluginKv("p0", db.store, quota);
     await seed(kv, ["entry:a", "entry:b", "entry:c", "other:a"]);
     assert.equal(sweep(kv, "entry:", ["a", "b", "zz"], false), 2);
     assert.equal(kv.get("", "entry:a"), undefined, "the running call sees its sweep");
     assert.deepEqual(kv.list("", ""), ["entry:c", "other:a"]);
     kv.end(true);
     assert.deepEqual(kv.list("", "entry:"), ["entry:c"], "unflushed: still seen");
-    await store.flush();
-    assert.deepEqual(store.keys("p0", "", ""), ["entry:c", "other:a"]);
+    await db.store.flush();
+    assert.deepEqual(db.store.keys("p0", "", ""), ["entry:c", "other:a"]);
     assert.deepEqual(kv.list("", ""), ["entry:c", "other:a"]);
   });
 
   it("mode 1 deletes prefix + id + ':' + suffix, the id ending at the last ':'", async () => {
-    const kv = new PluginKv("p1", store, quota);
+    const kv = new PluginKv("p1", db.store, quota);
     await seed(kv, ["task:a:1", "task:a:2", "task:a:b:3", "task:ab:4", "task:b:5", "task:a:"]);
     assert.equal(sweep(kv, "task:", ["a", ""], true), 3);
     kv.end(true);
-    await store.flush();
-    assert.deepEqual(store.keys("p1", "", "task:"), ["task:a:b:3", "task:ab:4", "task:b:5"]);
+    await db.store.flush();
+    assert.deepEqual(db.store.keys("p1", "", "task:"), ["task:a:b:3", "task:ab:4", "task:b:5"]);
     assert.equal(sweep(kv, "task:", ["a:b"], true), 1);
     kv.end(true);
-    await store.flush();
-    assert.deepEqual(store.keys("p1", "", "task:"), ["task:ab:4", "task:b:5"]);
+    await db.store.flush();
+    assert.deepEqual(db.store.keys("p1", "", "task:"), ["task:ab:4", "task:b:5"]);
   });
 
   it("a write before the sweep goes with it, a write after it wins, in one call and across calls", async () => {
-    const kv = new PluginKv("p2", store, quota);
+    const kv = new PluginKv("p2", db.store, quota);
     await seed(kv, ["entry:a"]);
     kv.set("", "entry:b", "before");
     assert.equal(sweep(kv, "entry:", ["a", "b"], false), 2, "a stored key and this call's staged one");
@@ -70,41 +60,41 @@ describe("kv sweep (hookbox_kv_delete_sessions)", () => {
     kv.end(true);
     kv.set("", "entry:c", "later");
     kv.end(true);
-    await store.flush();
-    assert.deepEqual(store.keys("p2", "", "entry:"), ["entry:c"]);
+    await db.store.flush();
+    assert.deepEqual(db.store.keys("p2", "", "entry:"), ["entry:c"]);
     assert.equal(sweep(kv, "entry:", ["a", "b"], false), 0, "nothing left to delete");
     kv.end(false);
   });
 
   it("counts what the call sees: staged deletes of stored keys do not count, staged new keys do", async () => {
-    const kv = new PluginKv("p4", store, quota);
+    const kv = new PluginKv("p4", db.store, quota);
     await seed(kv, ["entry:a", "entry:b", "entry:c"]);
     kv.delete("", "entry:a");
     kv.set("", "entry:b", "new");
     kv.set("", "entry:d", "x");
     assert.equal(sweep(kv, "entry:", ["a", "b", "c", "d", "e"], false), 3, "b, c and d");
     kv.end(true);
-    await store.flush();
-    assert.deepEqual(store.keys("p4", "", "entry:"), []);
+    await db.store.flush();
+    assert.deepEqual(db.store.keys("p4", "", "entry:"), []);
   });
 
   it("a sweep that matches nothing commits nothing", async () => {
-    const kv = new PluginKv("p5", store, quota);
+    const kv = new PluginKv("p5", db.store, quota);
     await seed(kv, ["entry:a"]);
-    const commits = store.writeRoundTrips;
+    const commits = db.store.writeRoundTrips;
     assert.equal(sweep(kv, "entry:", ["x", "y"], false), 0);
     kv.end(true);
-    await store.flush();
-    assert.equal(store.writeRoundTrips, commits);
+    await db.store.flush();
+    assert.equal(db.store.writeRoundTrips, commits);
     assert.equal(kv.get("", "entry:a"), "v");
   });
 
   it("a failed call's sweep is dropped", async () => {
-    const kv = new PluginKv("p3", store, quota);
+    const kv = new PluginKv("p3", db.store, quota);
     await seed(kv, ["entry:a"]);
     assert.equal(sweep(kv, "entry:", ["a"], false), 1);
     kv.end(false);
-    await store.flush();
+    await db.store.flush();
     assert.equal(kv.get("", "entry:a"), "v");
   });
 });
