@@ -92,6 +92,14 @@ describe("sandboxed calls", () => {
     await plugin.close();
   });
 
+  it("a queued call with a far deadline waits its turn (a timer past 2^31 ms would fire at once)", async () => {
+    const { plugin } = await sandbox();
+    const far = Date.now() + 2 ** 33;
+    const results = await Promise.all([plugin.call("count", "", far), plugin.call("count", "", far), plugin.call("count", "", far)]);
+    assert.equal(results.length, 3);
+    await plugin.close();
+  });
+
   it("reports a memory bomb as a memory failure", async () => {
     const { plugin } = await sandbox();
     const e = await callFailure(plugin.call("bomb", "", soon()));

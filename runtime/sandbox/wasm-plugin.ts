@@ -106,6 +106,9 @@ export interface SandboxResult {
   accepted?: unknown;
 }
 
+/** setTimeout's longest delay: a longer one (a far deadline) would fire at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** Reads a call's output before its effects commit: throws (a PluginCallError) to refuse it. */
 export type AcceptOutput = (output: string | undefined) => unknown;
 
@@ -237,7 +240,7 @@ export class WasmPlugin {
         const i = this.waiting.indexOf(wake);
         if (i >= 0) this.waiting.splice(i, 1);
         reject(new PluginCallError("unavailable", `waited past its deadline for its busy instance (${this.waiting.length + 1} calls were queued)`));
-      }, Math.max(0, deadline - Date.now()));
+      }, Math.min(Math.max(0, deadline - Date.now()), MAX_TIMER_MS));
       this.waiting.push(wake);
     });
   }
@@ -341,7 +344,7 @@ export class WasmPlugin {
     const late = new Promise<never>((_, reject) => {
       timer = setTimeout(
         () => reject(new PluginCallError("timeout", `did not answer within ${this.opts.limits.timeoutMs} ms (its worker was terminated)`)),
-        Math.max(0, deadline - Date.now()) + WORKER_GRACE_MS,
+        Math.min(Math.max(0, deadline - Date.now()) + WORKER_GRACE_MS, MAX_TIMER_MS),
       );
     });
     call.catch(() => undefined); // settles after the race was lost: nothing to report
