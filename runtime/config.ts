@@ -236,10 +236,12 @@ export function checkPluginNames(c: Config, available: readonly string[]): void 
  * plugins.command_users names commands: each must be one a plugin in plugins.dir declares, else a
  * typo would leave the command it meant open to every identified user.
  */
-export function checkCommandUsers(c: Config, declared: readonly string[]): void {
+export function checkCommandUsers(c: Config, declared: { names: readonly string[]; unreadable: readonly string[] }): void {
+  const { names, unreadable } = declared;
+  const also = unreadable.length ? ` (unreadable manifest.json in: ${unreadable.join(", ")})` : "";
   const problems = Object.keys(c.plugins.command_users)
-    .filter((name) => !declared.includes(name))
-    .map((name) => `plugins.command_users: no plugin in ${c.plugins.dir} declares a command "${name}"${suggest(name, declared)}`);
+    .filter((name) => !names.includes(name))
+    .map((name) => `plugins.command_users: no plugin in ${c.plugins.dir} declares a command "${name}"${suggest(name, names)}${also}`);
   if (problems.length) throw new ConfigError(problems.join("; "));
 }
 

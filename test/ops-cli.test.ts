@@ -159,8 +159,9 @@ describe("configuration (operator)", () => {
     assert.doesNotThrow(() => checkPluginNames(parseConfig({ plugins: { enabled: ["whoami"] } }), ["whoami"]));
     // A misspelt command in command_users would leave the sensitive command open to every user.
     const users = parseConfig({ plugins: { command_users: { gaurd: ["admin"] } } });
-    assert.throws(() => checkCommandUsers(users, ["guard", "task"]), /plugins\.command_users: no plugin in .* declares a command "gaurd" \(did you mean guard\?\)/);
-    assert.doesNotThrow(() => checkCommandUsers(parseConfig({ plugins: { command_users: { guard: ["admin"] } } }), ["guard"]));
+    assert.throws(() => checkCommandUsers(users, { names: ["guard", "task"], unreadable: [] }), /plugins\.command_users: no plugin in .* declares a command "gaurd" \(did you mean guard\?\)/);
+    assert.doesNotThrow(() => checkCommandUsers(parseConfig({ plugins: { command_users: { guard: ["admin"] } } }), { names: ["guard"], unreadable: [] }));
+    assert.throws(() => checkCommandUsers(users, { names: [], unreadable: ["broken"] }), /unreadable manifest\.json in: broken/);
   });
 
   it("a provider setting without a type is the local provider's; a HOOKBOX_ variable that is no setting is reported", () => {

@@ -29,6 +29,26 @@ describe("plugin errors name their cause", () => {
       () => parseManifest({ name: "x", version: "1", capabilites: ["kv"] }, "manifest.json"),
       /manifest\.json: capabilites: unknown field "capabilites" \(did you mean capabilities\?\)/,
     );
+    assert.equal(parseManifest({ $schema: "https://example.com/m.json", "x-author": "me", name: "x", version: "1" }, "manifest.json").name, "x", "annotations pass");
+  });
+
+  it("a tool schema whose check has no bound on the host's work is refused at once, with the keyword", () => {
+    const tool = (parameters: object) => ({ name: "x", version: "1", tools: [{ name: "t", description: "d", parameters }] });
+    const refused = (parameters: object, why: RegExp) => assert.throws(() => parseManifest(tool(parameters), "manifest.json"), why);
+    // A backtracking pattern (^(a+)+$ on "aaaa...!") held the thread for a minute per call.
+    refused({ type: "object", properties: { s: { type: "string", pattern: "^(a+)+$" } } }, /"pattern" \(at #\/properties\/s\) is not allowed/);
+    // 40 levels of allOf over $ref: 2^40 steps to check {} at load.
+    const defs: Record<string, object> = { a40: { type: "object" } };
+    for (let i = 0; i < 40; i++) defs[`a${i}`] = { allOf: [{ $ref: `#/$defs/a${i + 1}` }, { $ref: `#/$defs/a${i + 1}` }] };
+    const started = performance.now();
+    refused({ type: "object", $defs: defs, allOf: [{ $ref: "#/$defs/a0" }] }, /"\$ref" .* is not allowed/);
+    assert.ok(performance.now() - started < 1_000, "refused without checking it");
+    refused({ type: "object", properties: { xs: { type: "array", uniqueItems: true } } }, /"uniqueItems"/);
+    let deep: object = { type: "object" };
+    for (let i = 0; i < 40; i++) deep = { type: "object", properties: { n: deep } };
+    refused(deep, /nested deeper than 32 levels/);
+    // A property may be called "pattern": only keywords count.
+    assert.equal(parseManifest(tool({ type: "object", properties: { pattern: { type: "string" } }, required: ["pattern"] }), "manifest.json").tools.length, 1);
   });
 
   it("a denied host call says whether the manifest did not request it or the operator did not grant it", () => {

@@ -81,15 +81,23 @@ export function scanPluginDir(dir: string): Array<{ folder: string; path: string
     .sort((a, b) => (a.folder < b.folder ? -1 : 1));
 }
 
-/** The commands the readable manifests of `plugins` declare (a broken manifest declares none). */
-export function declaredCommands(plugins: ReadonlyArray<{ folder: string; path: string }>): string[] {
-  return plugins.flatMap((p) => {
+/**
+ * The command names the manifests of `plugins` declare, read leniently (no full check: a plugin that
+ * fails to load for another reason still declares its commands, and a folder that is not enabled
+ * costs no schema work); `unreadable` lists the folders whose manifest is not JSON at all.
+ */
+export function declaredCommands(plugins: ReadonlyArray<{ folder: string; path: string }>): { names: string[]; unreadable: string[] } {
+  const names: string[] = [];
+  const unreadable: string[] = [];
+  for (const p of plugins) {
     try {
-      return readManifest(p.path, p.folder).commands.map((c) => c.name);
+      const raw = JSON.parse(readPluginFile(p.path, "manifest.json", MAX_MANIFEST_BYTES).toString("utf8")) as { commands?: unknown };
+      if (Array.isArray(raw.commands)) for (const c of raw.commands) if (typeof c?.name === "string") names.push(c.name);
     } catch {
-      return [];
+      unreadable.push(p.folder);
     }
-  });
+  }
+  return { names, unreadable };
 }
 
 export function readManifest(path: string, folder: string): Manifest {

@@ -26,6 +26,12 @@ const ToolSchema = v.object({
   ),
 });
 
+/** `$schema` and `x-...` keys annotate a manifest (editors, other tools): not hookbox's to check. */
+function withoutAnnotations(raw: unknown): unknown {
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) return raw;
+  return Object.fromEntries(Object.entries(raw).filter(([k]) => k !== "$schema" && !k.startsWith("x-")));
+}
+
 // Strict at the top: a misspelt key ("capabilites") would otherwise load the plugin without it, silently.
 export const ManifestSchema = v.strictObject({
   name: PluginName,
@@ -60,7 +66,7 @@ export class ManifestError extends Error {
 }
 
 export function parseManifest(raw: unknown, where: string): Manifest {
-  const res = v.safeParse(ManifestSchema, raw);
+  const res = v.safeParse(ManifestSchema, withoutAnnotations(raw));
   if (!res.success) {
     const issues = res.issues
       .map((i) => {

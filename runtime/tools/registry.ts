@@ -72,14 +72,56 @@ export class ToolRegistry {
   }
 }
 
-/** Checks that a manifest's `parameters` is a usable JSON Schema (compiles); the reason otherwise. */
+/**
+ * Checks that a manifest's `parameters` is a usable JSON Schema (compiles) whose checks cost the host
+ * a bounded amount of work; the reason otherwise. A plugin's schema is checked on the host's thread
+ * (at load, and for every call's arguments, which a plugin's pre_tool_call may rewrite), so the
+ * keywords that make that unbounded are refused: `$ref` (a chain of `allOf` over refs doubles the
+ * work per level), `pattern` / `patternProperties` (a backtracking regex, e.g. `^(a+)+$`) and
+ * `uniqueItems` (quadratic in the array); and the schema is at most SCHEMA_LIMITS in size and depth.
+ */
 export function schemaProblem(schema: unknown): string | null {
   if (typeof schema !== "object" || schema === null || Array.isArray(schema)) return "must be a JSON Schema object";
   if ((schema as { type?: unknown }).type !== "object") return 'must describe an object ("type": "object")';
+  const unbounded = unboundedKeyword(schema);
+  if (unbounded) return unbounded;
   try {
     new Validator(schema as Schema, "2020-12").validate({});
     return null;
   } catch (err) {
     return (err as Error).message;
   }
+}
+
+export const SCHEMA_LIMITS = { bytes: 64 * 1024, depth: 32, subschemas: 2_000 } as const;
+
+/** Keywords whose check is not bounded by the schema's and the instance's size (see schemaProblem). */
+const UNBOUNDED = new Set(["$ref", "$dynamicRef", "$recursiveRef", "pattern", "patternProperties", "uniqueItems"]);
+/** Keywords whose value is one subschema, an array of them, or a map of names to them. */
+const ONE = new Set(["items", "additionalItems", "additionalProperties", "unevaluatedItems", "unevaluatedProperties", "not", "if", "then", "else", "contains", "propertyNames"]);
+const MANY = new Set(["allOf", "anyOf", "oneOf", "prefixItems"]);
+const NAMED = new Set(["properties", "$defs", "definitions", "dependentSchemas", "dependencies"]);
+
+/** The first reason `schema` could make its checks unbounded, walking subschemas only (a property may be named "pattern"). */
+function unboundedKeyword(schema: object): string | null {
+  if (JSON.stringify(schema).length > SCHEMA_LIMITS.bytes) return `larger than ${SCHEMA_LIMITS.bytes} bytes`;
+  let count = 0;
+  const walk = (node: unknown, path: string, depth: number): string | null => {
+    if (typeof node !== "object" || node === null || Array.isArray(node)) return null; // true/false schemas
+    if (depth > SCHEMA_LIMITS.depth) return `nested deeper than ${SCHEMA_LIMITS.depth} levels at ${path}`;
+    if (++count > SCHEMA_LIMITS.subschemas) return `more than ${SCHEMA_LIMITS.subschemas} subschemas`;
+    for (const [k, v] of Object.entries(node)) {
+      if (UNBOUNDED.has(k)) return `"${k}" (at ${path}) is not allowed in a plugin tool's schema: its check has no bound on the host's work`;
+      const many = ONE.has(k) ? (Array.isArray(v) ? v : [v]) : MANY.has(k) && Array.isArray(v) ? v : undefined;
+      const children: Array<[string, unknown]> = many
+        ? many.map((child, i) => [Array.isArray(v) ? `${k}/${i}` : k, child])
+        : NAMED.has(k) && typeof v === "object" && v !== null ? Object.entries(v).map(([name, child]) => [`${k}/${name}`, child]) : [];
+      for (const [at, child] of children) {
+        const problem = walk(child, `${path}/${at}`, depth + 1);
+        if (problem) return problem;
+      }
+    }
+    return null;
+  };
+  return walk(schema, "#", 0);
 }
