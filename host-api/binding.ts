@@ -16,6 +16,12 @@ export interface HostBinding {
    * awaits them: in-thread, suspended, where the runtime can (sandbox CAN_SUSPEND), else in a worker.
    */
   readonly asyncFunctions?: ReadonlySet<string>;
+  /**
+   * The functions that answer with a block they make (a KV value, a key list, messages, a fetched
+   * body): the sandbox charges those blocks and counts them towards the call's memory allowance.
+   * Named, not guessed from the answer: a number such as a counter may look like a block address.
+   */
+  readonly blockAnswers?: ReadonlySet<string>;
   /** A call that must finish by `deadline` (epoch ms) begins. */
   begin(deadline: number): void;
   /**

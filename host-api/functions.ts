@@ -23,6 +23,9 @@ export const HOST_FUNCTION_NAMES = [
   "hookbox_http",
 ] as const;
 
+/** The host functions whose answer is a block they made (see HostBinding.blockAnswers). */
+const BLOCK_ANSWERS: ReadonlySet<string> = new Set(["hookbox_kv_get", "hookbox_kv_list", "hookbox_session_messages", "hookbox_http"]);
+
 const LEVELS: LogLevel[] = ["debug", "info", "warn", "error"];
 const MAX_LOG_CHARS = 2000;
 const MAX_MESSAGES = 1000;
@@ -148,6 +151,7 @@ export function bindHostApi(h: HostContext): HostBinding {
   return {
     functions,
     asyncFunctions: new Set(grants.needsAsyncHost ? ["hookbox_http"] : []),
+    blockAnswers: BLOCK_ANSWERS,
     begin: (d) => {
       deadline = d;
       kv.begin();

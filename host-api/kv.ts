@@ -13,7 +13,10 @@ import { PluginCallError } from "../hooks/failures.ts";
  * committed as one JSON text, so it is bounded whatever the quota (a text past V8's string limit
  * would fail the commit of every plugin in the group).
  */
-export const KV_LIMITS = { keyBytes: 512, valueBytes: 256 * 1024, scopeBytes: 256, callBytes: 8 * 1024 * 1024 } as const;
+export const KV_LIMITS = { keyBytes: 512, valueBytes: 256 * 1024, scopeBytes: 256, callBytes: 1024 * 1024 } as const;
+
+/** What one staged write costs towards KV_LIMITS.callBytes besides its bytes (its share of the commit's statements and JSON). */
+const SLOT_OVERHEAD = 32;
 
 export interface KvQuota {
   keys: number;
@@ -106,14 +109,19 @@ export class PluginKv {
   private pendingSweeps: KvSweep[] | undefined;
   private readonly unflushedSweeps = new Set<{ sweep: KvSweep; gen: number }>();
   private gen = 0;
-  /** Bytes and keys this call adds at most (every set counted as a new key: no read needed). */
+  /**
+   * Keys this call adds at most (each slot it sets that no write of this process holds yet: counted
+   * as new, no read needed) and the bytes it stages (every write, deletes' keys included: what its
+   * commit carries).
+   */
   private callKeys = 0;
   private callBytes = 0;
-  /** The same for this plugin's earlier calls whose writes are not committed yet. */
+  /** Keys and bytes of this plugin's earlier calls whose writes are not committed yet (slots of `unflushed` holding a value). */
   private readonly inFlight = { keys: 0, bytes: 0 };
   /**
-   * What the running call read from the database, by slot (null: absent): a key read twice in one
-   * call (a read, then the kv_cas that replaces it) costs one read, a round trip on a server.
+   * What the running call last read from the database, by slot (null: absent): a kv_cas or kv_incr
+   * after a read of the same key guards that value (what the call decided on) without a second
+   * read, a round trip on a server. Plain reads always go to the database.
    */
   private readonly reads = new Map<string, string | null>();
 
@@ -132,11 +140,8 @@ export class PluginKv {
     checkSlot(session, key);
     const staged = this.staged(session, key);
     if (staged !== undefined) return staged ?? undefined;
-    const s = slot(session, key);
-    const read = this.reads.get(s);
-    if (read !== undefined) return read ?? undefined;
     const value = this.backend.get(this.plugin, session, key);
-    this.reads.set(s, value ?? null);
+    this.reads.set(slot(session, key), value ?? null);
     return value;
   }
 
@@ -162,27 +167,34 @@ export class PluginKv {
     const bytes = utf8Length(value);
     if (bytes > KV_LIMITS.valueBytes) throw new PluginCallError("trap", `kv value for "${key.slice(0, 40)}" exceeds ${KV_LIMITS.valueBytes} bytes`);
     const size = bytes + utf8Length(key);
-    if (this.callBytes + size > KV_LIMITS.callBytes) {
-      throw new PluginCallError("quota", `kv: one call may write at most ${KV_LIMITS.callBytes} bytes of keys and values`);
-    }
+    this.chargeCall(session, size);
     // Stored usage as last read, plus this process's writes still being committed, plus this call's.
+    const s = slot(session, key);
+    const fresh = !this.pending?.has(s) && (this.unflushed.get(s)?.value ?? null) === null;
     const usage = this.backend.usage(this.plugin);
-    const keys = usage.keys + this.inFlight.keys + this.callKeys + 1;
-    const total = usage.bytes + this.inFlight.bytes + this.callBytes + size;
+    const keys = usage.keys + this.inFlight.keys + this.callKeys + (fresh ? 1 : 0);
+    const total = usage.bytes + this.inFlight.bytes + this.callBytes;
     if (keys > this.quota.keys || total > this.quota.bytes) {
       throw new PluginCallError(
         "quota",
-        `kv quota of ${this.plugin} reached (${usage.keys} keys, ${usage.bytes} bytes stored; limits ${this.quota.keys} keys, ${this.quota.bytes} bytes)`,
+        `kv quota of ${this.plugin} reached (${usage.keys} keys, ${usage.bytes} bytes stored, ${this.inFlight.keys + this.callKeys} keys being written; limits ${this.quota.keys} keys, ${this.quota.bytes} bytes)`,
       );
     }
-    this.callKeys++;
-    this.callBytes += size;
+    if (fresh) this.callKeys++;
     this.stage(session, key, value);
   }
 
   delete(session: string, key: string): void {
     checkSlot(session, key);
+    this.chargeCall(session, utf8Length(key));
     this.stage(session, key, null);
+  }
+
+  /** Counts `size` bytes (and a slot's overhead) towards the call's KV_LIMITS.callBytes. */
+  private chargeCall(session: string, size: number): void {
+    const next = this.callBytes + size + session.length + SLOT_OVERHEAD;
+    if (next > KV_LIMITS.callBytes) throw new PluginCallError("quota", `kv: one call may stage at most ${KV_LIMITS.callBytes} bytes of writes`);
+    this.callBytes = next;
   }
 
   /** Adds `delta` to the integer at `key` (absent: 0) and returns the new value; guarded. */
@@ -278,18 +290,20 @@ export class PluginKv {
     this.pending = undefined;
     this.guards = undefined;
     this.pendingSweeps = undefined;
-    const staged = { keys: this.callKeys, bytes: this.callBytes };
+    const bytes = this.callBytes;
     this.reads.clear();
     this.callKeys = 0;
     this.callBytes = 0;
     if (!ok || (pending.size === 0 && sweeps.length === 0)) return undefined;
     // Counted towards the quota until committed: the backend's usage has them from then on.
-    this.inFlight.keys += staged.keys;
-    this.inFlight.bytes += staged.bytes;
+    this.inFlight.bytes += bytes;
     const gen = ++this.gen;
     const writes: KvChangeSet["writes"] = [];
     for (const [s, value] of pending) {
       writes.push([...unslot(s), value]);
+      const held = (this.unflushed.get(s)?.value ?? null) !== null;
+      if (value !== null && !held) this.inFlight.keys++;
+      else if (value === null && held) this.inFlight.keys--;
       this.unflushed.set(s, { value, gen });
     }
     const swept = sweeps.map((sweep) => ({ sweep, gen }));
@@ -297,9 +311,13 @@ export class PluginKv {
     const guardList: KvChangeSet["guards"] = [];
     for (const [s, value] of guards ?? []) guardList.push([...unslot(s), value]);
     const committed = this.backend.commit({ plugin: this.plugin, sweeps, writes, guards: guardList }).finally(() => {
-      this.inFlight.keys -= staged.keys;
-      this.inFlight.bytes -= staged.bytes;
-      for (const s of pending.keys()) if (this.unflushed.get(s)?.gen === gen) this.unflushed.delete(s);
+      this.inFlight.bytes -= bytes;
+      for (const s of pending.keys()) {
+        const u = this.unflushed.get(s);
+        if (u?.gen !== gen) continue; // a later call's write of the slot is still on its way
+        if (u.value !== null) this.inFlight.keys--;
+        this.unflushed.delete(s);
+      }
       for (const w of swept) this.unflushedSweeps.delete(w);
     });
     if (guardList.length > 0) {
@@ -316,7 +334,9 @@ export class PluginKv {
   private guardedRead(session: string, key: string): string | undefined {
     checkSlot(session, key);
     const s = slot(session, key);
-    const value = this.get(session, key);
+    const staged = this.staged(session, key);
+    const read = this.reads.get(s);
+    const value = staged !== undefined ? (staged ?? undefined) : read !== undefined ? (read ?? undefined) : this.get(session, key);
     const guards = (this.guards ??= new Map());
     // A key the call already wrote guards nothing new: the guard taken before that write holds.
     if (!guards.has(s) && !this.pending?.has(s)) guards.set(s, value ?? null);

@@ -34,6 +34,9 @@ export const PluginLimitsSchema = v.strictObject({
 });
 export type PluginLimits = v.InferOutput<typeof PluginLimitsSchema>;
 
+/** The local provider's own settings (besides its type). */
+const LOCAL_PROVIDER_KEYS = ["context_window_tokens", "native_compaction_over_tokens"];
+
 export const PRUNE_ABOVE_ZERO = "must be above 0 days (prune deletes every session not updated for that long: 0 would delete them all)";
 
 const ProviderSchema = v.variant("type", [
@@ -189,9 +192,15 @@ function unknownEnv(env: Record<string, string | undefined>): string[] {
 /** Parses config input (file contents or an object built by a test), with env overrides applied. */
 export function parseConfig(input: unknown, env: Record<string, string | undefined> = {}, origin = "config"): Config {
   const { merged, fromEnv } = applyEnv(input, env);
-  // A provider given without a type (e.g. only HOOKBOX_PROVIDER_TIMEOUT_SECONDS) is the default one.
+  // A provider given without a type is the default (local) one when every setting given is one of
+  // its own (e.g. only HOOKBOX_PROVIDER_CONTEXT_WINDOW_TOKENS); otherwise the type must be said.
   const provider = (merged as { provider?: unknown } | null)?.provider;
   if (typeof provider === "object" && provider !== null && !Array.isArray(provider) && !("type" in provider)) {
+    const others = Object.keys(provider).filter((k) => !LOCAL_PROVIDER_KEYS.includes(k));
+    if (others.length > 0) {
+      const name = (k: string) => fromEnv.get(`provider.${k}`) ?? `provider.${k}`;
+      throw new ConfigError(`${origin}: provider.type is missing: ${others.map(name).join(", ")} ${others.length > 1 ? "are settings" : "is a setting"} of the "openai" provider (set provider.type or HOOKBOX_PROVIDER_TYPE=openai)`);
+    }
     (provider as Record<string, unknown>).type = "local";
   }
   const res = v.safeParse(ConfigSchema, merged);

@@ -27,6 +27,30 @@ describe("guarded KV writes in the group commit", () => {
     assert.equal(db.store.get("counter", "", "n"), "1");
   });
 
+  it("a plugin's guarded write right after its own plain write commits without a failed batch first", async () => {
+    const kv = new PluginKv("mixed", db.store, quota);
+    const before = db.store.writeRoundTrips;
+    kv.set("", "k", "x");
+    kv.end(true); // in the overlay, not committed yet
+    assert.equal(kv.cas("", "k", "x", "y"), true);
+    await kv.end(true);
+    await db.store.flush();
+    assert.equal(db.store.get("mixed", "", "k"), "y");
+    assert.equal(db.store.writeRoundTrips - before, 2, "its set then the guarded one; no batch that fails on the guard");
+  });
+
+  it("every plain read goes to the database; a kv_cas after a read guards the value that read saw", async () => {
+    const kv = new PluginKv("reader", db.store, quota);
+    assert.equal(kv.get("", "lock"), undefined);
+    await db.store.commit({ plugin: "reader", sweeps: [], writes: [["", "lock", "held-by-B"]], guards: [] });
+    assert.equal(kv.get("", "lock"), "held-by-B", "a commit of another writer is seen at the next read, in the same call too");
+    const before = db.store.readRoundTrips;
+    assert.equal(kv.cas("", "lock", "held-by-B", "mine"), true);
+    assert.equal(db.store.readRoundTrips, before, "the guard took the value the call had read");
+    await kv.end(true);
+    assert.equal(db.store.get("reader", "", "lock"), "mine");
+  });
+
   it("a guard that no longer holds fails its own call as conflict; the others in the group are committed", async () => {
     const counter = new PluginKv("counter2", db.store, quota);
     const other = new PluginKv("other", db.store, quota);

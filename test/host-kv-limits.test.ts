@@ -36,8 +36,36 @@ describe("plugin KV limits", () => {
     const value = "x".repeat(KV_LIMITS.valueBytes);
     const fit = Math.floor(KV_LIMITS.callBytes / (KV_LIMITS.valueBytes + 8));
     for (let i = 0; i < fit; i++) kv.set("", `k${String(i).padStart(6, "0")}`, value);
-    assert.throws(() => kv.set("", "one-more", value), failsAs("quota", /one call may write at most/));
+    assert.throws(() => kv.set("", "one-more", value), failsAs("quota", /one call may stage at most/));
     kv.end(false);
+    // Deletes count too: each carries its key into the commit (100,000 deletes of 512-byte keys froze a commit for seconds).
+    const long = "k".repeat(KV_LIMITS.keyBytes - 8);
+    assert.throws(() => {
+      for (let i = 0; i < 100_000; i++) kv.delete("", `${long}${String(i).padStart(8, "0")}`);
+    }, failsAs("quota", /one call may stage at most/));
+    kv.end(false);
+  });
+
+  it("calls that overwrite a key still being committed count it once towards the quota", async () => {
+    const kv = new PluginKv("overwrite", db.store, { keys: 3, bytes: 1_000_000 });
+    for (const k of ["a", "b"]) kv.set("", k, "v");
+    kv.end(true);
+    await db.store.flush();
+    // Each write of a key no write of this process holds yet counts as a possible new key (no read):
+    // the first overwrite of "a" fills the quota's last place, the next ones of "a" do not take more.
+    kv.set("", "a", "v2");
+    kv.end(true); // still committing while the next calls run
+    kv.set("", "a", "v3");
+    kv.end(true);
+    kv.set("", "a", "v4");
+    kv.end(true);
+    await db.store.flush();
+    assert.deepEqual(db.store.keys("overwrite", "", ""), ["a", "b"]);
+    assert.equal(kv.get("", "a"), "v4");
+    kv.set("", "c", "v");
+    kv.end(true);
+    await db.store.flush();
+    assert.deepEqual(db.store.keys("overwrite", "", ""), ["a", "b", "c"]);
   });
 
   it("writes still being committed count towards the quota: calls in a row cannot pass it", async () => {

@@ -167,6 +167,10 @@ describe("configuration (operator)", () => {
   it("a provider setting without a type is the local provider's; a HOOKBOX_ variable that is no setting is reported", () => {
     const c = parseConfig({}, { HOOKBOX_PROVIDER_CONTEXT_WINDOW_TOKENS: "1000" });
     assert.deepEqual(c.provider, { type: "local", context_window_tokens: 1000 });
+    assert.throws(
+      () => parseConfig({}, { HOOKBOX_PROVIDER_TIMEOUT_SECONDS: "30" }),
+      /provider\.type is missing: HOOKBOX_PROVIDER_TIMEOUT_SECONDS is a setting of the "openai" provider \(set provider\.type or HOOKBOX_PROVIDER_TYPE=openai\)/,
+    );
     assert.throws(() => parseConfig({ retention: { prune_after_days: 0 } }), /retention\.prune_after_days: must be above 0 days/);
     const typo = parseConfig({}, { HOOKBOX_PLUGINS_ENABLE: "text-stats", HOOKBOX_LOG: "error" });
     assert.deepEqual(typo.plugins.enabled, []);

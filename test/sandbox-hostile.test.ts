@@ -16,11 +16,12 @@ import { codeHeavyModule, hostileModule } from "./helpers/wat-modules.ts";
 
 const LIMITS: SandboxLimits = { fuel: 100_000_000, memoryPages: 64, timeoutMs: 2_000, maxOutputBytes: 64 * 1024 };
 
-async function sandbox(name: string, opts: { limits?: Partial<SandboxLimits>; functions?: Record<string, HostFunction>; inWorker?: boolean } = {}) {
+async function sandbox(name: string, opts: { limits?: Partial<SandboxLimits>; functions?: Record<string, HostFunction>; blockAnswers?: string[]; inWorker?: boolean } = {}) {
   const logs: string[] = [];
   const ends: boolean[] = [];
   const host: HostBinding = {
     functions: { hookbox_log: () => void logs.push("line"), ...opts.functions },
+    blockAnswers: new Set(opts.blockAnswers),
     begin() {},
     end: (ok) => void ends.push(ok),
     log: (_level, _source, message) => void logs.push(message),
@@ -117,7 +118,7 @@ describe("hostile modules: host memory and outputs", () => {
 
   it("blocks the host makes for its answers count towards the memory allowance", async () => {
     const value = "v".repeat(256 * 1024);
-    const { plugin } = await sandbox("answers", { functions: { hookbox_kv_get: (ctx: CallContext) => storeText(ctx, value) } });
+    const { plugin } = await sandbox("answers", { functions: { hookbox_kv_get: (ctx: CallContext) => storeText(ctx, value) }, blockAnswers: ["hookbox_kv_get"] });
     const before = process.memoryUsage().rss;
     // 8,000 answers of 256 KiB would be 2 GiB; the allowance is 64 pages (4 MiB).
     const e = await callFailure(plugin.call("many_gets", "", Date.now() + 10_000));
@@ -125,6 +126,10 @@ describe("hostile modules: host memory and outputs", () => {
     assert.match(e.message, /host function answers/);
     assert.ok(process.memoryUsage().rss - before < 256 * 1024 * 1024, "stopped after a few MiB of answers");
     await plugin.close();
+    // A number that looks like a block address (a counter past 2^48) is not an answer block.
+    const counter = await sandbox("answers", { functions: { hookbox_kv_get: () => (1n << 48n) + 7n } });
+    await counter.plugin.call("many_gets", "", Date.now() + 10_000);
+    await counter.plugin.close();
   });
 
   it("a 1 MiB error text is cut to MAX_ERROR_CHARS", async () => {

@@ -82,7 +82,14 @@ export function idempotency(core: Core): MiddlewareHandler {
       const store = () =>
         core.storage.write(async (trx) => {
           if (purge) await trx.deleteFrom("idempotency").where("created_at", "<=", now - ttlMs).where("status", "<>", 0).execute();
-          await trx.updateTable("idempotency").set({ status: c.res.status, response, content_type: contentType }).where("key", "=", key).execute();
+          // Only our own claim: a stale one another process took over meanwhile is not overwritten.
+          await trx
+            .updateTable("idempotency")
+            .set({ status: c.res.status, response, content_type: contentType })
+            .where("key", "=", key)
+            .where("status", "=", 0)
+            .where("request_hash", "=", hash)
+            .execute();
         });
       // The request is done and its answer in hand: a database that cannot take the answer right now
       // must not turn it into a 5xx (the client would take it for "nothing changed"). The client

@@ -432,7 +432,7 @@ export class WasmPlugin {
    * (those count towards the call's memory allowance), and checks the clock (all may end the call).
    * An async function stays async (Extism awaits those).
    */
-  private charged(fn: HostFunction, generation: number, awaited: boolean): HostFunction {
+  private charged(fn: HostFunction, generation: number, awaited: boolean, answersBlock: boolean): HostFunction {
     const charge = (ctx: CallContext, args: unknown[]) => {
       if (generation !== this.generation) throw new PluginCallError("unavailable", "host call from an abandoned instance");
       let bytes = 0;
@@ -442,7 +442,7 @@ export class WasmPlugin {
     };
     // A block the function made for its answer is charged and counted too (see FuelMeter.chargeAnswer).
     const answered = (ctx: CallContext, result: unknown) => {
-      if (typeof result === "bigint" && result >= FIRST_BLOCK) this.meter.chargeAnswer(Number(ctx.length(result)));
+      if (answersBlock && typeof result === "bigint" && result >= FIRST_BLOCK) this.meter.chargeAnswer(Number(ctx.length(result)));
       return result;
     };
     // An async function (Extism tells them by their constructor) suspends an in-thread call.
@@ -478,8 +478,10 @@ export class WasmPlugin {
   }
 
   private chargedAll(fns: Record<string, HostFunction>, generation: number): Record<string, HostFunction> {
-    const awaited = this.opts.host.asyncFunctions;
-    return Object.fromEntries(Object.entries(fns).map(([name, fn]) => [name, this.charged(fn, generation, awaited?.has(name) ?? false)]));
+    const { asyncFunctions: awaited, blockAnswers } = this.opts.host;
+    return Object.fromEntries(
+      Object.entries(fns).map(([name, fn]) => [name, this.charged(fn, generation, awaited?.has(name) ?? false, blockAnswers?.has(name) ?? false)]),
+    );
   }
 
   /** Extism's own logger (kernel log_* functions, its warnings): into the plugin's log, rate limited. */

@@ -249,13 +249,29 @@ export class KvStore implements KvBackend {
     this.queue = [];
     for (const group of bySize(queued)) {
       // Guarded sets (kv_incr, kv_cas) go in the group's one batch too: a turn's writes stay one
-      // round trip while no guard fails. One that fails must fail its own change set only: then the
-      // others go again, the plain ones together and each guarded one alone, side by side (a plugin
-      // has at most one in flight: its call holds the instance until the commit).
-      if ((await this.commitGroup(group)) !== "conflict") continue;
-      const plain = group.filter((q) => q.changes.guards.length === 0);
-      if (plain.length > 0) await this.commitGroup(plain);
-      await Promise.all(group.filter((q) => q.changes.guards.length > 0).map((q) => this.commitGroup([q])));
+      // round trip while no guard fails. A guard is checked before the group's writes are applied,
+      // so a guarded set after an earlier set of the same plugin (whose write it may have read
+      // through the overlay) is committed after the group, on its own.
+      const seen = new Set<string>();
+      const deferred = new Set<string>(); // its later sets keep their order: after it
+      const later: Queued[] = [];
+      const now: Queued[] = [];
+      for (const q of group) {
+        const { plugin, guards } = q.changes;
+        if (deferred.has(plugin) || (guards.length > 0 && seen.has(plugin))) {
+          deferred.add(plugin);
+          later.push(q);
+        } else now.push(q);
+        seen.add(plugin);
+      }
+      // One that fails must fail its own change set only: then the others go again, the plain
+      // ones together and each guarded one alone.
+      if ((await this.commitGroup(now)) === "conflict") {
+        const plain = now.filter((q) => q.changes.guards.length === 0);
+        if (plain.length > 0) await this.commitGroup(plain);
+        for (const q of now) if (q.changes.guards.length > 0) await this.commitGroup([q]);
+      }
+      for (const q of later) await this.commitGroup([q]);
     }
   }
 
@@ -342,6 +358,7 @@ function bySize(queued: readonly Queued[]): Queued[][] {
   for (const q of queued) {
     let bytes = 0;
     for (const [session, key, value] of q.changes.writes) bytes += session.length + key.length + (value?.length ?? 0);
+    for (const sweep of q.changes.sweeps ?? []) bytes += sweep.idsJson.length;
     if (size + bytes > BATCH_BYTES) {
       groups.push([]);
       size = 0;
