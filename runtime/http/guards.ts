@@ -75,28 +75,39 @@ export function idempotency(core: Core): MiddlewareHandler {
         await release(core, key);
         return;
       }
-      const response = await c.res.clone().text();
+      const status = c.res.status;
       const contentType = c.res.headers.get("content-type") ?? "application/json";
       const purge = now - lastPurge > 60_000;
       if (purge) lastPurge = now;
-      const store = () =>
-        core.storage.write(async (trx) => {
-          if (purge) await trx.deleteFrom("idempotency").where("created_at", "<=", now - ttlMs).where("status", "<>", 0).execute();
-          // Only our own claim: a stale one another process took over meanwhile is not overwritten.
-          await trx
-            .updateTable("idempotency")
-            .set({ status: c.res.status, response, content_type: contentType })
-            .where("key", "=", key)
-            .where("status", "=", 0)
-            .where("request_hash", "=", hash)
-            .execute();
-        });
-      // The request is done and its answer in hand: a database that cannot take the answer right now
-      // must not turn it into a 5xx (the client would take it for "nothing changed"). The client
-      // gets it; the answer is stored as soon as the database takes it, and until then a retry with
-      // this key waits for it (the claim holds) instead of running the request again.
-      await store().catch((err: unknown) => storeLater(key, store, err));
-      return;
+      const storeAnswer = async (response: string): Promise<void> => {
+        const store = () =>
+          core.storage.write(async (trx) => {
+            if (purge) await trx.deleteFrom("idempotency").where("created_at", "<=", now - ttlMs).where("status", "<>", 0).execute();
+            // Only our own claim: a stale one another process took over meanwhile is not overwritten.
+            await trx
+              .updateTable("idempotency")
+              .set({ status, response, content_type: contentType })
+              .where("key", "=", key)
+              .where("status", "=", 0)
+              .where("request_hash", "=", hash)
+              .execute();
+          });
+        // The request is done and its answer in hand: a database that cannot take the answer right
+        // now must not turn it into a 5xx (the client would take it for "nothing changed"). The
+        // client gets it; the answer is stored as soon as the database takes it, and until then a
+        // retry with this key waits for it (the claim holds) instead of running the request again.
+        await store().catch((err: unknown) => storeLater(key, store, err));
+      };
+      const body = c.res.clone().text();
+      // A stream (a streamed turn) reaches the client as it comes; its answer is stored once it has
+      // ended (until then a retry with this key waits for it).
+      if (contentType.startsWith("text/event-stream")) {
+        body.then(storeAnswer, (err: unknown) =>
+          log("warn", "idempotency: the streamed answer could not be read; the claim expires", { key, error: (err as Error)?.message ?? String(err) }),
+        );
+        return;
+      }
+      await storeAnswer(await body);
     });
   };
 }
