@@ -218,6 +218,7 @@ describe("semantics made exact (item 7)", () => {
     const info = await pluginInfo(s, "toolpolicy");
     assert.equal(info.status, "active");
     assert.deepEqual(info.unknown_hooks, ["on_gateway_restart"]);
+    assert.deepEqual(info.unknown_fields, ["homepage"], "an unknown manifest key is reported, and ignored");
     assert.ok(!info.hooks.includes("on_gateway_restart"));
     assert.ok(info.hooks.includes("pre_tool_call"));
   });

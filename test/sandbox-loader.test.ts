@@ -54,18 +54,18 @@ describe("loader: hostile plugin folders", () => {
     copyFileSync(join(HOSTILE_DIR, "trap", "plugin.wasm"), outside);
     symlinkSync(outside, join(dir, "plugin.wasm"));
     const manifest = { ...MANIFEST, name: "escape" };
-    await refused(() => compilePlugin(dir, { ...manifest, hooks: [], unknown_hooks: [], commands: [], capabilities: [], limits: {}, tools: [] }, LIMITS), /plugin\.wasm is a symlink out of the plugin folder/);
+    await refused(() => compilePlugin(dir, { ...manifest, hooks: [], unknown_hooks: [], unknown_fields: [], commands: [], capabilities: [], limits: {}, tools: [] }, LIMITS), /plugin\.wasm is a symlink out of the plugin folder/);
     const inside = folder("inside");
     copyFileSync(outside, join(inside, "real.wasm"));
     symlinkSync("real.wasm", join(inside, "plugin.wasm"));
-    await compilePlugin(inside, { ...manifest, name: "inside", hooks: [], unknown_hooks: [], commands: [], capabilities: [], limits: {}, tools: [] }, LIMITS);
+    await compilePlugin(inside, { ...manifest, name: "inside", hooks: [], unknown_hooks: [], unknown_fields: [], commands: [], capabilities: [], limits: {}, tools: [] }, LIMITS);
   });
 
   it("a plugin.wasm over the module cap is refused before it is read whole", async () => {
     const dir = folder("huge");
     writeFileSync(join(dir, "plugin.wasm"), new Uint8Array(MAX_MODULE_BYTES + 1));
     await refused(
-      () => compilePlugin(dir, { ...MANIFEST, name: "huge", hooks: [], unknown_hooks: [], commands: [], capabilities: [], limits: {}, tools: [] }, LIMITS),
+      () => compilePlugin(dir, { ...MANIFEST, name: "huge", hooks: [], unknown_hooks: [], unknown_fields: [], commands: [], capabilities: [], limits: {}, tools: [] }, LIMITS),
       /plugin\.wasm is 4194305 bytes, over the limit of 4194304 bytes/,
     );
   });

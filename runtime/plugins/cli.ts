@@ -171,5 +171,6 @@ function describe(p: PluginInfo): string {
   for (const [hook, why] of Object.entries(s?.quarantined_hooks ?? {})) parts.push(`hook ${hook} quarantined: ${why}`);
   if (s?.failing_hook) parts.push(`failing hook: ${s.failing_hook}`);
   if (p.unknown_hooks.length > 0) parts.push(`unknown hooks (ignored): ${p.unknown_hooks.join(",")}`);
+  if (p.unknown_fields.length > 0) parts.push(`unknown manifest fields (ignored): ${p.unknown_fields.join(", ")}`);
   return parts.join("  ");
 }

@@ -13,6 +13,8 @@ export interface PluginInfo {
   hooks: HookName[];
   /** Hooks the manifest names that this host does not know (not subscribed; a warning at load). */
   unknown_hooks: string[];
+  /** Top-level manifest keys this host does not know (ignored; a warning at load), with a suggestion for a typo. */
+  unknown_fields: string[];
   /** Tools the plugin declares (offered to the model while it is active). */
   tools: Array<{ name: string; description: string }>;
   /** Whether the manifest declares a durable system-prompt section. */

@@ -207,6 +207,10 @@ export class PluginManager implements PluginHost {
       }
       // A tool name already taken (built-in or another plugin's) fails the load with its owner named.
       for (const tool of pluginTools(e.name, manifest, (fn, input) => this.bridge.runExport(e, fn, input))) this.core.tools.register(tool);
+      for (const f of manifest.unknown_fields) {
+        log("warn", "plugin manifest has a field this host does not know; ignored", { plugin: e.name, field: f });
+        this.logRings.of(e.name).push("warn", "log", `manifest.json: unknown field ${f}: ignored`);
+      }
       for (const h of manifest.unknown_hooks) {
         const hint = suggest(h, HOOK_NAMES);
         log("warn", "plugin names a hook this host does not know; its other hooks run", { plugin: e.name, hook: h, ...(hint ? { hint } : {}) });

@@ -7,6 +7,7 @@ import { isHookName, type HookName } from "../../hooks/catalogue.ts";
 import { schemaProblem } from "../tools/registry.ts";
 import { Capability, PluginLimitsSchema, PluginName } from "../config.ts";
 import { describeIssue } from "../util/schema-walk.ts";
+import { suggest } from "../util/suggest.ts";
 
 const HookSchema = v.pipe(v.string(), v.regex(/^[a-z][a-z0-9_]{0,63}$/, "hook names are lowercase [a-z0-9_]"));
 
@@ -32,8 +33,7 @@ function withoutAnnotations(raw: unknown): unknown {
   return Object.fromEntries(Object.entries(raw).filter(([k]) => k !== "$schema" && !k.startsWith("x-")));
 }
 
-// Strict at the top: a misspelt key ("capabilites") would otherwise load the plugin without it, silently.
-export const ManifestSchema = v.strictObject({
+export const ManifestSchema = v.object({
   name: PluginName,
   version: v.pipe(v.string(), v.minLength(1), v.maxLength(64)),
   description: v.optional(v.pipe(v.string(), v.maxLength(500))),
@@ -59,6 +59,12 @@ export type Manifest = Omit<ParsedManifest, "hooks"> & {
   hooks: HookName[];
   /** Hooks the manifest names that this host does not know: not subscribed, shown with a warning. */
   unknown_hooks: string[];
+  /**
+   * Top-level keys this host does not know, each with a suggestion when it looks like a typo
+   * (`capabilites (did you mean capabilities?)`): ignored, shown with a warning like unknown hooks
+   * (a newer manifest still loads; a misspelt key does not go unnoticed).
+   */
+  unknown_fields: string[];
 };
 
 export class ManifestError extends Error {
@@ -66,7 +72,8 @@ export class ManifestError extends Error {
 }
 
 export function parseManifest(raw: unknown, where: string): Manifest {
-  const res = v.safeParse(ManifestSchema, withoutAnnotations(raw));
+  const fields = withoutAnnotations(raw);
+  const res = v.safeParse(ManifestSchema, fields);
   if (!res.success) {
     const issues = res.issues
       .map((i) => {
@@ -80,5 +87,7 @@ export function parseManifest(raw: unknown, where: string): Manifest {
   const unknown = res.output.hooks.filter((h) => !isHookName(h));
   const dupTool = res.output.tools.find((t, i, all) => all.findIndex((u) => u.name === t.name) !== i);
   if (dupTool) throw new ManifestError(`${where}: tools: "${dupTool.name}" is declared twice`);
-  return { ...res.output, hooks: known, unknown_hooks: unknown };
+  const allowed = Object.keys(ManifestSchema.entries);
+  const extra = Object.keys(fields as object).filter((k) => !allowed.includes(k));
+  return { ...res.output, hooks: known, unknown_hooks: unknown, unknown_fields: extra.map((k) => `${k}${suggest(k, allowed)}`) };
 }

@@ -28,6 +28,7 @@ export function pluginInfo(e: PluginEntry, config: Config, dispatcher: HookDispa
     description: m?.description ?? null,
     hooks: m ? [...m.hooks] : [],
     unknown_hooks: m ? [...m.unknown_hooks] : [],
+    unknown_fields: m ? [...m.unknown_fields] : [],
     tools: m ? m.tools.map((t) => ({ name: t.name, description: t.description })) : [],
     system_prompt: m?.system_prompt !== undefined,
     commands: m ? m.commands.map((c) => ({ name: c.name, description: c.description, sensitive: c.sensitive })) : [],
