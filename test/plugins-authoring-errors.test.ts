@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { deny } from "../host-api/capabilities.ts";
 import { runCli } from "../runtime/cli.ts";
 import { parseManifest } from "../runtime/plugins/manifest.ts";
+import { ToolRegistry, uncheckedKeywords } from "../runtime/tools/registry.ts";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { command, startPluginServer, HOSTILE_DIR, type PluginServer } from "./helpers/plugins.ts";
@@ -31,23 +32,33 @@ describe("plugin errors name their cause", () => {
     assert.deepEqual(parseManifest({ $schema: "https://example.com/m.json", "x-author": "me", name: "x", version: "1" }, "manifest.json").unknown_fields, [], "annotations are not reported");
   });
 
-  it("a tool schema whose check has no bound on the host's work is refused at once, with the keyword", () => {
+  it("a tool schema whose check has no bound on the host's work: $ref refused, pattern and uniqueItems not checked by the host", () => {
     const tool = (parameters: object) => ({ name: "x", version: "1", tools: [{ name: "t", description: "d", parameters }] });
     const refused = (parameters: object, why: RegExp) => assert.throws(() => parseManifest(tool(parameters), "manifest.json"), why);
-    // A backtracking pattern (^(a+)+$ on "aaaa...!") held the thread for a minute per call.
-    refused({ type: "object", properties: { s: { type: "string", pattern: "^(a+)+$" } } }, /"pattern" \(at #\/properties\/s\) is not allowed/);
-    // 40 levels of allOf over $ref: 2^40 steps to check {} at load.
+    // 40 levels of allOf over $ref: 2^40 steps to check {} at load (a folder not even enabled kept a server from starting).
     const defs: Record<string, object> = { a40: { type: "object" } };
     for (let i = 0; i < 40; i++) defs[`a${i}`] = { allOf: [{ $ref: `#/$defs/a${i + 1}` }, { $ref: `#/$defs/a${i + 1}` }] };
     const started = performance.now();
     refused({ type: "object", $defs: defs, allOf: [{ $ref: "#/$defs/a0" }] }, /"\$ref" .* is not allowed/);
     assert.ok(performance.now() - started < 1_000, "refused without checking it");
-    refused({ type: "object", properties: { xs: { type: "array", uniqueItems: true } } }, /"uniqueItems"/);
+    refused({ type: "object", patternProperties: { "^(a+)+$": { type: "string" } } }, /"patternProperties"/);
     let deep: object = { type: "object" };
     for (let i = 0; i < 40; i++) deep = { type: "object", properties: { n: deep } };
     refused(deep, /nested deeper than 32 levels/);
+    // A backtracking pattern (^(a+)+$ on "aaaa...!") held the thread for a minute per call through
+    // pre_tool_call's rewritten arguments: the tool loads, the model sees the pattern, the host does
+    // not run it (the plugin gets the arguments and checks them).
+    const evil = { type: "object", properties: { s: { type: "string", pattern: "^(a+)+$" }, xs: { type: "array", uniqueItems: true } } };
+    const [spec] = parseManifest(tool(evil), "manifest.json").tools;
+    assert.deepEqual(uncheckedKeywords(spec!.parameters), ['"pattern" at #/properties/s', '"uniqueItems" at #/properties/xs']);
+    const registry = new ToolRegistry();
+    registry.register({ spec: spec!, plugin: "x", run: () => "" });
+    const t0 = performance.now();
+    assert.equal(registry.check("t", { s: `${"a".repeat(40)}!`, xs: Array.from({ length: 20_000 }, () => 1) }), null);
+    assert.ok(performance.now() - t0 < 1_000, "checked without running the pattern or comparing every pair");
+    assert.match(registry.check("t", { s: 5 }) ?? "", /string/, "the rest of the schema is checked");
     // A property may be called "pattern": only keywords count.
-    assert.equal(parseManifest(tool({ type: "object", properties: { pattern: { type: "string" } }, required: ["pattern"] }), "manifest.json").tools.length, 1);
+    assert.deepEqual(uncheckedKeywords({ type: "object", properties: { pattern: { type: "string" } } }), []);
   });
 
   it("a denied host call says whether the manifest did not request it or the operator did not grant it", () => {

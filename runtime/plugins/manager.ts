@@ -21,6 +21,7 @@ import { pluginTools, sectionOf, SYSTEM_PROMPT_KEY } from "./plugin-api.ts";
 import { PluginStateStore } from "./state.ts";
 import { isWanted, pluginInfo } from "./status.ts";
 import { suggest } from "../util/suggest.ts";
+import { uncheckedKeywords } from "../tools/registry.ts";
 
 type Entry = PluginEntry;
 
@@ -206,7 +207,12 @@ export class PluginManager implements PluginHost {
         }
       }
       // A tool name already taken (built-in or another plugin's) fails the load with its owner named.
-      for (const tool of pluginTools(e.name, manifest, (fn, input) => this.bridge.runExport(e, fn, input))) this.core.tools.register(tool);
+      for (const tool of pluginTools(e.name, manifest, (fn, input) => this.bridge.runExport(e, fn, input))) {
+        this.core.tools.register(tool);
+        for (const where of uncheckedKeywords(tool.spec.parameters)) {
+          this.logRings.of(e.name).push("warn", "log", `tool ${tool.spec.name}: ${where} is shown to the model but not checked by the host (no bound on its work): check it in the tool`);
+        }
+      }
       for (const f of manifest.unknown_fields) {
         log("warn", "plugin manifest has a field this host does not know; ignored", { plugin: e.name, field: f });
         this.logRings.of(e.name).push("warn", "log", `manifest.json: unknown field ${f}: ignored`);

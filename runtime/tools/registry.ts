@@ -41,7 +41,9 @@ export class ToolRegistry {
     const owner = this.tools.get(name)?.tool;
     if (owner) throw new ToolNameTaken(`tool "${name}" is already declared by ${owner.plugin ? `plugin ${owner.plugin}` : "the core (built-in)"}`);
     // draft 2020-12, short-circuit off: every issue is reported back to the model at once.
-    this.tools.set(name, { tool, validator: new Validator(tool.spec.parameters as Schema, "2020-12", false) });
+    // A plugin's schema is checked without the keywords whose check has no bound (see schemaProblem).
+    const schema = tool.plugin === undefined ? tool.spec.parameters : checkedSchema(tool.spec.parameters);
+    this.tools.set(name, { tool, validator: new Validator(schema as Schema, "2020-12", false) });
     this.specsCache = null;
   }
 
@@ -75,43 +77,68 @@ export class ToolRegistry {
 /**
  * Checks that a manifest's `parameters` is a usable JSON Schema (compiles) whose checks cost the host
  * a bounded amount of work; the reason otherwise. A plugin's schema is checked on the host's thread
- * (at load, and for every call's arguments, which a plugin's pre_tool_call may rewrite), so the
- * keywords that make that unbounded are refused: `$ref` (a chain of `allOf` over refs doubles the
- * work per level), `pattern` / `patternProperties` (a backtracking regex, e.g. `^(a+)+$`) and
- * `uniqueItems` (quadratic in the array); and the schema is at most SCHEMA_LIMITS in size and depth.
+ * (at load, and for every call's arguments, which a plugin's pre_tool_call may rewrite), so `$ref`
+ * (a chain of `allOf` over refs doubles the work per level) and `patternProperties` (a regex per
+ * property name) are refused, and the schema is at most SCHEMA_LIMITS in size and depth. `pattern`
+ * and `uniqueItems` (a backtracking regex such as `^(a+)+$`; quadratic in the array) are kept for
+ * the model but not checked by the host (uncheckedKeywords says where; the plugin checks them).
  */
 export function schemaProblem(schema: unknown): string | null {
   if (typeof schema !== "object" || schema === null || Array.isArray(schema)) return "must be a JSON Schema object";
   if ((schema as { type?: unknown }).type !== "object") return 'must describe an object ("type": "object")';
-  const unbounded = unboundedKeyword(schema);
-  if (unbounded) return unbounded;
+  if (JSON.stringify(schema).length > SCHEMA_LIMITS.bytes) return `larger than ${SCHEMA_LIMITS.bytes} bytes`;
+  const walked = walkSchema(schema);
+  if (typeof walked === "string") return walked;
   try {
-    new Validator(schema as Schema, "2020-12").validate({});
+    new Validator(checkedSchema(schema) as Schema, "2020-12").validate({});
     return null;
   } catch (err) {
     return (err as Error).message;
   }
 }
 
+/** Where a plugin tool's schema has keywords the host does not check (`pattern` at #/properties/s). */
+export function uncheckedKeywords(schema: unknown): string[] {
+  const walked = walkSchema(schema);
+  return typeof walked === "string" ? [] : walked.unchecked;
+}
+
+/** `schema` without the keywords the host does not check (at subschema positions only). */
+export function checkedSchema(schema: unknown): unknown {
+  if (typeof schema !== "object" || schema === null || Array.isArray(schema)) return schema;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(schema)) {
+    if (UNCHECKED.has(k)) continue;
+    if (ONE.has(k)) out[k] = Array.isArray(v) ? v.map(checkedSchema) : checkedSchema(v);
+    else if (MANY.has(k) && Array.isArray(v)) out[k] = v.map(checkedSchema);
+    else if (NAMED.has(k) && typeof v === "object" && v !== null && !Array.isArray(v)) out[k] = Object.fromEntries(Object.entries(v).map(([n, c]) => [n, checkedSchema(c)]));
+    else out[k] = v;
+  }
+  return out;
+}
+
 export const SCHEMA_LIMITS = { bytes: 64 * 1024, depth: 32, subschemas: 2_000 } as const;
 
-/** Keywords whose check is not bounded by the schema's and the instance's size (see schemaProblem). */
-const UNBOUNDED = new Set(["$ref", "$dynamicRef", "$recursiveRef", "pattern", "patternProperties", "uniqueItems"]);
+/** Keywords a plugin tool's schema may not use: their check has no bound on the host's work. */
+const REFUSED = new Set(["$ref", "$dynamicRef", "$recursiveRef", "patternProperties"]);
+/** Keywords kept for the model but not checked by the host (see schemaProblem). */
+const UNCHECKED = new Set(["pattern", "uniqueItems"]);
 /** Keywords whose value is one subschema, an array of them, or a map of names to them. */
 const ONE = new Set(["items", "additionalItems", "additionalProperties", "unevaluatedItems", "unevaluatedProperties", "not", "if", "then", "else", "contains", "propertyNames"]);
 const MANY = new Set(["allOf", "anyOf", "oneOf", "prefixItems"]);
 const NAMED = new Set(["properties", "$defs", "definitions", "dependentSchemas", "dependencies"]);
 
-/** The first reason `schema` could make its checks unbounded, walking subschemas only (a property may be named "pattern"). */
-function unboundedKeyword(schema: object): string | null {
-  if (JSON.stringify(schema).length > SCHEMA_LIMITS.bytes) return `larger than ${SCHEMA_LIMITS.bytes} bytes`;
+/** Walks the subschemas (a property may be named "pattern"): the first refusal, or where the unchecked keywords are. */
+function walkSchema(schema: unknown): string | { unchecked: string[] } {
   let count = 0;
+  const unchecked: string[] = [];
   const walk = (node: unknown, path: string, depth: number): string | null => {
     if (typeof node !== "object" || node === null || Array.isArray(node)) return null; // true/false schemas
     if (depth > SCHEMA_LIMITS.depth) return `nested deeper than ${SCHEMA_LIMITS.depth} levels at ${path}`;
     if (++count > SCHEMA_LIMITS.subschemas) return `more than ${SCHEMA_LIMITS.subschemas} subschemas`;
     for (const [k, v] of Object.entries(node)) {
-      if (UNBOUNDED.has(k)) return `"${k}" (at ${path}) is not allowed in a plugin tool's schema: its check has no bound on the host's work`;
+      if (REFUSED.has(k)) return `"${k}" (at ${path}) is not allowed in a plugin tool's schema: its check has no bound on the host's work`;
+      if (UNCHECKED.has(k)) unchecked.push(`"${k}" at ${path}`);
       const many = ONE.has(k) ? (Array.isArray(v) ? v : [v]) : MANY.has(k) && Array.isArray(v) ? v : undefined;
       const children: Array<[string, unknown]> = many
         ? many.map((child, i) => [Array.isArray(v) ? `${k}/${i}` : k, child])
@@ -123,5 +150,5 @@ function unboundedKeyword(schema: object): string | null {
     }
     return null;
   };
-  return walk(schema, "#", 0);
+  return walk(schema, "#", 0) ?? { unchecked };
 }
