@@ -107,13 +107,7 @@ export function uncheckedKeywords(schema: unknown): string[] {
 export function checkedSchema(schema: unknown): unknown {
   if (typeof schema !== "object" || schema === null || Array.isArray(schema)) return schema;
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(schema)) {
-    if (UNCHECKED.has(k)) continue;
-    if (ONE.has(k)) out[k] = Array.isArray(v) ? v.map(checkedSchema) : checkedSchema(v);
-    else if (MANY.has(k) && Array.isArray(v)) out[k] = v.map(checkedSchema);
-    else if (NAMED.has(k) && typeof v === "object" && v !== null && !Array.isArray(v)) out[k] = Object.fromEntries(Object.entries(v).map(([n, c]) => [n, checkedSchema(c)]));
-    else out[k] = v;
-  }
+  for (const [k, v] of Object.entries(schema)) if (!UNCHECKED.has(k)) out[k] = mapSubschemas(k, v, checkedSchema);
   return out;
 }
 
@@ -128,6 +122,17 @@ const ONE = new Set(["items", "additionalItems", "additionalProperties", "uneval
 const MANY = new Set(["allOf", "anyOf", "oneOf", "prefixItems"]);
 const NAMED = new Set(["properties", "$defs", "definitions", "dependentSchemas", "dependencies"]);
 
+/**
+ * The value of keyword `k` with `f` applied to each subschema it holds (`at`: where, from the
+ * keyword: "items", "allOf/1", "properties/name"); any other value as it is. The one place that
+ * knows which keywords hold subschemas, for walking a schema and for rewriting it.
+ */
+function mapSubschemas(k: string, v: unknown, f: (child: unknown, at: string) => unknown): unknown {
+  if (ONE.has(k) || (MANY.has(k) && Array.isArray(v))) return Array.isArray(v) ? v.map((child, i) => f(child, `${k}/${i}`)) : f(v, k);
+  if (NAMED.has(k) && typeof v === "object" && v !== null) return Object.fromEntries(Object.entries(v).map(([name, child]) => [name, f(child, `${k}/${name}`)]));
+  return v;
+}
+
 /** Walks the subschemas (a property may be named "pattern"): the first refusal, or where the unchecked keywords are. */
 function walkSchema(schema: unknown): string | { unchecked: string[] } {
   let count = 0;
@@ -139,14 +144,9 @@ function walkSchema(schema: unknown): string | { unchecked: string[] } {
     for (const [k, v] of Object.entries(node)) {
       if (REFUSED.has(k)) return `"${k}" (at ${path}) is not allowed in a plugin tool's schema: its check has no bound on the host's work`;
       if (UNCHECKED.has(k)) unchecked.push(`"${k}" at ${path}`);
-      const many = ONE.has(k) ? (Array.isArray(v) ? v : [v]) : MANY.has(k) && Array.isArray(v) ? v : undefined;
-      const children: Array<[string, unknown]> = many
-        ? many.map((child, i) => [Array.isArray(v) ? `${k}/${i}` : k, child])
-        : NAMED.has(k) && typeof v === "object" && v !== null ? Object.entries(v).map(([name, child]) => [`${k}/${name}`, child]) : [];
-      for (const [at, child] of children) {
-        const problem = walk(child, `${path}/${at}`, depth + 1);
-        if (problem) return problem;
-      }
+      let problem: string | null = null;
+      mapSubschemas(k, v, (child, at) => (problem ??= walk(child, `${path}/${at}`, depth + 1)));
+      if (problem) return problem;
     }
     return null;
   };
