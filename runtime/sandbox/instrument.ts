@@ -33,7 +33,7 @@
 // and a refused block is never made. Kernel log imports go through a shim that charges a host call.
 import { HOST_CALL_FUEL } from "./fuel.ts";
 import { turnEventLoop } from "./inline-slice.ts";
-import { Op, Reader, WasmFormatError, Writer, readInstr, readSections, sectionRank, writeModule, type Section } from "./wasm-binary.ts";
+import { Op, Reader, WasmFormatError, Writer, readInstr, readSections, rewriteVec, sectionRank, writeModule, type Section } from "./wasm-binary.ts";
 
 /** Import module of the fuel host functions the instrumented module calls. */
 export const FUEL_MODULE = "hookbox:fuel";
@@ -493,27 +493,18 @@ function globalsOf(sections: Section[], remap: (i: number) => number): Uint8Arra
  * imports, one of the fuel functions (a `begin` refills the budget).
  */
 function rewriteGlobals(body: Uint8Array, remap: (i: number) => number): Uint8Array {
-  const r = new Reader(body);
-  const w = new Writer();
-  const n = r.u32();
-  w.u32(n);
-  for (let i = 0; i < n; i++) {
+  return rewriteVec(body, (r, w) => {
     const type = r.byte();
     if (!GLOBAL_TYPES.has(type)) throw new InstrumentError(`unsupported global type 0x${type.toString(16)}`);
     w.byte(type).byte(r.byte());
     copyConstExpr(r, body, w, remap);
-  }
-  return w.toBytes();
+  });
 }
 
 /** Element segments name functions by index: shift them past the added imports. */
 function rewriteElements(body: Uint8Array, remap: (i: number) => number): Uint8Array {
-  const r = new Reader(body);
-  const w = new Writer();
-  const n = r.u32();
-  w.u32(n);
-  const copyExpr = () => copyConstExpr(r, body, w, remap);
-  for (let i = 0; i < n; i++) {
+  return rewriteVec(body, (r, w) => {
+    const copyExpr = () => copyConstExpr(r, body, w, remap);
     const flags = r.u32();
     w.u32(flags);
     if (flags & 0b010 && !(flags & 0b001)) w.u32(r.u32()); // explicit table index
@@ -525,8 +516,7 @@ function rewriteElements(body: Uint8Array, remap: (i: number) => number): Uint8A
       if (flags & 0b100) copyExpr();
       else w.u32(remap(r.u32()));
     }
-  }
-  return w.toBytes();
+  });
 }
 
 /** Writes the memory's maximum: min(existing max, pages). */

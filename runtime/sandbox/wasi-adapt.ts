@@ -6,7 +6,7 @@
 //   `_initialize` inside createPlugin, before the sandbox can hand WASI the instance's memory (libc
 //   start-up reads its environment through WASI and exits when that fails); the sandbox runs it
 //   right after, under the plugin's limits.
-import { Reader, WasmFormatError, Writer, readSections, writeModule, type Section } from "./wasm-binary.ts";
+import { Reader, WasmFormatError, readSections, rewriteVec, writeModule, type Section } from "./wasm-binary.ts";
 
 export const INITIALIZE_EXPORT = "hookbox_initialize";
 
@@ -27,32 +27,23 @@ export function adaptWasiModule(wasm: Uint8Array<ArrayBuffer>, from: string, to:
 
 /** The import section with module `from` renamed to `to`; undefined when no import is from `from`. */
 function renameImports(body: Uint8Array, from: string, to: string): Uint8Array | undefined {
-  const r = new Reader(body);
-  const w = new Writer();
-  const n = r.u32();
-  w.u32(n);
   let renamed = false;
-  for (let i = 0; i < n; i++) {
+  const out = rewriteVec(body, (r, w) => {
     const module = r.name();
     renamed ||= module === from;
     w.name(module === from ? to : module).name(r.name());
     const start = r.pos;
     skipImportDesc(r);
     w.raw(body.subarray(start, r.pos));
-  }
-  return renamed ? w.toBytes() : undefined;
+  });
+  return renamed ? out : undefined;
 }
 
 function renameExport(body: Uint8Array, from: string, to: string): Uint8Array {
-  const r = new Reader(body);
-  const w = new Writer();
-  const n = r.u32();
-  w.u32(n);
-  for (let i = 0; i < n; i++) {
+  return rewriteVec(body, (r, w) => {
     const name = r.name();
     w.name(name === from ? to : name).byte(r.byte()).u32(r.u32());
-  }
-  return w.toBytes();
+  });
 }
 
 function skipImportDesc(r: Reader): void {

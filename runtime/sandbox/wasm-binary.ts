@@ -146,6 +146,16 @@ export function readSections(wasm: Uint8Array): Section[] {
   return out;
 }
 
+/** A vector (a count, then the items) rewritten item by item: `item` reads one from `r` and writes its new form to `w`. */
+export function rewriteVec(body: Uint8Array, item: (r: Reader, w: Writer) => void): Uint8Array {
+  const r = new Reader(body);
+  const w = new Writer();
+  const n = r.u32();
+  w.u32(n);
+  for (let i = 0; i < n; i++) item(r, w);
+  return w.toBytes();
+}
+
 export function writeModule(sections: Section[]): Uint8Array<ArrayBuffer> {
   // Sized up front (id + at most 5 bytes of length per section): one allocation for up to 4 MiB.
   const w = new Writer(8 + sections.reduce((n, s) => n + 6 + s.body.length, 0)).raw([0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00]);
