@@ -140,6 +140,11 @@ export class PluginKv {
     checkSlot(session, key);
     const staged = this.staged(session, key);
     if (staged !== undefined) return staged ?? undefined;
+    return this.readStored(session, key);
+  }
+
+  /** The stored value, read from the database and remembered as what this call read. */
+  private readStored(session: string, key: string): string | undefined {
     const value = this.backend.get(this.plugin, session, key);
     this.reads.set(slot(session, key), value ?? null);
     return value;
@@ -170,7 +175,7 @@ export class PluginKv {
     this.chargeCall(session, size);
     // Stored usage as last read, plus this process's writes still being committed, plus this call's.
     const s = slot(session, key);
-    const fresh = !this.pending?.has(s) && (this.unflushed.get(s)?.value ?? null) === null;
+    const fresh = !this.pending?.has(s) && !this.heldInFlight(s);
     const usage = this.backend.usage(this.plugin);
     const keys = usage.keys + this.inFlight.keys + this.callKeys + (fresh ? 1 : 0);
     const total = usage.bytes + this.inFlight.bytes + this.callBytes;
@@ -188,6 +193,11 @@ export class PluginKv {
     checkSlot(session, key);
     this.chargeCall(session, utf8Length(key));
     this.stage(session, key, null);
+  }
+
+  /** Whether a write of this process still being committed holds a value at slot `s` (counted in inFlight.keys). */
+  private heldInFlight(s: string): boolean {
+    return (this.unflushed.get(s)?.value ?? null) !== null;
   }
 
   /** Counts `size` bytes (and a slot's overhead) towards the call's KV_LIMITS.callBytes. */
@@ -301,7 +311,7 @@ export class PluginKv {
     const writes: KvChangeSet["writes"] = [];
     for (const [s, value] of pending) {
       writes.push([...unslot(s), value]);
-      const held = (this.unflushed.get(s)?.value ?? null) !== null;
+      const held = this.heldInFlight(s);
       if (value !== null && !held) this.inFlight.keys++;
       else if (value === null && held) this.inFlight.keys--;
       this.unflushed.set(s, { value, gen });
@@ -336,7 +346,7 @@ export class PluginKv {
     const s = slot(session, key);
     const staged = this.staged(session, key);
     const read = this.reads.get(s);
-    const value = staged !== undefined ? (staged ?? undefined) : read !== undefined ? (read ?? undefined) : this.get(session, key);
+    const value = staged !== undefined ? (staged ?? undefined) : read !== undefined ? (read ?? undefined) : this.readStored(session, key);
     const guards = (this.guards ??= new Map());
     // A key the call already wrote guards nothing new: the guard taken before that write holds.
     if (!guards.has(s) && !this.pending?.has(s)) guards.set(s, value ?? null);
