@@ -37,7 +37,8 @@ export type PluginLimits = v.InferOutput<typeof PluginLimitsSchema>;
 /** The local provider's own settings (besides its type). */
 const LOCAL_PROVIDER_KEYS = ["context_window_tokens", "native_compaction_over_tokens"];
 
-export const PRUNE_ABOVE_ZERO = "must be above 0 days (prune deletes every session not updated for that long: 0 would delete them all)";
+/** prune's age (the setting and the per-run override): above 0, at 0 it would delete every session. */
+export const PruneAge = v.check((d: number) => d > 0, "must be above 0 days (prune deletes every session not updated for that long: 0 would delete them all)");
 
 const ProviderSchema = v.variant("type", [
   v.strictObject({
@@ -89,7 +90,7 @@ export const ConfigSchema = v.strictObject({
   retention: v.optional(
     v.strictObject({
       /** `prune` deletes sessions not updated for this many days (above 0: at 0 it would delete them all). */
-      prune_after_days: v.optional(v.pipe(v.number(), v.check((d) => d > 0, PRUNE_ABOVE_ZERO)), 30),
+      prune_after_days: v.optional(v.pipe(v.number(), PruneAge), 30),
       /** Idle sessions are archived (silently) after this many days; 0 turns it off. */
       idle_archive_after_days: v.optional(v.pipe(v.number(), v.minValue(0)), 0),
     }),

@@ -3,7 +3,7 @@ import { Hono } from "hono";
 import * as v from "valibot";
 import { describeHooks } from "../../hooks/catalogue.ts";
 import type { Core } from "../core.ts";
-import { PluginName, PRUNE_ABOVE_ZERO } from "../config.ts";
+import { PluginName, PruneAge } from "../config.ts";
 import { AppError } from "../errors.ts";
 import { suggest } from "../util/suggest.ts";
 import { SWEEP_NAMES } from "../maintenance/sweeps.ts";
@@ -14,7 +14,7 @@ const Days = v.pipe(v.number(), v.minValue(0), v.maxValue(36_500));
 const DryRun = v.optional(v.boolean());
 export const MAINTENANCE = {
   empty_sweep: v.strictObject({ grace_seconds: v.optional(v.pipe(v.number(), v.minValue(0), v.maxValue(31_536_000))), dry_run: DryRun }),
-  prune: v.strictObject({ older_than_days: v.optional(v.pipe(Days, v.check((d) => d > 0, PRUNE_ABOVE_ZERO))), dry_run: DryRun }),
+  prune: v.strictObject({ older_than_days: v.optional(v.pipe(Days, PruneAge)), dry_run: DryRun }),
   ghost_prune: v.strictObject({ dry_run: DryRun }),
   profile_repair: v.strictObject({ dry_run: DryRun }),
   idle_archive: v.strictObject({ older_than_days: v.optional(v.pipe(Days, v.check((d) => d > 0, "must be above 0 days"))), dry_run: DryRun }),
