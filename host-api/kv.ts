@@ -99,6 +99,9 @@ const unslot = (s: string): [string, string] => {
   return [s.slice(0, cut), s.slice(cut + 1)];
 };
 
+/** A call that wrote nothing (shared: never written to). */
+const NO_WRITES: ReadonlyMap<string, string | null> = new Map();
+
 export class PluginKv {
   /** The running call's writes, by slot (insertion order kept: the commit applies them in order). */
   private pending: Map<string, string | null> | undefined;
@@ -133,7 +136,15 @@ export class PluginKv {
 
   /** A call begins: what an earlier stretch (an instance's start function) read is not reused. */
   begin(): void {
-    this.reads.clear();
+    this.forgetReads();
+  }
+
+  /**
+   * Map.clear() allocates a fresh table even when empty: on this long-lived map it cost ~0.5 us a
+   * call (a quarter of a small plugin's call), where most calls read nothing.
+   */
+  private forgetReads(): void {
+    if (this.reads.size > 0) this.reads.clear();
   }
 
   get(session: string, key: string): string | undefined {
@@ -294,14 +305,14 @@ export class PluginKv {
    * commit runs in the background and the runtime's flush() waits for it.
    */
   end(ok: boolean): Promise<void> | undefined {
-    const pending = this.pending ?? new Map<string, string | null>();
+    const pending: ReadonlyMap<string, string | null> = this.pending ?? NO_WRITES;
     const guards = this.guards;
     const sweeps = this.pendingSweeps ?? [];
     this.pending = undefined;
     this.guards = undefined;
     this.pendingSweeps = undefined;
     const bytes = this.callBytes;
-    this.reads.clear();
+    this.forgetReads();
     this.callKeys = 0;
     this.callBytes = 0;
     if (!ok || (pending.size === 0 && sweeps.length === 0)) return undefined;
