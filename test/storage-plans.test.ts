@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createClient } from "@libsql/client";
 import { openStorage, type Storage } from "../runtime/storage/db.ts";
 import { listQuery, type ListFilter } from "../runtime/sessions/service.ts";
 
@@ -79,12 +80,30 @@ describe("storage: query plans", () => {
     const [mode] = await storage.batch(["PRAGMA synchronous"]);
     assert.equal(Number(mode!.rows[0]!.synchronous), 2);
     assert.equal(String((await storage.client.execute("PRAGMA journal_mode")).rows[0]!.journal_mode), "wal");
+    // A new file gets 16 KiB pages (fewer pages per bulk delete)...
+    assert.equal(Number((await storage.client.execute("PRAGMA page_size")).rows[0]!.page_size), 16384);
     const normal = await openStorage(`file:${join(dir, "normal.sqlite")}`, { durability: "normal" });
     try {
       const [m] = await normal.batch(["PRAGMA synchronous"]);
       assert.equal(Number(m!.rows[0]!.synchronous), 1);
     } finally {
       await normal.close();
+    }
+  });
+
+  it("opens a database made with another page size as it is", async () => {
+    const path = join(dir, "small-pages.sqlite");
+    const old = createClient({ url: `file:${path}` });
+    await old.execute("PRAGMA page_size = 4096");
+    await old.execute("create table earlier (x)");
+    old.close();
+    const s = await openStorage(`file:${path}`);
+    try {
+      assert.equal(Number((await s.client.execute("PRAGMA page_size")).rows[0]!.page_size), 4096);
+      await s.write((trx) => trx.insertInto("sessions").values({ id: "s_old", profile: "p", platform: "api", created_at: 1, updated_at: 1 }).execute());
+      assert.equal((await s.db.selectFrom("sessions").select("id").execute()).length, 1);
+    } finally {
+      await s.close();
     }
   });
 });
