@@ -10,6 +10,7 @@ import { createClient } from "@libsql/client";
 import { Kysely } from "kysely";
 import { LibsqlDialect } from "@libsql/kysely-libsql";
 import { migrate } from "../runtime/storage/migrations.ts";
+import { listQuery } from "../runtime/sessions/service.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "hookbox-migrations-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -39,6 +40,37 @@ describe("storage: migrations", () => {
       assert.deepEqual(usage.rows.map((r) => [r.plugin, r.keys]), [["p0", 101], ["p1", 0], ["p2", 100]]);
       const index = await client.execute("select count(*) as n from sqlite_master where name = 'plugin_kv_session'");
       assert.equal(index.rows[0]!.n, 1);
+    } finally {
+      await db.destroy();
+    }
+  });
+
+  it("0007 lists every session of an older database, in order, from the indexes that are left", async () => {
+    const client = createClient({ url: `file:${join(dir, "lists.sqlite")}` });
+    const db = new Kysely<any>({ dialect: new LibsqlDialect({ client }) });
+    try {
+      await migrate(db, "0006_idempotency_content_type");
+      // archived 2: written by no hookbox, read as "not archived" before; it must stay listed.
+      const rows = Array.from({ length: 30 }, (_, i) => ({
+        id: `s${String(i).padStart(2, "0")}`,
+        profile: i % 2 === 0 ? "a" : "b",
+        archived: i % 5 === 0 ? 1 : i === 7 ? 2 : 0,
+        parent_session_id: i > 0 && i % 3 === 0 ? `s${String(i - 1).padStart(2, "0")}` : null,
+        created_at: 1000 + (i % 10),
+        updated_at: 1,
+      }));
+      await db.insertInto("sessions").values(rows).execute();
+      await migrate(db);
+      const ids = async (f: Parameters<typeof listQuery>[1], anchor?: { created_at: number; id: string }) =>
+        (await listQuery(db, f, anchor).execute()).map((r) => r.id);
+      const byOrder = [...rows].sort((x, y) => x.created_at - y.created_at || (x.id < y.id ? -1 : 1));
+      assert.deepEqual(await ids({ limit: 100 }), byOrder.map((r) => r.id));
+      assert.deepEqual(await ids({ limit: 4 }, { created_at: 1003, id: "s13" }), byOrder.slice(byOrder.findIndex((r) => r.id === "s13") + 1).slice(0, 4).map((r) => r.id));
+      assert.deepEqual(await ids({ limit: 100, profile: "b" }), byOrder.filter((r) => r.profile === "b").map((r) => r.id));
+      assert.deepEqual(await ids({ limit: 100, archived: false }), byOrder.filter((r) => r.archived !== 1).map((r) => r.id));
+      assert.deepEqual(await ids({ limit: 100, archived: true, profile: "a" }), byOrder.filter((r) => r.archived === 1 && r.profile === "a").map((r) => r.id));
+      const children = await client.execute("select id from sessions where parent_session_id = 's08'");
+      assert.deepEqual(children.rows.map((r) => r.id), ["s09"]);
     } finally {
       await db.destroy();
     }

@@ -151,7 +151,9 @@ async function deleteClosureIn(trx: Trx, seedJson: string, now: number, purge?: 
  * Each level comes back as ONE JSON string (json_group_array), not one row per session: turning
  * 100,000 rows into JS objects cost more than the index lookups themselves (about 2x the whole
  * closure). Rows carry compacted_from, so the chain's backward step looks up only predecessors not
- * found yet instead of re-reading every frontier row.
+ * found yet instead of re-reading every frontier row. CROSS JOIN walks each id list once with one
+ * index seek per id; `IN (select ... json_each)` first copied the list into a temporary index (about
+ * a fifth of the closure at 100,000 sessions). The lists hold no duplicates (found ids are skipped).
  */
 async function closureIn(trx: Trx, seedJson: string): Promise<Removed> {
   const found: Removed = new Map();
@@ -177,9 +179,9 @@ type LevelRow = [id: string, profile: string, compacted_from: string | null];
 async function closureLevel(trx: Trx, parents: string, ids: string): Promise<LevelRow[]> {
   const res = await sql<{ rows: string }>`
     select json_group_array(json_array(id, profile, compacted_from)) as rows from (
-      select c.id, c.profile, c.compacted_from from sessions c where c.parent_session_id in (select value from json_each(${parents}))
-      union all select c.id, c.profile, c.compacted_from from sessions c where c.compacted_from in (select value from json_each(${parents}))
-      union all select c.id, c.profile, c.compacted_from from sessions c where c.id in (select value from json_each(${ids})))`.execute(trx);
+      select c.id, c.profile, c.compacted_from from json_each(${parents}) j cross join sessions c on c.parent_session_id = j.value
+      union all select c.id, c.profile, c.compacted_from from json_each(${parents}) j cross join sessions c on c.compacted_from = j.value
+      union all select c.id, c.profile, c.compacted_from from json_each(${ids}) j cross join sessions c on c.id = j.value)`.execute(trx);
   return JSON.parse(res.rows[0]?.rows ?? "[]") as LevelRow[];
 }
 
