@@ -9,6 +9,7 @@ import type { HostBinding, HostFunction, PluginLogSource } from "./binding.ts";
 import { deny, type Grants } from "./capabilities.ts";
 import type { PluginKv } from "./kv.ts";
 import { readText, storeText } from "./memory.ts";
+import { readSessionIds } from "./session-ids.ts";
 
 export const HOST_FUNCTION_NAMES = [
   "hookbox_log",
@@ -30,12 +31,7 @@ const LEVELS: LogLevel[] = ["debug", "info", "warn", "error"];
 const MAX_LOG_CHARS = 2000;
 const MAX_MESSAGES = 1000;
 const MAX_HTTP_RESPONSE_BYTES = 1024 * 1024;
-/**
- * One hookbox_kv_delete_sessions call's ids: parsed and looked up synchronously on the host's thread
- * (about 0.4 us an id), so a call stays within tens of ms; 3 M ids held the thread for 1.2 s.
- */
-export const MAX_SWEEP_IDS = 50_000;
-export const MAX_SWEEP_IDS_CHARS = 4 * 1024 * 1024;
+export { MAX_SWEEP_IDS, MAX_SWEEP_IDS_CHARS } from "./session-ids.ts";
 
 const HttpRequest = v.object({
   method: v.optional(v.picklist(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]), "GET"),
@@ -87,24 +83,8 @@ export function bindHostApi(h: HostContext): HostBinding {
     // deleted_ids of on_session_delete); mode 0: prefix + id, mode 1: prefix + id + ":" + anything.
     hookbox_kv_delete_sessions(ctx: CallContext, session: bigint, prefix: bigint, ids: bigint, mode: bigint) {
       needKv("hookbox_kv_delete_sessions");
-      const idsJson = readText(ctx, ids, "session ids");
-      // The work below (parse, one seek per id) runs on the host's thread in one go: bounded.
-      if (idsJson.length > MAX_SWEEP_IDS_CHARS) {
-        throw new PluginCallError("trap", `hookbox_kv_delete_sessions: at most ${MAX_SWEEP_IDS_CHARS} characters of ids per call (plugins-wasm/lib splits longer lists)`);
-      }
-      let list: unknown;
-      try {
-        list = JSON.parse(idsJson);
-      } catch {
-        throw new PluginCallError("trap", "hookbox_kv_delete_sessions: ids is not JSON");
-      }
-      if (!Array.isArray(list) || !list.every((x) => typeof x === "string")) {
-        throw new PluginCallError("trap", "hookbox_kv_delete_sessions: ids must be a JSON array of strings");
-      }
-      if (list.length > MAX_SWEEP_IDS) {
-        throw new PluginCallError("trap", `hookbox_kv_delete_sessions: at most ${MAX_SWEEP_IDS} ids per call (plugins-wasm/lib splits longer lists)`);
-      }
-      const n = kv.deleteForSessions(readText(ctx, session, "kv session"), readText(ctx, prefix, "kv prefix"), idsJson, list as string[], mode === 1n);
+      const { json, list } = readSessionIds(ctx, ids);
+      const n = kv.deleteForSessions(readText(ctx, session, "kv session"), readText(ctx, prefix, "kv prefix"), json, list, mode === 1n);
       return BigInt(n);
     },
     // Atomic across processes: returns the new value; the call fails as `conflict` (and is run

@@ -94,13 +94,18 @@ describe("plugin KV limits", () => {
     // A call context whose blocks 1, 2, 3 are the scope, the prefix and the ids.
     const ctxWith = (ids: string) => {
       const blocks = new Map([[1n, ""], [2n, "entry:"], [3n, ids]]);
-      return { read: (o: bigint) => ({ text: () => blocks.get(o)! }) } as unknown as CallContext;
+      return { read: (o: bigint) => ({ text: () => blocks.get(o)!, bytes: () => new TextEncoder().encode(blocks.get(o)!) }) } as unknown as CallContext;
     };
     const ids = (n: number) => JSON.stringify(Array.from({ length: n }, (_, i) => `s${i}`));
     const sweep = (json: string) => h.functions.hookbox_kv_delete_sessions!(ctxWith(json), 1n, 2n, 3n, 0n);
     assert.equal(sweep(ids(MAX_SWEEP_IDS)), 0n);
     assert.throws(() => sweep(ids(MAX_SWEEP_IDS + 1)), failsAs("trap", /at most 50000 ids per call/));
     assert.throws(() => sweep(JSON.stringify(["x".repeat(5 * 1024 * 1024)])), failsAs("trap", /characters of ids per call/));
+    // The last list parsed is reused only for the very same bytes: a list that differs is checked anew.
+    assert.equal(sweep('["a","b"]'), 0n);
+    assert.equal(sweep('["a","b"]'), 0n);
+    assert.throws(() => sweep('["a",1 ]'), failsAs("trap", /array of strings/));
+    assert.throws(() => sweep('["a","b"'), failsAs("trap", /not JSON/));
     kv.end(false);
   });
 

@@ -166,7 +166,7 @@ export function kvDeleteSessions(session: string, prefix: string, buf: Uint8Arra
   return n;
 }
 
-/** The host's bounds of one hookbox_kv_delete_sessions call (host-api/functions.ts MAX_SWEEP_IDS). */
+/** The host's bounds of one hookbox_kv_delete_sessions call (host-api/session-ids.ts MAX_SWEEP_IDS). */
 const SWEEP_IDS: i32 = 50_000;
 const SWEEP_BYTES: i32 = 2 * 1024 * 1024;
 
