@@ -75,4 +75,23 @@ describe("storage: migrations", () => {
       await db.destroy();
     }
   });
+
+  it("0007 runs again to the end after a process died half-way through it", async () => {
+    const client = createClient({ url: `file:${join(dir, "half.sqlite")}` });
+    const db = new Kysely<any>({ dialect: new LibsqlDialect({ client }) });
+    try {
+      await migrate(db, "0006_idempotency_content_type");
+      // Its first steps ran (each DDL statement commits on its own), the migration was never recorded.
+      await client.execute("drop index sessions_list");
+      await client.execute("drop index sessions_parent");
+      await migrate(db);
+      const indexes = await client.execute("select name from sqlite_master where tbl_name = 'sessions' and type = 'index' and sql is not null order by name");
+      assert.deepEqual(
+        indexes.rows.map((r) => r.name),
+        ["sessions_compacted_from", "sessions_list_archived", "sessions_list_profile_archived", "sessions_parent"],
+      );
+    } finally {
+      await db.destroy();
+    }
+  });
 });

@@ -153,7 +153,8 @@ async function deleteClosureIn(trx: Trx, seedJson: string, now: number, purge?: 
  * closure). Rows carry compacted_from, so the chain's backward step looks up only predecessors not
  * found yet instead of re-reading every frontier row. CROSS JOIN walks each id list once with one
  * index seek per id; `IN (select ... json_each)` first copied the list into a temporary index (about
- * a fifth of the closure at 100,000 sessions). The lists hold no duplicates (found ids are skipped).
+ * a fifth of the closure at 100,000 sessions). A row found twice (two sessions continue the same
+ * predecessor) is skipped as already found.
  */
 async function closureIn(trx: Trx, seedJson: string): Promise<Removed> {
   const found: Removed = new Map();

@@ -146,14 +146,15 @@ const migrations: Record<string, Migration> = {
   // start with archived (sessions/service.ts listQuery), so the two list indexes without archived go;
   // parent and compaction links are indexed only where set (the lookups are equalities, which the
   // partial indexes serve), not once per session with NULL. archived is 0 or 1 (anything else read
-  // as "not archived" before: made 0, so that row stays in the lists).
+  // as "not archived" before: made 0, so that row stays in the lists). SQLite DDL runs outside a
+  // transaction here (Kysely's SqliteAdapter): every step can run again after a crash half-way.
   "0007_lean_session_indexes": {
     async up(db: Kysely<any>) {
       await sql`update sessions set archived = 0 where archived not in (0, 1)`.execute(db);
-      await db.schema.dropIndex("sessions_list").execute();
-      await db.schema.dropIndex("sessions_list_profile").execute();
-      await db.schema.dropIndex("sessions_parent").execute();
-      await db.schema.dropIndex("sessions_compacted_from").execute();
+      await db.schema.dropIndex("sessions_list").ifExists().execute();
+      await db.schema.dropIndex("sessions_list_profile").ifExists().execute();
+      await db.schema.dropIndex("sessions_parent").ifExists().execute();
+      await db.schema.dropIndex("sessions_compacted_from").ifExists().execute();
       await db.schema.createIndex("sessions_parent").on("sessions").column("parent_session_id").where(sql.ref("parent_session_id"), "is not", null).execute();
       await db.schema.createIndex("sessions_compacted_from").on("sessions").column("compacted_from").where(sql.ref("compacted_from"), "is not", null).execute();
     },
