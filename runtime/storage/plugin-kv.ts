@@ -51,8 +51,12 @@ const sweepCountSql = (sweep: KvSweep) => `select case when coalesce((select sub
     where plugin = ?1 and session_id = ?2 and key >= ?3 order by key limit 1), 0) then (select count(*) from (${sweepRows(sweep)})) else 0 end`;
 // The stored keys as ONE JSON string: 10,000 rows as JS values cost more than the seeks.
 const sweepListSql = (sweep: KvSweep) => `select json_group_array(key) from (${sweepRows(sweep)})`;
-// Session-scoped KV of deleted sessions (?: their ids as JSON), through the partial index.
-const PURGE_SQL = "delete from plugin_kv where session_id <> '' and session_id in (select value from json_each(?))";
+// Session-scoped KV of deleted sessions (?: their ids as JSON), through the partial index: each id
+// is one seek there (json_each walked once, CROSS JOIN), and only the keys found go into the list
+// the delete works from; `session_id IN (select json_each)` first copied every id into a temporary
+// index (100,000 ids: ~20% of the purge).
+export const PURGE_SQL = `delete from plugin_kv where (plugin, session_id, key) in (select k.plugin, k.session_id, k.key
+  from json_each(?) j cross join plugin_kv k on k.session_id = j.value where k.session_id <> '')`;
 /** A database that cannot answer is the host's fault: the call fails as `unavailable`. */
 const unavailable = (err: unknown) => new PluginCallError("unavailable", `database: ${(err as Error).message}`.slice(0, 500));
 const GUARD_PRESENT_SQL = failUnless(`exists (select 1 from plugin_kv where plugin = ?1 and session_id = ?2 and key = ?3 and value = ?4)`);
