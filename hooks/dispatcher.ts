@@ -213,9 +213,10 @@ export class HookDispatcher {
         const result = await (sub.enforcesDeadline ? pending : this.withDeadline(pending, timeoutMs, sub.name));
         t = performance.now();
         const ms = t - t0;
+        // Read before anything is counted: a refused output fails the call, counted once (below).
+        const out = result.checked ? result.checked.output : readOutput(result.output);
         b.recordLatency(ms);
         if (result.fuel) b.fuelUsed += result.fuel;
-        const out = result.checked ? result.checked.output : readOutput(result.output);
         this.observed(sub.name, hook, ms, result.fuel ?? 0);
         b.ok++;
         b.consecutiveFailures = 0;
@@ -223,15 +224,17 @@ export class HookDispatcher {
         report.delivered.push(sub.name);
         if (out?.context) report.injected.push({ plugin: sub.name, context: out.context });
         if (out) report.results.push({ plugin: sub.name, value: out.value });
+        // Work done here for this call (its output read, observers) is not the next call's time.
+        if (!result.checked || this.callObservers.size > 0) t = performance.now();
       } catch (err) {
-        t = performance.now();
-        const ms = t - t0;
+        const ms = performance.now() - t0;
         b.recordLatency(ms);
         const e = toCallError(err);
         this.observed(sub.name, hook, ms, 0, e.kind);
         if (e.kind === "timeout") b.cooloffUntil.set(hook, this.now() + this.cooloffMs);
         this.fail(sub.name, b, e, hook);
         report.failed.push({ plugin: sub.name, kind: e.kind, message: e.message });
+        t = performance.now(); // the failure's log and quarantine are not the next call's time
       }
     }
     return report;

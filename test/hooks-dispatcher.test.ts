@@ -1,0 +1,71 @@
+// What the dispatcher counts for each plugin (GET /v1/plugins stats, the call metrics): a call's
+// latency is its own, not the bookkeeping of the plugin before it (a failure's log line, the call
+// observers), and a refused output is one failed call, not a success and a failure. The clock
+// (performance.now) is a fake one the test moves, so the figures are exact.
+import { afterEach, beforeEach, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { callbackSubscriber, HookDispatcher, type CallEvent } from "../hooks/dispatcher.ts";
+import type { HookFields } from "../hooks/catalogue.ts";
+
+const event: HookFields<"pre_llm_call"> = {
+  session_id: "s1",
+  conversation_history: [],
+  user_message: "hi",
+  platform: "test",
+  model: "m",
+  turn_id: "t1",
+  is_first_turn: true,
+  user_id: null,
+  parent_session_id: null,
+};
+
+describe("hooks: dispatcher bookkeeping", () => {
+  let now = 0;
+  const realNow = performance.now;
+  beforeEach(() => {
+    now = 0;
+    performance.now = () => now;
+  });
+  afterEach(() => {
+    performance.now = realNow;
+  });
+
+  it("times each call alone: a failure's log and the observers before it are not the next plugin's latency", async () => {
+    const d = new HookDispatcher({ log: () => void (now += 30) });
+    const seen: CallEvent[] = [];
+    d.onCall((e) => {
+      seen.push(e);
+      now += 15;
+    });
+    const work = (ms: number, fail = false) => () => {
+      now += ms;
+      if (fail) throw new Error("boom");
+      return undefined;
+    };
+    d.subscribe(callbackSubscriber("a-fails", ["pre_llm_call"], work(1, true)));
+    d.subscribe(callbackSubscriber("b-quick", ["pre_llm_call"], work(2)));
+    d.subscribe(callbackSubscriber("c-quick", ["pre_llm_call"], work(3)));
+    await d.emit("pre_llm_call", event);
+    assert.deepEqual(
+      seen.map((e) => [e.plugin, e.ms, e.failure ?? null]),
+      [["a-fails", 1, "trap"], ["b-quick", 2, null], ["c-quick", 3, null]],
+    );
+    assert.equal(d.stats("b-quick")!.latency_ms.p50, 2);
+    assert.equal(d.stats("c-quick")!.latency_ms.p50, 3);
+  });
+
+  it("counts a refused output once, as a failed call", async () => {
+    const d = new HookDispatcher();
+    const seen: CallEvent[] = [];
+    d.onCall((e) => seen.push(e));
+    d.subscribe(callbackSubscriber("bad", ["pre_llm_call"], () => 42)); // neither a string nor {context}
+    const report = await d.emit("pre_llm_call", event);
+    assert.deepEqual(report.failed.map((f) => [f.plugin, f.kind]), [["bad", "bad_output"]]);
+    assert.deepEqual(seen.map((e) => [e.plugin, e.failure ?? null]), [["bad", "bad_output"]]);
+    const stats = d.stats("bad")!;
+    assert.equal(stats.calls, 1);
+    assert.equal(stats.ok, 0);
+    assert.equal(stats.failures.bad_output, 1);
+    assert.equal(stats.latency_ms.samples, 1);
+  });
+});
