@@ -19,6 +19,7 @@ export interface SessionIds {
   readonly list: readonly string[];
 }
 
+const CACHED_BYTES = 1024 * 1024;
 let last: { bytes: Buffer; ids: SessionIds } | undefined;
 
 const refuse = (problem: string) => new PluginCallError("trap", `hookbox_kv_delete_sessions: ${problem}`);
@@ -40,7 +41,9 @@ export function readSessionIds(ctx: CallContext, offset: bigint): SessionIds {
   if (!Array.isArray(list) || !list.every((x) => typeof x === "string")) throw refuse("ids must be a JSON array of strings");
   if (list.length > MAX_SWEEP_IDS) throw refuse(`at most ${MAX_SWEEP_IDS} ids per call (plugins-wasm/lib splits longer lists)`);
   const ids: SessionIds = { json, list: Object.freeze(list as string[]) };
-  // A copy: the block is the plugin's and may change after the call.
-  last = { bytes: Buffer.from(bytes), ids };
+  // A copy (the block is the plugin's and may change after the call), of a list up to
+  // CACHED_BYTES only: a bulk delete's ids (10,000: ~300 KB), not the largest lists a plugin may
+  // send (4 Mi characters), kept for the life of the process.
+  last = bytes.byteLength <= CACHED_BYTES ? { bytes: Buffer.from(bytes), ids } : undefined;
   return ids;
 }
