@@ -189,6 +189,16 @@ describe("lib/json.ts light reader (jsonprobe)", () => {
     assert.equal(JSON.parse(await probe.call("get_string", `pair\n{"pair":"\\ud83d\\ude00"}`)), "😀");
   });
 
+  it("skips long strings whose quotes and backslashes fall at every offset of an 8-byte word", async () => {
+    const fields: Record<string, string> = {};
+    for (let k = 0; k < 24; k++) fields[`f${k}`] = `${"x".repeat(k)}"${"y".repeat(k % 9)}\\${"é".repeat(k % 5)}\\"${"z".repeat(17 + k)}`;
+    const text = JSON.stringify({ ...fields, target: "found" });
+    assert.equal(JSON.parse(await probe.call("get_string", `target\n${text}`)), "found");
+    for (const k of [0, 1, 7, 8, 9, 15, 16, 23]) assert.equal(JSON.parse(await probe.call("get_string", `f${k}\n${text}`)), fields[`f${k}`], `f${k}`);
+    // Unterminated after a long run: absent, not a read past the end.
+    assert.equal(JSON.parse(await probe.call("get_string", `target\n{"a":"${"x".repeat(40)}`)), null);
+  });
+
   it("malformed input reads as absent instead of trapping", async () => {
     for (const text of ['{"a":', '{"a":"unterminated', "[1,2]", "", '{"b":{"a":"x"', '"a"']) {
       assert.equal(JSON.parse(await probe.call("get_string", `a\n${text}`)), null, text);

@@ -32,11 +32,29 @@ export function skipWs(buf: Uint8Array, i: i32): i32 {
   return i;
 }
 
-/** `i` at an opening quote; returns the index after the closing quote, or -1. */
+/**
+ * `i` at an opening quote; returns the index after the closing quote, or -1. Eight bytes at a time
+ * up to the next '"' or '\\' (a word test per 8 bytes, not a test per byte): a 10,000-id list is
+ * 300 KB that each cleaning plugin skips over.
+ */
 export function skipString(buf: Uint8Array, i: i32): i32 {
   const n = buf.length;
+  const base = buf.dataStart;
   i++;
   while (i < n) {
+    while (i + 8 <= n) {
+      const v = load<u64>(base + <usize>i);
+      const q = v ^ 0x2222222222222222;
+      const b = v ^ 0x5c5c5c5c5c5c5c5c;
+      // High bit of each byte that is zero in q or b (exact for the lowest such byte).
+      const m = ((q - 0x0101010101010101) & ~q & 0x8080808080808080) | ((b - 0x0101010101010101) & ~b & 0x8080808080808080);
+      if (m != 0) {
+        i += <i32>(ctz(m) >> 3);
+        break;
+      }
+      i += 8;
+    }
+    if (i >= n) break;
     const c = at(buf, i);
     if (c == QUOTE) return i + 1;
     i += c == BACKSLASH ? 2 : 1;
