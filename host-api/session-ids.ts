@@ -5,6 +5,7 @@
 import type { CallContext } from "@extism/extism";
 import { Buffer } from "node:buffer";
 import { PluginCallError } from "../hooks/failures.ts";
+import { readBlock } from "./memory.ts";
 
 /**
  * One call's ids: parsed and looked up synchronously on the host's thread (about 0.4 us an id), so a
@@ -25,8 +26,7 @@ let last: { bytes: Buffer; ids: SessionIds } | undefined;
 const refuse = (problem: string) => new PluginCallError("trap", `hookbox_kv_delete_sessions: ${problem}`);
 
 export function readSessionIds(ctx: CallContext, offset: bigint): SessionIds {
-  const block = ctx.read(offset);
-  if (block === null) throw refuse(`invalid memory offset ${offset}`);
+  const block = readBlock(ctx, offset, "session ids");
   const view = block.bytes();
   const bytes = Buffer.from(view.buffer, view.byteOffset, view.byteLength);
   if (last !== undefined && last.bytes.equals(bytes)) return last.ids;
