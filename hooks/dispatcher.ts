@@ -311,7 +311,6 @@ export class HookDispatcher {
   }
 }
 
-/** An in-process TS subscriber: the unsandboxed floor, and how tests observe hooks. */
 /** One emit's payload and its JSON text, built at most once, by the first plugin that asks. */
 class PayloadOf<H extends HookName> {
   private text: string | undefined;
@@ -337,6 +336,7 @@ class HookDelivery<H extends HookName> implements Delivery<H> {
   }
 }
 
+/** An in-process TS subscriber: the unsandboxed floor, and how tests observe hooks. */
 export function callbackSubscriber(
   name: string,
   hooks: Iterable<HookName>,
