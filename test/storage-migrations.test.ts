@@ -1,12 +1,13 @@
 // A database made by an older hookbox keeps its data through the migrations: plugin KV moved into
 // the clustered table (0005) keeps every row and its per-plugin usage, and the usage triggers still
-// count what is written and deleted afterwards.
+// count what is written and deleted afterwards; with the leaner session indexes (0007) every list
+// still returns every session in order, and 0007 finishes after a crash half-way through it.
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createClient } from "@libsql/client";
+import { createClient, type Client } from "@libsql/client";
 import { Kysely } from "kysely";
 import { LibsqlDialect } from "@libsql/kysely-libsql";
 import { migrate } from "../runtime/storage/migrations.ts";
@@ -15,12 +16,21 @@ import { listQuery } from "../runtime/sessions/service.ts";
 const dir = mkdtempSync(join(tmpdir(), "hookbox-migrations-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
+/** A new database file `name`, migrated up to `to` only, handed to `use`, closed afterwards. */
+async function olderDatabase(name: string, to: string, use: (db: Kysely<any>, client: Client) => Promise<void>): Promise<void> {
+  const client = createClient({ url: `file:${join(dir, name)}` });
+  const db = new Kysely<any>({ dialect: new LibsqlDialect({ client }) });
+  try {
+    await migrate(db, to);
+    await use(db, client);
+  } finally {
+    await db.destroy();
+  }
+}
+
 describe("storage: migrations", () => {
   it("0005 clusters plugin_kv by its key and keeps every row, its usage and the triggers", async () => {
-    const client = createClient({ url: `file:${join(dir, "old.sqlite")}` });
-    const db = new Kysely<any>({ dialect: new LibsqlDialect({ client }) });
-    try {
-      await migrate(db, "0004_plugin_kv_session_partial");
+    await olderDatabase("old.sqlite", "0004_plugin_kv_session_partial", async (db, client) => {
       const rows = Array.from({ length: 300 }, (_, i) => [`p${i % 3}`, i % 2 === 0 ? "" : `s${i}`, `k${i}`, `value ${i}`, i]);
       await client.execute({
         sql: `insert into plugin_kv (plugin, session_id, key, value, updated_at)
@@ -40,16 +50,11 @@ describe("storage: migrations", () => {
       assert.deepEqual(usage.rows.map((r) => [r.plugin, r.keys]), [["p0", 101], ["p1", 0], ["p2", 100]]);
       const index = await client.execute("select count(*) as n from sqlite_master where name = 'plugin_kv_session'");
       assert.equal(index.rows[0]!.n, 1);
-    } finally {
-      await db.destroy();
-    }
+    });
   });
 
   it("0007 lists every session of an older database, in order, from the indexes that are left", async () => {
-    const client = createClient({ url: `file:${join(dir, "lists.sqlite")}` });
-    const db = new Kysely<any>({ dialect: new LibsqlDialect({ client }) });
-    try {
-      await migrate(db, "0006_idempotency_content_type");
+    await olderDatabase("lists.sqlite", "0006_idempotency_content_type", async (db, client) => {
       // archived 2: written by no hookbox, read as "not archived" before; it must stay listed.
       const rows = Array.from({ length: 30 }, (_, i) => ({
         id: `s${String(i).padStart(2, "0")}`,
@@ -71,16 +76,11 @@ describe("storage: migrations", () => {
       assert.deepEqual(await ids({ limit: 100, archived: true, profile: "a" }), byOrder.filter((r) => r.archived === 1 && r.profile === "a").map((r) => r.id));
       const children = await client.execute("select id from sessions where parent_session_id = 's08'");
       assert.deepEqual(children.rows.map((r) => r.id), ["s09"]);
-    } finally {
-      await db.destroy();
-    }
+    });
   });
 
   it("0007 runs again to the end after a process died half-way through it", async () => {
-    const client = createClient({ url: `file:${join(dir, "half.sqlite")}` });
-    const db = new Kysely<any>({ dialect: new LibsqlDialect({ client }) });
-    try {
-      await migrate(db, "0006_idempotency_content_type");
+    await olderDatabase("half.sqlite", "0006_idempotency_content_type", async (db, client) => {
       // Its first steps ran (each DDL statement commits on its own), the migration was never recorded.
       await client.execute("drop index sessions_list");
       await client.execute("drop index sessions_parent");
@@ -90,8 +90,6 @@ describe("storage: migrations", () => {
         indexes.rows.map((r) => r.name),
         ["sessions_compacted_from", "sessions_list_archived", "sessions_list_profile_archived", "sessions_parent"],
       );
-    } finally {
-      await db.destroy();
-    }
+    });
   });
 });
