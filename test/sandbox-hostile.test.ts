@@ -235,6 +235,13 @@ describe(`hostile modules: async host functions (${CAN_SUSPEND ? "in-thread, sus
 });
 
 describe("hostile modules: hang (worker)", () => {
+  it("back-to-back worker calls wait for the kernel reset started after the previous one (10 calls of 300 KB each)", async () => {
+    const { plugin, ends } = await sandbox("flood", { inWorker: true, limits: { memoryPages: 8, maxOutputBytes: 1_048_576 } });
+    for (let i = 0; i < 10; i++) assert.equal((await plugin.call("pre_llm_call", "", Date.now() + 5_000)).output?.length, 300_000, `call ${i + 1}`);
+    assert.deepEqual(ends, Array(10).fill(true));
+    await plugin.close();
+  });
+
   it("a worker call stuck in a host function fails as timeout by deadline + grace; the lock is released", async () => {
     // Answers long after the deadline (one that never settles would keep Extism's host-call timer alive).
     const never: HostFunction = async () => new Promise((r) => setTimeout(() => r(0n), 2_000));

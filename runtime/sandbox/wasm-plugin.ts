@@ -131,6 +131,11 @@ export class WasmPlugin {
   private instance: Plugin | undefined;
   /** Whether the live (or building) instance runs in a worker. */
   private instanceInWorker = false;
+  /**
+   * A worker instance's kernel reset after its last call (see attempt): started when that call came
+   * back, so its round trip to the worker is not part of the caller's wait; the next call awaits it.
+   */
+  private resetting: Promise<unknown> | undefined;
   private building: Promise<Plugin> | undefined;
   /** Calls run in a worker until then (epoch ms): an in-thread call outgrew its slice. */
   private workerUntil = 0;
@@ -285,15 +290,21 @@ export class WasmPlugin {
       this.inputRead = false;
       // The kernel wraps the bytes it is given without a copy and the plugin may write to that
       // block: each call gets its own copy, so no plugin changes what a later one reads.
-      // A worker's kernel keeps every block of earlier calls (the SDK resets it in-thread only), and
-      // counts them against maxPages: without a reset a plugin fails there after a few calls.
       const own = this.privateInput(this.input);
-      const call = inWorker ? plugin.reset().then(() => plugin.call(fn, own)) : plugin.call(fn, own);
+      const reset = this.resetting;
+      this.resetting = undefined;
+      const call = reset ? reset.then(() => plugin.call(fn, own)) : plugin.call(fn, own);
       // A worker, or a suspended in-thread call, may not come back by itself: raced against the deadline.
       const out = inWorker || this.suspends ? await this.withinDeadline(call, deadline) : await call;
       onThreadUntil = performance.now();
-      this.checkReturn(fn);
       const bytes = out?.bytes();
+      // A worker's kernel keeps every block of earlier calls (the SDK resets it in-thread only) and
+      // keeps their memory: reset before the next call, a round trip started now, off the caller's wait.
+      if (inWorker) {
+        this.resetting = plugin.reset();
+        this.resetting.catch(() => undefined); // a failed reset fails the next call, not the process
+      }
+      this.checkReturn(fn);
       if (bytes && bytes.byteLength > limits.maxOutputBytes) {
         throw new PluginCallError("bad_output", `output of ${bytes.byteLength} bytes exceeds max_output_bytes ${limits.maxOutputBytes}`);
       }
@@ -565,6 +576,7 @@ export class WasmPlugin {
     const p = this.instance;
     this.instance = undefined;
     this.memory = undefined;
+    this.resetting = undefined;
     this.generation++;
     const abandoned = new PluginCallError("unavailable", "host call of an abandoned call");
     for (const reject of this.pendingHostCalls) reject(abandoned);
