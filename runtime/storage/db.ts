@@ -104,13 +104,15 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   const writeLock = new Mutex();
   let reader: SyncReader | undefined;
   const syncReader = () => (reader ??= openSyncReader(url, opts.authToken));
+  const released = () => reader?.release();
   return {
     db,
     client,
     url,
     durability,
-    write: (fn) => writeLock.run(() => retryLocked(() => writerDb.transaction().execute(fn))),
-    batch: (stmts) => writeLock.run(() => retryLocked(async () => (fileBatch ? fileBatch.batch(stmts) : writer.batch(stmts, "write")))),
+    // After a write (committed or not), the reader's next read starts a new snapshot: it sees it.
+    write: (fn) => writeLock.run(() => retryLocked(() => writerDb.transaction().execute(fn))).finally(released),
+    batch: (stmts) => writeLock.run(() => retryLocked(async () => (fileBatch ? fileBatch.batch(stmts) : writer.batch(stmts, "write")))).finally(released),
     syncReader,
     async rows<T>(sql: string, args: readonly SqlArg[]): Promise<T[]> {
       // WAL: the reader's own connection sees every commit of any connection, like the client's.
