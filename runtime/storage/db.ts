@@ -15,6 +15,7 @@ import type { Database } from "./schema.ts";
 import { migrate } from "./migrations.ts";
 import { Mutex } from "../util/mutex.ts";
 import { FileBatchWriter } from "./file-batch.ts";
+import { GroupCommit } from "./group-commit.ts";
 import { openSyncReader, type FileReader, type SqlArg, type SyncReader } from "./sync-reader.ts";
 
 export const DEFAULT_DB_URL = "file:./data/hookbox.db";
@@ -92,10 +93,7 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   // PRAGMA synchronous is per connection and cannot be set inside a transaction, and the client's
   // pool hands out any connection: every write goes through one dedicated writer connection instead.
   const writer = embedded ? createClient({ url, timeout: 5000, concurrency: 1 }) : client;
-  // A bulk delete of 100,000 sessions dirties tens of MB of pages; with SQLite's default 2 MB cache
-  // they spill to the WAL mid-transaction and are re-read and re-written. 64 MiB is a ceiling (pages
-  // are allocated as used), on the writer connections only.
-  const writerPragmas = ["PRAGMA foreign_keys = ON", `PRAGMA synchronous = ${durability === "full" ? "FULL" : "NORMAL"}`, "PRAGMA cache_size = -65536"];
+  const writerPragmas = writerPragmasFor(durability);
   if (embedded) for (const p of writerPragmas) await writer.execute(p);
   // Batches on the embedded file run on a native connection of their own that keeps its prepared
   // statements (file-batch.ts); serialized with `write` by the same lock.
@@ -105,6 +103,10 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   let reader: SyncReader | undefined;
   const syncReader = () => (reader ??= openSyncReader(url, opts.authToken));
   const released = () => reader?.release();
+  const commitBatch = (stmts: InStatement[]) =>
+    writeLock.run(() => retryLocked(async () => (fileBatch ? fileBatch.batch(stmts) : writer.batch(stmts, "write")))).finally(released);
+  // On the embedded file, batches of one event-loop turn share a transaction and its fsync.
+  const grouped = fileBatch ? new GroupCommit(commitBatch) : undefined;
   return {
     db,
     client,
@@ -112,7 +114,7 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
     durability,
     // After a write (committed or not), the reader's next read starts a new snapshot: it sees it.
     write: (fn) => writeLock.run(() => retryLocked(() => writerDb.transaction().execute(fn))).finally(released),
-    batch: (stmts) => writeLock.run(() => retryLocked(async () => (fileBatch ? fileBatch.batch(stmts) : writer.batch(stmts, "write")))).finally(released),
+    batch: (stmts) => (grouped ? grouped.batch(stmts) : commitBatch(stmts)),
     syncReader,
     async rows<T>(sql: string, args: readonly SqlArg[]): Promise<T[]> {
       // WAL: the reader's own connection sees every commit of any connection, like the client's.
@@ -130,6 +132,15 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
       if (scratch) rmSync(scratch, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Settings of a writer connection on the embedded file: the durability, and a 64 MiB cache ceiling
+ * (a bulk delete of 100,000 sessions dirties tens of MB of pages; with SQLite's default 2 MB cache
+ * they spill to the WAL mid-transaction and are re-read and re-written).
+ */
+export function writerPragmasFor(durability: Durability): string[] {
+  return ["PRAGMA foreign_keys = ON", `PRAGMA synchronous = ${durability === "full" ? "FULL" : "NORMAL"}`, "PRAGMA cache_size = -65536"];
 }
 
 function isInMemory(url: string): boolean {
