@@ -13,7 +13,8 @@ import { Hono } from "hono";
 import { callbackSubscriber } from "../../hooks/dispatcher.ts";
 import type { Core } from "../../runtime/core.ts";
 import { serveFetch, startServer, type RunningServer } from "../../runtime/server.ts";
-import { openStorage, type Storage } from "../../runtime/storage/db.ts";
+import { openStorage, writerPragmasFor, type Storage } from "../../runtime/storage/db.ts";
+import { FileBatchWriter } from "../../runtime/storage/file-batch.ts";
 import { assertNoPluginFailures, openBenchCore, type BenchCore } from "../lib/core.ts";
 import { runLoad, type LoadRequest, type LoadResult } from "../lib/load.ts";
 import { progress, type BenchOptions } from "../lib/options.ts";
@@ -77,13 +78,17 @@ async function hookboxTarget(variant: "none" | "ts" | "wasm"): Promise<Target> {
 /** A Hono app outside hookbox: bare JSON echo, or one libSQL write transaction per request. */
 async function honoTarget(withWrite: boolean, durability: Storage["durability"]): Promise<Target> {
   const dir = mkdtempSync(join(tmpdir(), "hookbox-bench-hono-"));
-  const storage = withWrite ? await openStorage(`file:${join(dir, "floor.db")}`, { durability }) : undefined;
+  const path = join(dir, "floor.db");
+  // hookbox's schema, then a writer of its own: one transaction (one commit) per request, on the
+  // same native driver with kept statements and the same pragmas as hookbox's writer.
+  const storage = withWrite ? await openStorage(`file:${path}`, { durability }) : undefined;
+  const writer = storage ? new FileBatchWriter(path, writerPragmasFor(durability)) : undefined;
   let seq = 0;
   const app = new Hono().post("/echo", async (c) => {
     const body = (await c.req.json()) as { message: string };
-    // The same statement shape as a turn's append, on the same write path (one batch = one commit).
-    if (storage) {
-      await storage.batch([
+    // The same statement shape as a turn's append, committed on its own before the answer.
+    if (writer) {
+      writer.batch([
         {
           sql: "insert into messages (session_id, seq, role, content, tool_name, tokens, created_at) values ('floor', ?, 'user', ?, null, 8, ?)",
           args: [++seq, body.message, Date.now()],
@@ -98,6 +103,7 @@ async function honoTarget(withWrite: boolean, durability: Storage["durability"])
     requests: async (n) => Array.from({ length: n }, (_, i) => ({ url: `${server.url}/echo`, body: { message: `question ${i}: what is 6*7?` } })),
     async close() {
       await server.close();
+      writer?.close();
       await storage?.close();
       rmSync(dir, { recursive: true, force: true });
     },
