@@ -102,9 +102,8 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   const writeLock = new Mutex();
   let reader: SyncReader | undefined;
   const syncReader = () => (reader ??= openSyncReader(url, opts.authToken));
-  const released = () => reader?.release();
   const commitBatch = (stmts: InStatement[]) =>
-    writeLock.run(() => retryLocked(async () => (fileBatch ? fileBatch.batch(stmts) : writer.batch(stmts, "write")))).finally(released);
+    writeLock.run(() => retryLocked(async () => (fileBatch ? fileBatch.batch(stmts) : writer.batch(stmts, "write"))));
   // On the embedded file, batches of one event-loop turn share a transaction and its fsync.
   const grouped = fileBatch ? new GroupCommit(commitBatch) : undefined;
   return {
@@ -112,8 +111,7 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
     client,
     url,
     durability,
-    // After a write (committed or not), the reader's next read starts a new snapshot: it sees it.
-    write: (fn) => writeLock.run(() => retryLocked(() => writerDb.transaction().execute(fn))).finally(released),
+    write: (fn) => writeLock.run(() => retryLocked(() => writerDb.transaction().execute(fn))),
     batch: (stmts) => (grouped ? grouped.batch(stmts) : commitBatch(stmts)),
     syncReader,
     async rows<T>(sql: string, args: readonly SqlArg[]): Promise<T[]> {

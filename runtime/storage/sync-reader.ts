@@ -5,7 +5,6 @@
 //   - a libSQL server: a worker thread with its own @libsql/client over a WebSocket; the caller posts
 //     the query and blocks on Atomics.wait until the worker has put the rows in shared memory.
 // Both read committed data only: the database stays the one source of truth for every process.
-import { setImmediate } from "node:timers";
 import { Worker } from "node:worker_threads";
 import { openNative, StatementCache, type NativeDatabase, type SqlArg } from "./native.ts";
 
@@ -18,8 +17,6 @@ export interface SyncReader {
   one(sql: string, args: readonly SqlArg[]): unknown[] | undefined;
   /** Queries run so far (on a server: round trips). */
   readonly reads: number;
-  /** This process committed a write: the next read must see it (ends a shared snapshot, if any). */
-  release(): void;
   close(): void;
 }
 
@@ -27,33 +24,11 @@ export function openSyncReader(url: string, authToken?: string): SyncReader {
   return url.startsWith("file:") ? new FileReader(url.slice("file:".length)) : new RemoteReader(url, authToken);
 }
 
-/**
- * Reads made in one turn of the event loop share one read transaction. On a WAL file an autocommit
- * read takes and drops the read lock each time: ~6 of a point read's 7.5 us, against 1.7 us inside
- * a transaction (a 10-plugin fan-out whose plugins each read a key spent half its time there). The
- * first read of a turn runs alone (BEGIN and COMMIT would cost a lone read ~3 us more); the second
- * opens the transaction. It ends when the event loop turns (before it polls for I/O, on Node and
- * Deno alike) or when this process commits a write (release), so a read never misses a commit this
- * process could know of; another process's commit shows at the next turn at the latest.
- */
-type Burst = "idle" | "one read" | "snapshot";
-
 export class FileReader implements SyncReader {
   reads = 0;
   private readonly db: NativeDatabase;
   private readonly statements: StatementCache;
   private readonly objectStatements: StatementCache;
-  private burst: Burst = "idle";
-  private readonly endBurst = () => {
-    if (this.burst === "snapshot" && this.db.inTransaction) {
-      try {
-        this.db.exec("COMMIT");
-      } catch {
-        // A read-only transaction has nothing to lose; SQLite may have ended it already.
-      }
-    }
-    this.burst = "idle";
-  };
 
   constructor(path: string) {
     this.db = openNative(path);
@@ -62,41 +37,24 @@ export class FileReader implements SyncReader {
     this.objectStatements = new StatementCache(this.db, false);
   }
 
-  private enter(): void {
-    this.reads++;
-    if (this.burst === "snapshot") return;
-    if (this.burst === "idle") {
-      this.burst = "one read";
-      setImmediate(this.endBurst);
-      return;
-    }
-    this.db.exec("BEGIN");
-    this.burst = "snapshot";
-  }
-
-  release(): void {
-    this.endBurst();
-  }
-
   all(sql: string, args: readonly SqlArg[]): unknown[][] {
-    this.enter();
+    this.reads++;
     return this.statements.get(sql).all(args) as unknown[][];
   }
 
   // The native get() skips all()'s row iterator: ~8 us a point read against ~13.
   one(sql: string, args: readonly SqlArg[]): unknown[] | undefined {
-    this.enter();
+    this.reads++;
     return this.statements.get(sql).get(args) as unknown[] | undefined;
   }
 
   /** Rows as objects keyed by column name. */
   objects(sql: string, args: readonly SqlArg[]): Array<Record<string, unknown>> {
-    this.enter();
+    this.reads++;
     return this.objectStatements.get(sql).all(args) as Array<Record<string, unknown>>;
   }
 
   close(): void {
-    this.endBurst();
     this.statements.clear();
     this.objectStatements.clear();
     this.db.close();
@@ -154,9 +112,6 @@ class RemoteReader implements SyncReader {
   one(sql: string, args: readonly SqlArg[]): unknown[] | undefined {
     return this.all(sql, args)[0];
   }
-
-  /** Every read is its own round trip: there is no snapshot to end. */
-  release(): void {}
 
   close(): void {
     void this.worker.terminate();
