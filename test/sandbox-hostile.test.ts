@@ -235,6 +235,8 @@ describe(`hostile modules: async host functions (${CAN_SUSPEND ? "in-thread, sus
 });
 
 describe("hostile modules: hang (worker)", () => {
+  // What the reset frees (the worker kernel's blocks of earlier calls) is not visible from here; this
+  // checks that a call never overlaps the reset started after the one before it.
   it("back-to-back worker calls wait for the kernel reset started after the previous one (10 calls of 300 KB each)", async () => {
     const { plugin, ends } = await sandbox("flood", { inWorker: true, limits: { memoryPages: 8, maxOutputBytes: 1_048_576 } });
     for (let i = 0; i < 10; i++) assert.equal((await plugin.call("pre_llm_call", "", Date.now() + 5_000)).output?.length, 300_000, `call ${i + 1}`);

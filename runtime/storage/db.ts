@@ -44,7 +44,9 @@ export interface Storage {
    * Runs fixed statements as ONE write transaction in one call (one round trip to a remote server,
    * no Kysely compile; on the embedded file, statements prepared once and kept: file-batch.ts): for
    * hot write paths whose statements do not depend on each other's results in JS. Fixed SQL texts
-   * (each is prepared once and kept) with positional arguments. Serialized with `write`.
+   * (each is prepared once and kept) with positional arguments. Serialized with `write`; on the
+   * embedded file the batches of one event-loop turn commit together at the end of that turn
+   * (group-commit.ts), after a `write` begun in the same turn.
    */
   batch(stmts: InStatement[]): Promise<ResultSet[]>;
   /**
