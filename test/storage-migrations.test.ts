@@ -1,7 +1,8 @@
 // A database made by an older hookbox keeps its data through the migrations: plugin KV moved into
 // the clustered table (0005) keeps every row and its per-plugin usage, and the usage triggers still
 // count what is written and deleted afterwards; with the leaner session indexes (0007) every list
-// still returns every session in order, and 0007 finishes after a crash half-way through it.
+// still returns every session in order, and 0007 finishes after a crash half-way through it; the
+// clustered tombstones (0008) keep every deleted id, also when a crash left the copy half-made.
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -91,5 +92,26 @@ describe("storage: migrations", () => {
         ["sessions_compacted_from", "sessions_list_archived", "sessions_list_profile_archived", "sessions_parent"],
       );
     });
+  });
+
+  it("0008 clusters the tombstones by id and keeps every one, also after a crash half-way through it", async () => {
+    for (const crash of [false, true]) {
+      await olderDatabase(`tombstones-${crash}.sqlite`, "0007_lean_session_indexes", async (db, client) => {
+        const rows = Array.from({ length: 50 }, (_, i) => [`s${String(i).padStart(2, "0")}`, 1000 + i]);
+        await client.execute({ sql: "insert into session_tombstones (id, deleted_at) select value ->> 0, value ->> 1 from json_each(?)", args: [JSON.stringify(rows)] });
+        if (crash) {
+          // The copy was made and took some rows, the old table is still there, nothing recorded.
+          await client.execute("create table session_tombstones_clustered (id text primary key not null, deleted_at integer not null) without rowid");
+          await client.execute("insert into session_tombstones_clustered select * from session_tombstones where id < 's10'");
+        }
+        await migrate(db);
+        const table = await client.execute("select sql from sqlite_master where name = 'session_tombstones'");
+        assert.match(String(table.rows[0]!.sql), /without rowid/i);
+        const after = await client.execute("select id, deleted_at from session_tombstones order by id");
+        assert.deepEqual(after.rows.map((r) => [r.id, r.deleted_at]), rows);
+        const leftover = await client.execute("select count(*) as n from sqlite_master where name = 'session_tombstones_clustered'");
+        assert.equal(leftover.rows[0]!.n, 0);
+      });
+    }
   });
 });
