@@ -1,9 +1,10 @@
 // The synchronous reader on the embedded file (plugin KV, sessions:read, a turn's history): every read
 // sees every commit made before it: this process's own (storage.write, storage.batch, whatever the
 // group commit's timing), and another process's once that process has said so over I/O, whichever
-// phase of the event loop the earlier reads ran in. A read snapshot shared by the reads of one
-// event-loop turn was tried and reverted: on Node a snapshot opened in the timers or check phase
-// stays open across the next poll for I/O, where such a notification arrives.
+// phase of the event loop the earlier reads ran in. Reads of one run of the microtask queue share a
+// read snapshot (a fan-out's plugins each reading a key); it never outlives that run, and this
+// process's own commit ends it. (A snapshot kept until setImmediate was tried and reverted: on Node,
+// opened in the timers or check phase, it stayed open across the next poll for I/O.)
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -52,6 +53,44 @@ describe("storage: the synchronous reader on the embedded file", () => {
       await assert.rejects(storage.batch([{ sql: "update plugin_kv set value = '3' where key = 'a'", args: [] }, { sql: "select no_such_function()", args: [] }]));
       assert.equal(value("a"), "2");
     } finally {
+      await storage.close();
+    }
+  });
+
+  it("sees this process's writes after reads that shared a snapshot", async () => {
+    const { storage, value } = await open("same-run");
+    try {
+      await storage.batch([{ sql: INSERT_A, args: [] }]);
+      // Several reads (they share a snapshot), then a write: the read after it must see it (the
+      // write ends the snapshot, whether or not the event loop turned while it committed).
+      for (let i = 0; i < 3; i++) assert.equal(value("a"), "1");
+      await storage.write((trx) => trx.updateTable("plugin_kv").set({ value: "2" }).where("key", "=", "a").execute());
+      assert.equal(value("a"), "2");
+      for (let i = 0; i < 3; i++) assert.equal(value("b"), undefined);
+      await storage.batch([{ sql: "insert into plugin_kv (plugin, session_id, key, value, updated_at) values ('p', '', 'b', '3', 1)", args: [] }]);
+      assert.equal(value("b"), "3");
+    } finally {
+      await storage.close();
+    }
+  });
+
+  it("a snapshot shared by reads ends with their run of the microtask queue: the next task sees another connection's commit", async () => {
+    const { storage, url, value } = await open("next-task");
+    const other = createClient({ url }); // another process on the same file
+    try {
+      await storage.batch([{ sql: "insert into plugin_kv (plugin, session_id, key, value, updated_at) values ('p', '', 'k', 'old', 1)", args: [] }]);
+      for (const nextTask of [(r: () => void) => setImmediate(r), (r: () => void) => setTimeout(r, 0)]) {
+        await other.execute("update plugin_kv set value = 'old' where key = 'k'");
+        await new Promise<void>((r) => nextTask(r));
+        for (let i = 0; i < 3; i++) assert.equal(value("k"), "old");
+        await other.execute("update plugin_kv set value = 'new' where key = 'k'");
+        // Still the same run (no task has begun since the reads): either answer is a correct
+        // read; once the next task begins, only the new one is.
+        await new Promise<void>((r) => nextTask(r));
+        assert.equal(value("k"), "new");
+      }
+    } finally {
+      other.close();
       await storage.close();
     }
   });

@@ -104,6 +104,8 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   const writeLock = new Mutex();
   let reader: SyncReader | undefined;
   const syncReader = () => (reader ??= openSyncReader(url, opts.authToken));
+  // After a write (committed or not) the reader's next read starts a new snapshot: it sees it.
+  const released = () => reader?.release();
   const commitBatch = (stmts: InStatement[]) =>
     writeLock.run(() => retryLocked(async () => (fileBatch ? fileBatch.batch(stmts) : writer.batch(stmts, "write"))));
   // On the embedded file, batches of one event-loop turn share a transaction and its fsync.
@@ -113,8 +115,8 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
     client,
     url,
     durability,
-    write: (fn) => writeLock.run(() => retryLocked(() => writerDb.transaction().execute(fn))),
-    batch: (stmts) => (grouped ? grouped.batch(stmts) : commitBatch(stmts)),
+    write: (fn) => writeLock.run(() => retryLocked(() => writerDb.transaction().execute(fn))).finally(released),
+    batch: (stmts) => (grouped ? grouped.batch(stmts) : commitBatch(stmts)).finally(released),
     syncReader,
     async rows<T>(sql: string, args: readonly SqlArg[]): Promise<T[]> {
       // WAL: the reader's own connection sees every commit of any connection, like the client's.
