@@ -26,11 +26,10 @@ let last: { bytes: Buffer; ids: SessionIds } | undefined;
 const refuse = (problem: string) => new PluginCallError("trap", `hookbox_kv_delete_sessions: ${problem}`);
 
 export function readSessionIds(ctx: CallContext, offset: bigint): SessionIds {
-  const block = readBlock(ctx, offset, "session ids");
-  const view = block.bytes();
+  const view = readBlock(ctx, offset, "session ids");
   const bytes = Buffer.from(view.buffer, view.byteOffset, view.byteLength);
   if (last !== undefined && last.bytes.equals(bytes)) return last.ids;
-  const json = block.text();
+  const json = bytes.toString("utf8");
   if (json.length > MAX_SWEEP_IDS_CHARS) throw refuse(`at most ${MAX_SWEEP_IDS_CHARS} characters of ids per call (plugins-wasm/lib splits longer lists)`);
   let list: unknown;
   try {

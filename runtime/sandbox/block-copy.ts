@@ -3,6 +3,7 @@
 // call: 30,000 of them for a 10,000-id list. No host memory is made here: the block exists already
 // (the plugin allocated it through the metered alloc shim, or a host function returned it).
 import type { CallContext } from "@extism/extism";
+import { blockBytes } from "../../host-api/memory.ts";
 
 /** An Extism address is a block index (high 16 bits) and an offset in it (low 48). */
 const BLOCK_OFFSET_MASK = (1n << 48n) - 1n;
@@ -15,11 +16,11 @@ const BLOCK_OFFSET_MASK = (1n << 48n) - 1n;
 function views(memory: WebAssembly.Memory | undefined, ctx: CallContext, block: bigint, at: bigint, len: bigint): [Uint8Array, Uint8Array] | undefined {
   if (!memory || (block & BLOCK_OFFSET_MASK) !== 0n || ctx.length(block) !== len) return undefined;
   // In-thread a block reads as a view of its own ArrayBuffer.
-  const target = ctx.read(block)?.arrayBuffer();
+  const target = blockBytes(ctx, block);
   const a = Number(at);
   const n = Number(len);
-  if (!(target instanceof ArrayBuffer) || target.byteLength !== n || a < 0 || a + n > memory.buffer.byteLength) return undefined;
-  return [new Uint8Array(target, 0, n), new Uint8Array(memory.buffer, a, n)];
+  if (target === null || !(target.buffer instanceof ArrayBuffer) || target.byteLength !== n || a < 0 || a + n > memory.buffer.byteLength) return undefined;
+  return [target, new Uint8Array(memory.buffer, a, n)];
 }
 
 /** The two host functions over the instance's memory (undefined while there is none in this thread). */
