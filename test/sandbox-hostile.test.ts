@@ -207,6 +207,25 @@ describe("hostile modules: block copies", () => {
   });
 });
 
+describe("hostile modules: output in one copy (hookbox_output_write)", () => {
+  it("takes only the plugin's own memory within max_output_bytes; a declined write leaves the kernel's output to count", async () => {
+    const { plugin } = await sandbox("outputwrite", { limits: { maxOutputBytes: 1_024 } });
+    assert.equal((await plugin.call("write", "", Date.now() + 5_000)).output, "written from linear memory in one copy");
+    assert.equal((await plugin.call("refused", "", Date.now() + 5_000)).output, undefined, "every refused write returned 0");
+    assert.equal((await plugin.call("declined_clears", "", Date.now() + 5_000)).output, "second");
+    // Each call starts with no output of an earlier one.
+    assert.equal((await plugin.call("refused", "", Date.now() + 5_000)).output, undefined);
+    await plugin.close();
+  });
+
+  it("in a worker it returns 0 and the kernel's output arrives", async () => {
+    const { plugin } = await sandbox("outputwrite", { inWorker: true, limits: { maxOutputBytes: 1_024 } });
+    assert.equal((await plugin.call("write", "", Date.now() + 5_000)).output, "written from linear memory in one copy");
+    assert.equal((await plugin.call("declined_clears", "", Date.now() + 5_000)).output, "second");
+    await plugin.close();
+  });
+});
+
 // Async host functions (http:) run where the runtime can suspend a WASM call (CAN_SUSPEND: Deno)
 // in-thread, else in a worker: either way a slow answer is not plugin work and a stuck one ends at
 // the deadline.

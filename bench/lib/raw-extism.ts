@@ -29,6 +29,7 @@ export async function openRawFleet(wasmPath: string, count: number): Promise<Raw
               return len;
             },
             ...blockCopyFunctions(() => memory),
+            hookbox_output_write: () => 0n, // the plugin then sets its output through the kernel
             hookbox_kv_get: () => 0n,
             hookbox_kv_set: () => undefined,
             hookbox_kv_delete: () => undefined,

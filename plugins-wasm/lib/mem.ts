@@ -65,6 +65,9 @@ declare function hookbox_block_write(block: u64, src: u64, len: u64): u64;
 // @ts-ignore: decorator
 @external("extism:host/user", "hookbox_input_read")
 declare function hookbox_input_read(dest: u64, len: u64): u64;
+// @ts-ignore: decorator
+@external("extism:host/user", "hookbox_output_write")
+declare function hookbox_output_write(src: u64, len: u64): u64;
 
 /** The call's input bytes (the hook payload as UTF-8 JSON). */
 export function readInput(): Uint8Array {
@@ -84,6 +87,8 @@ export function readInput(): Uint8Array {
 
 /** Sets the call's output to `len` bytes at `ptr`. */
 export function outputRaw(ptr: usize, len: i32): void {
+  // One host call copies it; through the kernel (worker mode) it is a block, a copy and output_set.
+  if (hookbox_output_write(<u64>ptr, <u64>len) == <u64>len) return;
   output_set(storeRaw(ptr, len), <u64>len);
 }
 

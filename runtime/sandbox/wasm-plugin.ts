@@ -43,9 +43,14 @@ export const WASI_SANDBOX_MODULE = "hookbox:wasi";
  * through the metered alloc) from linear memory at `src` in one copy; `hookbox_block_read(block,
  * dest, len)` copies a whole block to linear memory. Both return `len`, or 0 when they cannot
  * (worker mode, bad range): the plugin then uses the kernel's store_u64/load_u64, a host call per
- * 8 bytes (30,000 for a 10,000-id list).
+ * 8 bytes (30,000 for a 10,000-id list). `hookbox_output_write(src, len)` makes `len` bytes of linear
+ * memory at `src` the call's output (it takes precedence over output_set's) and returns `len`, or 0
+ * when it cannot (worker mode, bad range, more than max_output_bytes): the plugin then sets it
+ * through the kernel (alloc, copy, output_set), which also clears what an earlier
+ * hookbox_output_write set. One copy, no block: the kernel's way costs a host block and the SDK's
+ * output wrapper (about 1 us a call).
  */
-export const SANDBOX_FUNCTION_NAMES = ["hookbox_input_read", "hookbox_abort", "hookbox_block_read", "hookbox_block_write"] as const;
+export const SANDBOX_FUNCTION_NAMES = ["hookbox_input_read", "hookbox_abort", "hookbox_block_read", "hookbox_block_write", "hookbox_output_write"] as const;
 
 /** Extism's kernel module: hookbox's sandbox serves only the memory and I/O part of it. */
 /**
@@ -152,6 +157,8 @@ export class WasmPlugin {
   /** Built with plugins-wasm/lib (imports hookbox_input_read): every export must call beginCall(). */
   private readonly usesLib: boolean;
   private inputRead = false;
+  /** The running call's output, when the plugin set it through hookbox_output_write. */
+  private output: Uint8Array | undefined;
   private readonly wasi: Record<string, HostFunction>;
   private readonly logBudget = new LogBudget();
   /** This instance's own copy of the call input, reused while the length stays the same. */
@@ -287,6 +294,7 @@ export class WasmPlugin {
     let onThreadUntil: number | undefined;
     try {
       this.input = utf8(input);
+      this.output = undefined;
       this.inputRead = false;
       // The kernel wraps the bytes it is given without a copy and the plugin may write to that
       // block: each call gets its own copy, so no plugin changes what a later one reads.
@@ -297,7 +305,7 @@ export class WasmPlugin {
       // A worker, or a suspended in-thread call, may not come back by itself: raced against the deadline.
       const out = inWorker || this.suspends ? await this.withinDeadline(call, deadline) : await call;
       onThreadUntil = performance.now();
-      const bytes = out?.bytes();
+      const bytes = this.output ?? out?.bytes();
       // A worker's kernel keeps every block of earlier calls (the SDK resets it in-thread only) and
       // keeps their memory: reset before the next call, a round trip started now, off the caller's wait.
       if (inWorker) {
@@ -328,6 +336,7 @@ export class WasmPlugin {
     } finally {
       if (onThreadFrom !== undefined) countWork((onThreadUntil ?? performance.now()) - onThreadFrom - this.meter.suspendedMs);
       this.input = undefined;
+      this.output = undefined;
       this.meter.stop();
       if (!ok) host.end(false);
       const dropped = this.logBudget.takeDropped();
@@ -426,6 +435,18 @@ export class WasmPlugin {
 
   // Extism's kernel hands the input over 8 bytes per host call (a BigInt each way): a 300 KB
   // on_session_delete payload (10k ids) took ~37k calls per plugin and dominated a bulk delete.
+  private readonly outputWriteFn = (_ctx: CallContext, src: bigint, len: bigint): bigint => {
+    this.output = undefined; // declined below: the plugin falls back to output_set, which then counts
+    const { memory } = this;
+    if (!memory || !this.input) return 0n;
+    const a = Number(src);
+    const n = Number(len);
+    if (n > this.opts.limits.maxOutputBytes || a < 0 || a + n > memory.buffer.byteLength) return 0n;
+    this.meter.charge(Math.floor(n / 16));
+    this.output = new Uint8Array(memory.buffer, a, n).slice();
+    return len;
+  };
+
   private readonly inputReadFn = (_ctx: CallContext, dest: bigint, len: bigint): bigint => {
     this.inputRead = true;
     const { input, memory } = this;
@@ -514,7 +535,7 @@ export class WasmPlugin {
     const refused = refusedImport(module);
     if (refused) throw new Error(refused);
     const generation = ++this.generation;
-    const user: Record<string, HostFunction> = { ...host.functions, hookbox_input_read: this.inputReadFn, hookbox_abort: abort, ...this.blockCopy };
+    const user: Record<string, HostFunction> = { ...host.functions, hookbox_input_read: this.inputReadFn, hookbox_output_write: this.outputWriteFn, hookbox_abort: abort, ...this.blockCopy };
     const hostLog = user.hookbox_log;
     // hookbox_log within the plugin's log rate limit (a dropped line costs no host work).
     if (hostLog) user.hookbox_log = (ctx: CallContext, ...args: any[]) => (this.logBudget.take() ? hostLog(ctx, ...args) : undefined);
