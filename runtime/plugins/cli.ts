@@ -48,10 +48,13 @@ export function registerPluginCommands(plugins: Command, ctx: CliContext): void 
     .description("clear the enable/disable overrides (of NAMEs, or of all plugins): the config decides again")
     .argument("[names...]")
     .action(async (names: string[]) => {
-      const db = (await ctx.core()).storage.db;
-      let q = db.updateTable("plugin_state").set({ enabled: null }).where("enabled", "is not", null);
-      if (names.length) q = q.where("name", "in", names);
-      const cleared = (await q.returning("name").execute()).map((r) => r.name).sort();
+      // Through storage.write, like every write: the synchronous reader's next read sees it.
+      const rows = await (await ctx.core()).storage.write((trx) => {
+        let q = trx.updateTable("plugin_state").set({ enabled: null }).where("enabled", "is not", null);
+        if (names.length) q = q.where("name", "in", names);
+        return q.returning("name").execute();
+      });
+      const cleared = rows.map((r) => r.name).sort();
       for (const name of cleared) io.out(`override cleared: ${name}`);
       io.out(`${cleared.length} override(s) cleared; a running server applies this at its next start`);
     });

@@ -90,7 +90,7 @@ export class FileReader implements SyncReader {
       }
       return;
     }
-    this.db.exec("BEGIN");
+    if (!this.db.inTransaction) this.db.exec("BEGIN");
     this.burst = "snapshot";
   }
 
@@ -99,7 +99,8 @@ export class FileReader implements SyncReader {
       try {
         this.db.exec("COMMIT");
       } catch {
-        // A read-only transaction has nothing to lose; SQLite may have ended it already.
+        // A read-only transaction has nothing to lose; one still open would pin an old snapshot.
+        if (this.db.inTransaction) this.db.exec("ROLLBACK");
       }
     }
     this.burst = "idle";
