@@ -17,10 +17,17 @@ function views(memory: WebAssembly.Memory | undefined, ctx: CallContext, block: 
   if (!memory || (block & BLOCK_OFFSET_MASK) !== 0n || ctx.length(block) !== len) return undefined;
   // In-thread a block reads as a view of its own ArrayBuffer.
   const target = blockBytes(ctx, block);
+  if (target === null || !(target.buffer instanceof ArrayBuffer) || BigInt(target.byteLength) !== len) return undefined;
+  const linear = linearRange(memory, at, len);
+  return linear && [target, linear];
+}
+
+/** `len` bytes of linear memory at `at`, or undefined: no memory in this thread, or not all inside it. */
+export function linearRange(memory: WebAssembly.Memory | undefined, at: bigint, len: bigint): Uint8Array | undefined {
+  if (!memory) return undefined;
   const a = Number(at);
   const n = Number(len);
-  if (target === null || !(target.buffer instanceof ArrayBuffer) || target.byteLength !== n || a < 0 || a + n > memory.buffer.byteLength) return undefined;
-  return [target, new Uint8Array(memory.buffer, a, n)];
+  return a < 0 || n < 0 || a + n > memory.buffer.byteLength ? undefined : new Uint8Array(memory.buffer, a, n);
 }
 
 /** The two host functions over the instance's memory (undefined while there is none in this thread). */

@@ -18,7 +18,7 @@ import createPlugin, { type CallContext, type Plugin } from "@extism/extism";
 import { PluginCallError } from "../../hooks/failures.ts";
 import { createWasi, WasiExit } from "../../host-api/wasi.ts";
 import type { HostBinding, HostFunction } from "../../host-api/binding.ts";
-import { blockCopyFunctions } from "./block-copy.ts";
+import { blockCopyFunctions, linearRange } from "./block-copy.ts";
 import { FuelMeter, HOST_CALL_FUEL } from "./fuel.ts";
 import { countWork, DEMOTION_MS, INLINE_SLICE_MS, needsTurn, SliceExpired, yieldTurn } from "./inline-slice.ts";
 import { FUEL_MODULE, KERNEL_MODULE } from "./instrument.ts";
@@ -435,26 +435,21 @@ export class WasmPlugin {
 
   // Extism's kernel hands the input over 8 bytes per host call (a BigInt each way): a 300 KB
   // on_session_delete payload (10k ids) took ~37k calls per plugin and dominated a bulk delete.
-  private readonly outputWriteFn = (_ctx: CallContext, src: bigint, len: bigint): bigint => {
-    this.output = undefined; // declined below: the plugin falls back to output_set, which then counts
-    const { memory } = this;
-    if (!memory || !this.input) return 0n;
-    const a = Number(src);
-    const n = Number(len);
-    if (n > this.opts.limits.maxOutputBytes || a < 0 || a + n > memory.buffer.byteLength) return 0n;
-    this.meter.charge(Math.floor(n / 16));
-    this.output = new Uint8Array(memory.buffer, a, n).slice();
+  private readonly inputReadFn = (_ctx: CallContext, dest: bigint, len: bigint): bigint => {
+    this.inputRead = true;
+    const { input } = this;
+    const target = input && len === BigInt(input.byteLength) ? linearRange(this.memory, dest, len) : undefined;
+    if (!target) return 0n;
+    target.set(input!);
     return len;
   };
 
-  private readonly inputReadFn = (_ctx: CallContext, dest: bigint, len: bigint): bigint => {
-    this.inputRead = true;
-    const { input, memory } = this;
-    if (!input || !memory) return 0n;
-    const d = Number(dest);
-    const n = Number(len);
-    if (n !== input.byteLength || d < 0 || d + n > memory.buffer.byteLength) return 0n;
-    new Uint8Array(memory.buffer, d, n).set(input);
+  private readonly outputWriteFn = (_ctx: CallContext, src: bigint, len: bigint): bigint => {
+    this.output = undefined; // declined below: the plugin falls back to output_set, which then counts
+    const source = this.input && len <= BigInt(this.opts.limits.maxOutputBytes) ? linearRange(this.memory, src, len) : undefined;
+    if (!source) return 0n;
+    this.meter.charge(Math.floor(source.byteLength / 16));
+    this.output = source.slice();
     return len;
   };
 
