@@ -114,7 +114,11 @@ export class DeletionService {
 const realProfile = (p: string) => (p.trim() === "" ? "default" : p);
 
 /** The removed ids per profile, each list in the order of `ids` (sorted), profiles in name order. */
-function groupByProfile(ids: readonly string[], rows: Removed): Map<string, string[]> {
+function groupByProfile(ids: string[], rows: Removed): Map<string, string[]> {
+  // Most deletes stay in one profile: one pass over the map in its own order answers that, where a
+  // lookup per sorted id cost 30-60 ms at 100,000 ids (each a cache miss).
+  const first = rows.values().next().value;
+  if (first !== undefined && allEqual(rows.values(), first)) return new Map([[realProfile(first), ids]]);
   const groups = new Map<string, string[]>();
   for (const id of ids) {
     const p = realProfile(rows.get(id)!);
@@ -123,11 +127,16 @@ function groupByProfile(ids: readonly string[], rows: Removed): Map<string, stri
   return new Map([...groups].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
+function allEqual(values: Iterable<string>, first: string): boolean {
+  for (const v of values) if (v !== first) return false;
+  return true;
+}
+
 const firstSeed = (seeds: readonly string[], removed: (id: string) => boolean) => seeds.find(removed);
 
 /** Deletes the seeds and everything that cascades from them (and their KV with `purge`); returns what was removed. */
 async function deleteClosureIn(trx: Trx, seedJson: string, now: number, purge?: (idsJson: string) => Promise<void>): Promise<Removed> {
-  const rows = await closureIn(trx, seedJson);
+  const { rows, rowids } = await closureIn(trx, seedJson);
   if (rows.size === 0) return rows;
   const idsJson = JSON.stringify([...rows.keys()]);
   await sql`delete from messages where session_id in (select value from json_each(${idsJson}))`.execute(trx);
@@ -136,8 +145,9 @@ async function deleteClosureIn(trx: Trx, seedJson: string, now: number, purge?: 
   // which may come for a session that had no KV at all: every deleted session gets one.
   await sql`insert into session_tombstones (id, deleted_at) select value, ${now} from json_each(${idsJson}) where true
     on conflict (id) do update set deleted_at = excluded.deleted_at`.execute(trx);
-  // By rowid, each id one seek (as in closureLevel): `id IN (select json_each)` copied the list first.
-  await sql`delete from sessions where rowid in (select s.rowid from json_each(${idsJson}) j cross join sessions s on s.id = j.value)`.execute(trx);
+  // By the rowids the closure read in this transaction: no second lookup of each id in the key index
+  // (about 10% of the sessions delete at 100,000 sessions).
+  await sql`delete from sessions where rowid in (select value from json_each(${JSON.stringify(rowids)}))`.execute(trx);
   await purge?.(idsJson);
   return rows;
 }
@@ -157,33 +167,35 @@ async function deleteClosureIn(trx: Trx, seedJson: string, now: number, purge?: 
  * a fifth of the closure at 100,000 sessions). A row found twice (two sessions continue the same
  * predecessor) is skipped as already found.
  */
-async function closureIn(trx: Trx, seedJson: string): Promise<Removed> {
+async function closureIn(trx: Trx, seedJson: string): Promise<{ rows: Removed; rowids: number[] }> {
   const found: Removed = new Map();
+  const rowids: number[] = [];
   let level = await closureLevel(trx, "[]", seedJson);
   while (level.length > 0) {
     const frontier: string[] = [];
     const predecessors: string[] = [];
-    for (const [id, profile, from] of level) {
+    for (const [id, profile, from, rowid] of level) {
       if (found.has(id)) continue;
       found.set(id, profile);
+      rowids.push(rowid);
       frontier.push(id);
       if (from !== null && !found.has(from)) predecessors.push(from);
     }
     if (frontier.length === 0) break;
     level = await closureLevel(trx, JSON.stringify(frontier), JSON.stringify(predecessors));
   }
-  return found;
+  return { rows: found, rowids };
 }
 
-type LevelRow = [id: string, profile: string, compacted_from: string | null];
+type LevelRow = [id: string, profile: string, compacted_from: string | null, rowid: number];
 
-/** The children and successors of `parents`, and the sessions `ids` themselves, as [id, profile, compacted_from]. */
+/** The children and successors of `parents`, and the sessions `ids` themselves, as [id, profile, compacted_from, rowid]. */
 async function closureLevel(trx: Trx, parents: string, ids: string): Promise<LevelRow[]> {
   const res = await sql<{ rows: string }>`
-    select json_group_array(json_array(id, profile, compacted_from)) as rows from (
-      select c.id, c.profile, c.compacted_from from json_each(${parents}) j cross join sessions c on c.parent_session_id = j.value
-      union all select c.id, c.profile, c.compacted_from from json_each(${parents}) j cross join sessions c on c.compacted_from = j.value
-      union all select c.id, c.profile, c.compacted_from from json_each(${ids}) j cross join sessions c on c.id = j.value)`.execute(trx);
+    select json_group_array(json_array(id, profile, compacted_from, rid)) as rows from (
+      select c.id, c.profile, c.compacted_from, c.rowid as rid from json_each(${parents}) j cross join sessions c on c.parent_session_id = j.value
+      union all select c.id, c.profile, c.compacted_from, c.rowid from json_each(${parents}) j cross join sessions c on c.compacted_from = j.value
+      union all select c.id, c.profile, c.compacted_from, c.rowid from json_each(${ids}) j cross join sessions c on c.id = j.value)`.execute(trx);
   return JSON.parse(res.rows[0]?.rows ?? "[]") as LevelRow[];
 }
 
