@@ -40,8 +40,6 @@ export class Checkpointer {
   private readonly header = new DataView(new ArrayBuffer(N_BACKFILL + 4));
   private readonly littleEndian = endianness() === "LE";
   private readonly threshold: number;
-  /** Checkpoints the worker has run. */
-  runs = 0;
   /** Settles when the worker has exited (closed, failed to start, or died). */
   private readonly exited: Promise<void>;
 
@@ -55,7 +53,6 @@ export class Checkpointer {
     this.worker.on("message", (msg: { ready?: true; closed?: true; ok?: boolean; error?: string }) => {
       if (msg.ready) return void this.started();
       if (msg.closed) return void this.worker.terminate();
-      this.runs++;
       if (msg.ok === false) {
         this.running = false;
         log("warn", "background WAL checkpoint failed", { error: msg.error });
@@ -65,9 +62,8 @@ export class Checkpointer {
         .finish()
         .catch((err: unknown) => log("warn", "WAL checkpoint on the writer failed", { error: (err as Error).message }))
         .finally(() => {
-          // The next write asks again, as SQLite's own checkpoint comes only with a commit: asking
-          // here would loop, without any write, while a reader elsewhere keeps frames from being copied.
           this.running = false;
+          this.poke(); // commits that came meanwhile may have crossed the line again
         });
     });
     this.exited = new Promise((resolve) => {
