@@ -16,7 +16,6 @@ import { migrate } from "./migrations.ts";
 import { Mutex } from "../util/mutex.ts";
 import { FileBatchWriter } from "./file-batch.ts";
 import { GroupCommit } from "./group-commit.ts";
-import { Checkpointer, CHECKPOINT_FRAMES } from "./checkpointer.ts";
 import { openSyncReader, type FileReader, type SqlArg, type SyncReader } from "./sync-reader.ts";
 
 export const DEFAULT_DB_URL = "file:./data/hookbox.db";
@@ -55,8 +54,6 @@ export interface Storage {
    * sync-reader.ts), opened at first use and closed with the storage.
    */
   syncReader(): SyncReader;
-  /** The embedded file's background WAL checkpointer (checkpointer.ts); none on a server. */
-  checkpointer?: Checkpointer | undefined;
   /**
    * One fixed read statement of a hot path (a turn's session and history), rows as objects. On the
    * embedded file it runs on the synchronous reader, whose prepared statements are kept (the client
@@ -107,28 +104,8 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   const writeLock = new Mutex();
   let reader: SyncReader | undefined;
   const syncReader = () => (reader ??= openSyncReader(url, opts.authToken));
-  // WAL checkpoints on a worker thread instead of inside the COMMIT of whichever write crossed the
-  // line (checkpointer.ts); the writers checkpoint for themselves until it is up, or if it dies.
-  const checkpointer = embedded
-    ? new Checkpointer(path, {
-        setAutocheckpoint: (on) =>
-          writeLock.run(async () => {
-            const pragma = `PRAGMA wal_autocheckpoint = ${on ? CHECKPOINT_FRAMES : 0}`;
-            await writer.execute(pragma);
-            fileBatch?.exec(pragma);
-          }),
-        finish: () =>
-          writeLock.run(async () => {
-            if (fileBatch) fileBatch.exec("PRAGMA wal_checkpoint(PASSIVE)");
-            else await writer.execute("PRAGMA wal_checkpoint(PASSIVE)");
-          }),
-      })
-    : undefined;
   // After a write (committed or not) the reader's next read starts a new snapshot: it sees it.
-  const released = () => {
-    reader?.release();
-    checkpointer?.poke();
-  };
+  const released = () => reader?.release();
   const commitBatch = (stmts: InStatement[]) =>
     writeLock.run(() => retryLocked(async () => (fileBatch ? fileBatch.batch(stmts) : writer.batch(stmts, "write"))));
   // On the embedded file, batches of one event-loop turn share a transaction and its fsync.
@@ -141,7 +118,6 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
     write: (fn) => writeLock.run(() => retryLocked(() => writerDb.transaction().execute(fn))).finally(released),
     batch: (stmts) => (grouped ? grouped.batch(stmts) : commitBatch(stmts)).finally(released),
     syncReader,
-    checkpointer,
     async rows<T>(sql: string, args: readonly SqlArg[]): Promise<T[]> {
       // WAL: the reader's own connection sees every commit of any connection, like the client's.
       if (embedded) return (syncReader() as FileReader).objects(sql, args) as T[];
@@ -149,7 +125,6 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
       return res.rows.map((r) => Object.fromEntries(res.columns.map((c, i) => [c, r[i]]))) as T[];
     },
     async close() {
-      await checkpointer?.close();
       reader?.close();
       fileBatch?.close();
       if (writerDb !== db) await writerDb.destroy();

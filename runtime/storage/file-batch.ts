@@ -38,11 +38,6 @@ export class FileBatchWriter {
     }
   }
 
-  /** A statement outside any batch (a per-connection setting). */
-  exec(sql: string): void {
-    this.db.exec(sql);
-  }
-
   close(): void {
     // Kept statements hold the connection in the driver: dropped first.
     this.statements.clear();
