@@ -125,6 +125,25 @@ describe("sandboxed calls", () => {
     await plugin.close();
   });
 
+  it("a warm in-thread instance answers at once (no promise), and its failures still come back typed", async () => {
+    const { plugin, ends } = await sandbox();
+    // The first call goes through the SDK (it hands over the instance's kernel context).
+    const first = plugin.callNow("big", "abc", soon());
+    assert.ok(first instanceof Promise);
+    await first;
+    const warm = plugin.callNow("big", "abcd", soon());
+    assert.ok(!(warm instanceof Promise), "a warm call answers synchronously");
+    assert.equal((warm as { output?: string }).output, "\0".repeat(4)); // big: as many zero bytes as its input
+    // A refused output and a trap on that path: a rejected promise, never a throw; then a fresh instance.
+    const refused = plugin.callNow("big", "x".repeat(100), soon());
+    assert.ok(refused instanceof Promise);
+    assert.equal((await callFailure(refused)).kind, "bad_output");
+    assert.equal((await callFailure(Promise.resolve().then(() => plugin.callNow("trap", "", soon())))).kind, "trap");
+    assert.equal((await plugin.call("big", "again", soon())).output?.length, 5);
+    assert.deepEqual(ends, [true, true, false, false, true]);
+    await plugin.close();
+  });
+
   it("serializes concurrent calls and reaches host functions", async () => {
     const { plugin, logs } = await sandbox();
     await Promise.all([plugin.call("log", "", soon()), plugin.call("log", "", soon()), plugin.call("count", "", soon())]);

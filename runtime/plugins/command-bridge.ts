@@ -5,7 +5,7 @@
 import type { HookDispatcher, HookOutput, HookSubscriber } from "../../hooks/dispatcher.ts";
 import { PluginCallError } from "../../hooks/failures.ts";
 import { CommandError, type CommandCall } from "../commands/registry.ts";
-import type { AcceptOutput, WasmPlugin } from "../sandbox/wasm-plugin.ts";
+import type { AcceptOutput, SandboxResult, WasmPlugin } from "../sandbox/wasm-plugin.ts";
 import { commandOutput } from "./command-output.ts";
 import type { PluginEntry } from "./entry.ts";
 import type { PluginLogs } from "./logs.ts";
@@ -34,13 +34,16 @@ export class CommandBridge {
       enforcesDeadline: true,
       // The output is checked inside the call, so a refused output also discards the call's KV writes.
       // d.readOutput itself is the check (a closure made per call costs on the fan-out's hot path).
-      call: async (d) => {
-        try {
-          const r = await callRetrying(sandbox, d.hook, d.json(), d.deadline, d.readOutput);
-          return { fuel: r.fuel, checked: { output: r.accepted as HookOutput | undefined } };
-        } catch (err) {
-          throw this.failed(name, d.hook, err);
-        }
+      // A call that can run synchronously (sandbox.callNow) answers without a promise.
+      call: (d) => {
+        const r = callRetrying(sandbox, d.hook, d.json(), d.deadline, d.readOutput);
+        if (!(r instanceof Promise)) return { fuel: r.fuel, checked: { output: r.accepted as HookOutput | undefined } };
+        return r.then(
+          (done) => ({ fuel: done.fuel, checked: { output: done.accepted as HookOutput | undefined } }),
+          (err) => {
+            throw this.failed(name, d.hook, err);
+          },
+        );
       },
     };
   }
@@ -101,14 +104,23 @@ export class CommandBridge {
   }
 }
 
-/** One call, run again when its guarded KV writes lost a race with another writer (`conflict`). */
-async function callRetrying(sandbox: WasmPlugin, fn: string, input: string, deadline: number, accept?: AcceptOutput) {
+/**
+ * One call, run again when its guarded KV writes lost a race with another writer (`conflict`).
+ * Answers without a promise when the first try did (callNow never throws).
+ */
+function callRetrying(sandbox: WasmPlugin, fn: string, input: string, deadline: number, accept?: AcceptOutput): Promise<SandboxResult> | SandboxResult {
+  const first = sandbox.callNow(fn, input, deadline, accept);
+  return first instanceof Promise ? first.catch((err) => retryConflicts(sandbox, err, fn, input, deadline, accept)) : first;
+}
+
+async function retryConflicts(sandbox: WasmPlugin, err: unknown, fn: string, input: string, deadline: number, accept?: AcceptOutput): Promise<SandboxResult> {
   for (let attempt = 1; ; attempt++) {
+    if (!(err instanceof PluginCallError) || err.kind !== "conflict" || Date.now() > deadline) throw err;
+    await new Promise((r) => setTimeout(r, Math.random() * Math.min(CONFLICT_PAUSE_MS, 2 * attempt)));
     try {
-      return await sandbox.call(fn, input, deadline, accept);
-    } catch (err) {
-      if (!(err instanceof PluginCallError) || err.kind !== "conflict" || Date.now() > deadline) throw err;
-      await new Promise((r) => setTimeout(r, Math.random() * Math.min(CONFLICT_PAUSE_MS, 2 * attempt)));
+      return await sandbox.callNow(fn, input, deadline, accept);
+    } catch (next) {
+      err = next;
     }
   }
 }

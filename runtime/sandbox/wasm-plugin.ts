@@ -19,6 +19,7 @@ import { PluginCallError } from "../../hooks/failures.ts";
 import { createWasi, WasiExit } from "../../host-api/wasi.ts";
 import type { HostBinding, HostFunction } from "../../host-api/binding.ts";
 import { blockCopyFunctions, linearRange } from "./block-copy.ts";
+import { directCaller, type DirectCaller } from "./direct-call.ts";
 import { FuelMeter, HOST_CALL_FUEL } from "./fuel.ts";
 import { countWork, DEMOTION_MS, INLINE_SLICE_MS, needsTurn, SliceExpired, yieldTurn } from "./inline-slice.ts";
 import { FUEL_MODULE, KERNEL_MODULE } from "./instrument.ts";
@@ -153,6 +154,13 @@ export class WasmPlugin {
   private closed = false;
   /** The running call's input and the instance's memory, for hookbox_input_read (in-thread only). */
   private input: Uint8Array | undefined;
+  /** The running in-thread call's time on the thread (performance.now()), for countWork. */
+  private onThreadFrom: number | undefined;
+  private onThreadUntil: number | undefined;
+  /** The live in-thread instance's synchronous caller, known from its first call's first host call. */
+  private direct: DirectCaller | undefined;
+  /** The live in-thread instance's exports, until `direct` is made. */
+  private liveExports: WebAssembly.Exports | undefined;
   private memory: WebAssembly.Memory | undefined;
   /** Built with plugins-wasm/lib (imports hookbox_input_read): every export must call beginCall(). */
   private readonly usesLib: boolean;
@@ -217,23 +225,49 @@ export class WasmPlugin {
   /**
    * Calls `fn` with `input`; the call must finish by `deadline` (epoch ms). `accept` may refuse the
    * output (throw a PluginCallError) before the call's effects (KV writes) are committed; what it
-   * returns comes back as `accepted` (a function, not a closure per call: see attempt()).
+   * returns comes back as `accepted` (a function, not a closure per call: see invoke()).
    */
   async call(fn: string, input: string, deadline: number, accept?: AcceptOutput): Promise<SandboxResult> {
-    if (this.busy) await this.turnBy(deadline);
-    else this.busy = true;
+    return await this.callNow(fn, input, deadline, accept);
+  }
+
+  /**
+   * call(), answered without a promise when it can be: an idle in-thread instance whose call wrote
+   * nothing to commit runs and returns synchronously, so a fan-out to such plugins awaits none of
+   * them. Never throws: a failure is a rejected promise.
+   */
+  callNow(fn: string, input: string, deadline: number, accept?: AcceptOutput): Promise<SandboxResult> | SandboxResult {
+    if (this.busy) return this.turnBy(deadline).then(() => this.holding(fn, input, deadline, accept));
+    this.busy = true;
+    return this.holding(fn, input, deadline, accept);
+  }
+
+  /** Runs the call with the lock held, then passes the lock on. */
+  private holding(fn: string, input: string, deadline: number, accept?: AcceptOutput): Promise<SandboxResult> | SandboxResult {
+    let result: Promise<SandboxResult> | SandboxResult;
     try {
-      return await this.attempt(fn, input, deadline, accept);
+      result = this.attempt(fn, input, deadline, accept);
     } catch (err) {
-      // An in-thread call that outgrew its slice runs again, from the start, in a worker.
-      if (!(err instanceof SliceExpired)) throw err;
-      this.demote(`a call of ${fn}`);
-      return await this.attempt(fn, input, deadline, accept);
-    } finally {
-      const next = this.waiting.shift();
-      if (next) next(); // stays busy: the lock passes straight to the next caller
-      else this.busy = false;
+      result = Promise.reject(err);
     }
+    if (!(result instanceof Promise)) {
+      this.release();
+      return result;
+    }
+    return result
+      .catch((err) => {
+        // An in-thread call that outgrew its slice runs again, from the start, in a worker.
+        if (!(err instanceof SliceExpired)) throw err;
+        this.demote(`a call of ${fn}`);
+        return this.attempt(fn, input, deadline, accept);
+      })
+      .finally(() => this.release());
+  }
+
+  private release(): void {
+    const next = this.waiting.shift();
+    if (next) next(); // stays busy: the lock passes straight to the next caller
+    else this.busy = false;
   }
 
   /**
@@ -262,8 +296,22 @@ export class WasmPlugin {
     await this.discardInstance();
   }
 
-  private async attempt(fn: string, input: string, deadline: number, accept?: AcceptOutput): Promise<SandboxResult> {
+  /**
+   * One try. A live in-thread instance with no turn of the event loop due runs at once (invoke);
+   * otherwise the waits come first: a switch between thread and worker, a turn of the event loop,
+   * the instance's (re)build.
+   */
+  private attempt(fn: string, input: string, deadline: number, accept?: AcceptOutput): Promise<SandboxResult> | SandboxResult {
     if (this.closed) throw new PluginCallError("unavailable", `${this.name} is closed`);
+    const now = Date.now();
+    const plugin = this.instance;
+    if (plugin && !this.instanceInWorker && !this.wantsWorker(now) && !needsTurn() && now <= deadline) {
+      return this.invoke(plugin, fn, input, deadline, accept, false, now);
+    }
+    return this.attemptAfterWaits(fn, input, deadline, accept);
+  }
+
+  private async attemptAfterWaits(fn: string, input: string, deadline: number, accept?: AcceptOutput): Promise<SandboxResult> {
     let now = Date.now();
     const inWorker = this.wantsWorker(now);
     if (this.instance && this.instanceInWorker !== inWorker) await this.discardInstance(false);
@@ -284,14 +332,22 @@ export class WasmPlugin {
       }
       now = Date.now();
     }
-    const { host, limits } = this.opts;
+    return await this.invoke(plugin, fn, input, deadline, accept, inWorker, now);
+  }
+
+  /**
+   * Runs the export under the meter and the host's call hooks. Synchronous from start to end where
+   * it can be (in-thread, no async host function, the direct caller known, nothing to commit);
+   * any failure goes through failed(), asynchronously.
+   */
+  private invoke(plugin: Plugin, fn: string, input: string, deadline: number, accept: AcceptOutput | undefined, inWorker: boolean, now: number): Promise<SandboxResult> | SandboxResult {
     this.meter.start(deadline, this.stretch(inWorker, now));
-    host.begin(deadline);
-    let ok = false;
+    this.opts.host.begin(deadline);
     // In-thread, this call's time on the thread counts towards the next turn of the event loop: from
     // here until the call has come back (not the waits for its commit or a discard after it).
-    const onThreadFrom = inWorker ? undefined : performance.now();
-    let onThreadUntil: number | undefined;
+    this.onThreadFrom = inWorker ? undefined : performance.now();
+    this.onThreadUntil = undefined;
+    let out: Uint8Array | undefined;
     try {
       this.input = utf8(input);
       this.output = undefined;
@@ -299,49 +355,90 @@ export class WasmPlugin {
       // The kernel wraps the bytes it is given without a copy and the plugin may write to that
       // block: each call gets its own copy, so no plugin changes what a later one reads.
       const own = this.privateInput(this.input);
-      const reset = this.resetting;
-      this.resetting = undefined;
-      const call = reset ? reset.then(() => plugin.call(fn, own)) : plugin.call(fn, own);
-      // A worker, or a suspended in-thread call, may not come back by itself: raced against the deadline.
-      const out = inWorker || this.suspends ? await this.withinDeadline(call, deadline) : await call;
-      onThreadUntil = performance.now();
-      const bytes = this.output ?? out?.bytes();
-      // A worker's kernel keeps every block of earlier calls (the SDK resets it in-thread only) and
-      // keeps their memory: reset before the next call, a round trip started now, off the caller's wait.
-      if (inWorker) {
-        this.resetting = plugin.reset();
-        this.resetting.catch(() => undefined); // a failed reset fails the next call, not the process
+      const direct = inWorker || this.suspends ? undefined : this.direct;
+      if (!direct) {
+        return this.invokeLater(plugin, fn, own, deadline, inWorker).then(
+          (bytes) => this.complete(fn, bytes, accept),
+          (err) => this.failed(err, false),
+        );
       }
-      this.checkReturn(fn);
-      if (bytes && bytes.byteLength > limits.maxOutputBytes) {
-        throw new PluginCallError("bad_output", `output of ${bytes.byteLength} bytes exceeds max_output_bytes ${limits.maxOutputBytes}`);
-      }
-      const output = bytes && bytes.byteLength > 0 ? decoder.decode(bytes) : undefined;
-      const accepted = accept?.(output);
-      ok = true;
-      const committing = host.end(true);
-      if (committing) await committing;
-      return { output, fuel: this.meter.used, accepted };
+      out = direct.call(fn, own);
+      this.onThreadUntil = performance.now();
     } catch (err) {
-      onThreadUntil ??= performance.now();
-      if (err instanceof SliceExpired && this.movable) {
-        await this.discardInstance();
-        throw err; // call() tries again in a worker
-      }
-      const e = this.classify(err);
-      // Any fault may leave the module's globals or heap inconsistent: start the next call fresh.
-      // A timed-out worker may be stuck: it is terminated without waiting for it.
-      if (e.kind !== "bad_output" && e.kind !== "conflict") await this.discardInstance(e.kind !== "timeout");
-      throw e;
-    } finally {
-      if (onThreadFrom !== undefined) countWork((onThreadUntil ?? performance.now()) - onThreadFrom - this.meter.suspendedMs);
-      this.input = undefined;
-      this.output = undefined;
-      this.meter.stop();
-      if (!ok) host.end(false);
-      const dropped = this.logBudget.takeDropped();
-      if (dropped > 0) host.log?.("warn", "log", `${dropped} log lines dropped (rate limit)`);
+      return this.failed(err, false);
     }
+    return this.complete(fn, this.output ?? out, accept);
+  }
+
+  /** invoke()'s run of the export through the SDK's async call (a worker, a suspending call, a first call): the output. */
+  private async invokeLater(plugin: Plugin, fn: string, own: Uint8Array, deadline: number, inWorker: boolean): Promise<Uint8Array | undefined> {
+    const reset = this.resetting;
+    this.resetting = undefined;
+    const call = reset ? reset.then(() => plugin.call(fn, own)) : plugin.call(fn, own);
+    // A worker, or a suspended in-thread call, may not come back by itself: raced against the deadline.
+    const out = inWorker || this.suspends ? await this.withinDeadline(call, deadline) : await call;
+    this.onThreadUntil = performance.now();
+    // A worker's kernel keeps every block of earlier calls (the SDK resets it in-thread only) and
+    // keeps their memory: reset before the next call, a round trip started now, off the caller's wait.
+    if (inWorker) {
+      this.resetting = plugin.reset();
+      this.resetting.catch(() => undefined); // a failed reset fails the next call, not the process
+    }
+    return this.output ?? out?.bytes();
+  }
+
+  /** finish(), a failure of it going through failed(). */
+  private complete(fn: string, bytes: Uint8Array | undefined, accept: AcceptOutput | undefined): Promise<SandboxResult> | SandboxResult {
+    try {
+      return this.finish(fn, bytes, accept);
+    } catch (err) {
+      return this.failed(err, false);
+    }
+  }
+
+  /** Checks and reads the output, settles the call, and commits its writes (then it may fail as `conflict`). */
+  private finish(fn: string, bytes: Uint8Array | undefined, accept: AcceptOutput | undefined): Promise<SandboxResult> | SandboxResult {
+    this.checkReturn(fn);
+    const { limits, host } = this.opts;
+    if (bytes && bytes.byteLength > limits.maxOutputBytes) {
+      throw new PluginCallError("bad_output", `output of ${bytes.byteLength} bytes exceeds max_output_bytes ${limits.maxOutputBytes}`);
+    }
+    const output = bytes && bytes.byteLength > 0 ? decoder.decode(bytes) : undefined;
+    const result: SandboxResult = { output, fuel: this.meter.used, accepted: accept?.(output) };
+    this.settle(true);
+    const committing = host.end(true);
+    return committing ? committing.then(() => result, (err) => this.failed(err, true)) : result;
+  }
+
+  /** The call has come back: its thread time counted, its state dropped, its writes dropped unless `ok`. */
+  private settle(ok: boolean): void {
+    if (this.onThreadFrom !== undefined) countWork((this.onThreadUntil ?? performance.now()) - this.onThreadFrom - this.meter.suspendedMs);
+    this.input = undefined;
+    this.output = undefined;
+    this.meter.stop();
+    if (!ok) this.opts.host.end(false);
+    const dropped = this.logBudget.takeDropped();
+    if (dropped > 0) this.opts.host.log?.("warn", "log", `${dropped} log lines dropped (rate limit)`);
+  }
+
+  /**
+   * A failed call (`settled`: after settle(true), i.e. its commit failed): a typed PluginCallError,
+   * the instance discarded after any fault but a refused output or a lost race.
+   */
+  private async failed(err: unknown, settled: boolean): Promise<never> {
+    if (!settled) {
+      this.onThreadUntil ??= performance.now();
+      this.settle(false);
+    }
+    if (err instanceof SliceExpired && this.movable) {
+      await this.discardInstance();
+      throw err; // holding() tries again in a worker
+    }
+    const e = this.classify(err);
+    // Any fault may leave the module's globals or heap inconsistent: start the next call fresh.
+    // A timed-out worker may be stuck: it is terminated without waiting for it.
+    if (e.kind !== "bad_output" && e.kind !== "conflict") await this.discardInstance(e.kind !== "timeout");
+    throw e;
   }
 
   /** An in-thread stretch ends INLINE_SLICE_MS from now (a WASI module's too: it fails then). */
@@ -432,6 +529,19 @@ export class WasmPlugin {
   }
 
   private readonly blockCopy = blockCopyFunctions(() => this.memory);
+
+  /**
+   * The meter's `begin`, which every export of an instrumented module calls first: the first call
+   * of an in-thread instance hands over its kernel context, from which its later calls run
+   * synchronously (direct-call.ts).
+   */
+  private readonly beginFn = (ctx: CallContext): number => {
+    if (this.liveExports && !this.direct) {
+      this.direct = directCaller(ctx, this.liveExports);
+      this.liveExports = undefined;
+    }
+    return this.meter.functions.begin();
+  };
 
   // Extism's kernel hands the input over 8 bytes per host call (a BigInt each way): a 300 KB
   // on_session_delete payload (10k ids) took ~37k calls per plugin and dominated a bulk delete.
@@ -543,7 +653,7 @@ export class WasmPlugin {
         {
           functions: {
             [HOST_MODULE]: this.chargedAll(user, generation),
-            [FUEL_MODULE]: this.meter.functions,
+            [FUEL_MODULE]: { ...this.meter.functions, begin: this.beginFn },
             [WASI_SANDBOX_MODULE]: this.chargedAll(this.wasi, generation),
           },
           runInWorker: inWorker,
@@ -569,7 +679,9 @@ export class WasmPlugin {
       this.meter.stop();
     }
     // A worker's instance lives in another thread: there the plugin falls back to the kernel path.
-    this.memory = inWorker ? undefined : ((await plugin.getInstance()).exports.memory as WebAssembly.Memory | undefined);
+    const exports = inWorker ? undefined : (await plugin.getInstance()).exports;
+    this.memory = exports?.memory as WebAssembly.Memory | undefined;
+    this.liveExports = exports;
     if (this.exports().includes(INITIALIZE_EXPORT)) await this.initialize(plugin, deadline, inWorker);
     return plugin;
   }
@@ -592,6 +704,8 @@ export class WasmPlugin {
     const p = this.instance;
     this.instance = undefined;
     this.memory = undefined;
+    this.direct = undefined;
+    this.liveExports = undefined;
     this.resetting = undefined;
     this.generation++;
     const abandoned = new PluginCallError("unavailable", "host call of an abandoned call");
