@@ -18,7 +18,7 @@ import createPlugin, { type CallContext, type Plugin } from "@extism/extism";
 import { PluginCallError } from "../../hooks/failures.ts";
 import { createWasi, WasiExit } from "../../host-api/wasi.ts";
 import type { HostBinding, HostFunction } from "../../host-api/binding.ts";
-import { blockCopyFunctions, linearRange } from "./block-copy.ts";
+import { blockCopyFunctions } from "./block-copy.ts";
 import { directCaller, type DirectCaller } from "./direct-call.ts";
 import { FuelMeter, HOST_CALL_FUEL } from "./fuel.ts";
 import { countWork, DEMOTION_MS, INLINE_SLICE_MS, needsTurn, SliceExpired, yieldTurn } from "./inline-slice.ts";
@@ -543,25 +543,52 @@ export class WasmPlugin {
     return this.meter.functions.begin();
   };
 
-  // Extism's kernel hands the input over 8 bytes per host call (a BigInt each way): a 300 KB
-  // on_session_delete payload (10k ids) took ~37k calls per plugin and dominated a bulk delete.
-  private readonly inputReadFn = (_ctx: CallContext, dest: bigint, len: bigint): bigint => {
-    this.inputRead = true;
-    const { input } = this;
-    const target = input && len === BigInt(input.byteLength) ? linearRange(this.memory, dest, len) : undefined;
-    if (!target) return 0n;
-    target.set(input!);
-    return len;
-  };
+  /** A view of the whole linear memory, made again when a memory.grow detached it (length 0). */
+  private view = new Uint8Array(0);
 
-  private readonly outputWriteFn = (_ctx: CallContext, src: bigint, len: bigint): bigint => {
-    this.output = undefined; // declined below: the plugin falls back to output_set, which then counts
-    const source = this.input && len <= BigInt(this.opts.limits.maxOutputBytes) ? linearRange(this.memory, src, len) : undefined;
-    if (!source) return 0n;
-    this.meter.charge(Math.floor(source.byteLength / 16));
-    this.output = source.slice();
-    return len;
-  };
+  /** The view, fresh, when `len` bytes at `at` lie inside linear memory; else undefined (worker mode, bad range). */
+  private viewOver(at: number, len: number): Uint8Array | undefined {
+    if (!this.memory) return undefined;
+    if (this.view.byteLength === 0) this.view = new Uint8Array(this.memory.buffer);
+    return at >= 0 && len >= 0 && at + len <= this.view.byteLength ? this.view : undefined;
+  }
+
+  /**
+   * The sandbox's own input and output functions for one instance (`generation`). They take no
+   * blocks, so they are charged here (HOST_CALL_FUEL, the output's bytes) rather than by the
+   * generic wrapper, which looks for block arguments in every call.
+   */
+  private ioFunctions(generation: number): Record<string, HostFunction> {
+    const live = () => {
+      if (generation !== this.generation) throw new PluginCallError("unavailable", "host call from an abandoned instance");
+      this.meter.charge(HOST_CALL_FUEL);
+    };
+    return {
+      // Extism's kernel hands the input over 8 bytes per host call (a BigInt each way): a 300 KB
+      // on_session_delete payload (10k ids) took ~37k calls per plugin and dominated a bulk delete.
+      hookbox_input_read: (_ctx: CallContext, dest: bigint, len: bigint): bigint => {
+        live();
+        this.inputRead = true;
+        const { input } = this;
+        const at = Number(dest);
+        const view = input && len === BigInt(input.byteLength) ? this.viewOver(at, input.byteLength) : undefined;
+        if (!view) return 0n;
+        view.set(input!, at);
+        return len;
+      },
+      hookbox_output_write: (_ctx: CallContext, src: bigint, len: bigint): bigint => {
+        live();
+        this.output = undefined; // declined below: the plugin falls back to output_set, which then counts
+        const at = Number(src);
+        const n = Number(len);
+        const view = this.input && n <= this.opts.limits.maxOutputBytes ? this.viewOver(at, n) : undefined;
+        if (!view) return 0n;
+        this.meter.charge(Math.floor(n / 16));
+        this.output = view.slice(at, at + n);
+        return len;
+      },
+    };
+  }
 
   /**
    * Wraps a host function: refuses to run for an abandoned instance, charges HOST_CALL_FUEL plus
@@ -640,7 +667,7 @@ export class WasmPlugin {
     const refused = refusedImport(module);
     if (refused) throw new Error(refused);
     const generation = ++this.generation;
-    const user: Record<string, HostFunction> = { ...host.functions, hookbox_input_read: this.inputReadFn, hookbox_output_write: this.outputWriteFn, hookbox_abort: abort, ...this.blockCopy };
+    const user: Record<string, HostFunction> = { ...host.functions, hookbox_abort: abort, ...this.blockCopy };
     const hostLog = user.hookbox_log;
     // hookbox_log within the plugin's log rate limit (a dropped line costs no host work).
     if (hostLog) user.hookbox_log = (ctx: CallContext, ...args: any[]) => (this.logBudget.take() ? hostLog(ctx, ...args) : undefined);
@@ -652,7 +679,7 @@ export class WasmPlugin {
         { wasm: [{ module }] },
         {
           functions: {
-            [HOST_MODULE]: this.chargedAll(user, generation),
+            [HOST_MODULE]: { ...this.chargedAll(user, generation), ...this.ioFunctions(generation) },
             [FUEL_MODULE]: { ...this.meter.functions, begin: this.beginFn },
             [WASI_SANDBOX_MODULE]: this.chargedAll(this.wasi, generation),
           },
@@ -681,6 +708,7 @@ export class WasmPlugin {
     // A worker's instance lives in another thread: there the plugin falls back to the kernel path.
     const exports = inWorker ? undefined : (await plugin.getInstance()).exports;
     this.memory = exports?.memory as WebAssembly.Memory | undefined;
+    this.view = new Uint8Array(0);
     this.liveExports = exports;
     if (this.exports().includes(INITIALIZE_EXPORT)) await this.initialize(plugin, deadline, inWorker);
     return plugin;
@@ -704,6 +732,7 @@ export class WasmPlugin {
     const p = this.instance;
     this.instance = undefined;
     this.memory = undefined;
+    this.view = new Uint8Array(0);
     this.direct = undefined;
     this.liveExports = undefined;
     this.resetting = undefined;
