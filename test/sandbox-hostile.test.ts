@@ -89,6 +89,16 @@ describe("hostile modules: freeze", () => {
     const { plugin: metered } = await sandbox("start", { limits: { fuel: 5_000_000 } });
     await assert.rejects(metered.warm(), /instantiation failed: ran out of fuel/);
   });
+
+  it("after a start-up (hookbox_initialize) that failed, every later call runs in the instance built after it", async () => {
+    let builds = 0;
+    const { plugin } = await sandbox("initfail", { functions: { next_id: () => ++builds } });
+    await assert.rejects(plugin.call("who", "", Date.now() + 5_000), /start-up \(_initialize\) failed: unreachable/);
+    // The first answer comes through the SDK, the later ones synchronously: all from instance 2.
+    for (let i = 0; i < 3; i++) assert.equal((await plugin.callNow("who", "", Date.now() + 5_000)).output, "2");
+    assert.equal(builds, 2);
+    await plugin.close();
+  });
 });
 
 describe("hostile modules: host memory and outputs", () => {

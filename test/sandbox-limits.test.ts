@@ -3,6 +3,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { callFailure } from "./helpers/call-failure.ts";
+import { PluginCallError } from "../hooks/failures.ts";
 import { instrument } from "../runtime/sandbox/instrument.ts";
 import { compileInstrumented } from "../runtime/sandbox/module-cache.ts";
 import type { HostBinding } from "../host-api/binding.ts";
@@ -141,6 +142,23 @@ describe("sandboxed calls", () => {
     assert.equal((await callFailure(Promise.resolve().then(() => plugin.callNow("trap", "", soon())))).kind, "trap");
     assert.equal((await plugin.call("big", "again", soon())).output?.length, 5);
     assert.deepEqual(ends, [true, true, false, false, true]);
+    await plugin.close();
+  });
+
+  it("a host whose commit throws at once fails the call, and hears of its end once", async () => {
+    const ends: boolean[] = [];
+    const host: HostBinding = {
+      functions: { hookbox_log: () => undefined },
+      begin() {},
+      end(ok) {
+        ends.push(ok);
+        if (ok) throw new PluginCallError("unavailable", "database gone");
+      },
+    };
+    const module = await compileInstrumented(limitsModule(), { memoryPages: LIMITS.memoryPages });
+    const plugin = new WasmPlugin({ name: "wat", module, limits: LIMITS, host, inWorker: false });
+    for (let i = 0; i < 2; i++) assert.equal((await callFailure(plugin.call("count", "", soon()))).kind, "unavailable"); // SDK, then direct
+    assert.deepEqual(ends, [true, true]);
     await plugin.close();
   });
 

@@ -36,7 +36,12 @@ export class CommandBridge {
       // d.readOutput itself is the check (a closure made per call costs on the fan-out's hot path).
       // A call that can run synchronously (sandbox.callNow) answers without a promise.
       call: (d) => {
-        const r = callRetrying(sandbox, d.hook, d.json(), d.deadline, d.readOutput);
+        let r: Promise<SandboxResult> | SandboxResult;
+        try {
+          r = callRetrying(sandbox, d.hook, d.json(), d.deadline, d.readOutput);
+        } catch (err) {
+          throw this.failed(name, d.hook, err); // not the plugin's doing (callNow never throws): logged all the same
+        }
         if (!(r instanceof Promise)) return { fuel: r.fuel, checked: { output: r.accepted as HookOutput | undefined } };
         return r.then(
           (done) => ({ fuel: done.fuel, checked: { output: done.accepted as HookOutput | undefined } }),

@@ -406,7 +406,12 @@ export class WasmPlugin {
     const output = bytes && bytes.byteLength > 0 ? decoder.decode(bytes) : undefined;
     const result: SandboxResult = { output, fuel: this.meter.used, accepted: accept?.(output) };
     this.settle(true);
-    const committing = host.end(true);
+    let committing: Promise<void> | undefined | void;
+    try {
+      committing = host.end(true);
+    } catch (err) {
+      return this.failed(err, true); // settled: end(false) must not follow end(true)
+    }
     return committing ? committing.then(() => result, (err) => this.failed(err, true)) : result;
   }
 
@@ -536,7 +541,7 @@ export class WasmPlugin {
    * synchronously (direct-call.ts).
    */
   private readonly beginFn = (ctx: CallContext): number => {
-    if (this.liveExports && !this.direct) {
+    if (this.liveExports) {
       this.direct = directCaller(ctx, this.liveExports);
       this.liveExports = undefined;
     }
@@ -667,6 +672,8 @@ export class WasmPlugin {
     const refused = refusedImport(module);
     if (refused) throw new Error(refused);
     const generation = ++this.generation;
+    // Nothing of an earlier build (one whose start-up failed after its exports were known) may serve this one.
+    this.forgetInstance();
     const user: Record<string, HostFunction> = { ...host.functions, hookbox_abort: abort, ...this.blockCopy };
     const hostLog = user.hookbox_log;
     // hookbox_log within the plugin's log rate limit (a dropped line costs no host work).
@@ -720,6 +727,7 @@ export class WasmPlugin {
     try {
       await plugin.call(INITIALIZE_EXPORT);
     } catch (err) {
+      this.forgetInstance();
       await plugin.close().catch(() => undefined);
       throw new Error(`start-up (_initialize) failed: ${this.classify(err).message}`);
     } finally {
@@ -727,14 +735,19 @@ export class WasmPlugin {
     }
   }
 
-  /** Drops the instance; `wait`: until it is closed (a worker terminated). */
-  private async discardInstance(wait = true): Promise<void> {
-    const p = this.instance;
-    this.instance = undefined;
+  /** Forgets what reaches into the last built instance: its memory (and view) and its direct caller. */
+  private forgetInstance(): void {
     this.memory = undefined;
     this.view = new Uint8Array(0);
     this.direct = undefined;
     this.liveExports = undefined;
+  }
+
+  /** Drops the instance; `wait`: until it is closed (a worker terminated). */
+  private async discardInstance(wait = true): Promise<void> {
+    const p = this.instance;
+    this.instance = undefined;
+    this.forgetInstance();
     this.resetting = undefined;
     this.generation++;
     const abandoned = new PluginCallError("unavailable", "host call of an abandoned call");
