@@ -106,6 +106,9 @@ describe("plugin KV limits", () => {
     assert.equal(sweep('["a","b"]'), 0n);
     assert.throws(() => sweep('["a",1 ]'), failsAs("trap", /array of strings/));
     assert.throws(() => sweep('["a","b"'), failsAs("trap", /not JSON/));
+    // Modes 0-3 (bit 0 key per id prefix, bit 1 uncounted: -1); anything else is refused.
+    assert.equal(h.functions.hookbox_kv_delete_sessions!(ctxWith('["a"]'), 1n, 2n, 3n, 2n), -1n);
+    assert.throws(() => h.functions.hookbox_kv_delete_sessions!(ctxWith('["a"]'), 1n, 2n, 3n, 4n), failsAs("trap", /unknown mode 4/));
     kv.end(false);
   });
 

@@ -89,6 +89,29 @@ describe("kv sweep (hookbox_kv_delete_sessions)", () => {
     assert.equal(kv.get("", "entry:a"), "v");
   });
 
+  it("uncounted (mode bit 1): the same keys go, -1 is returned, and a prefix with no key stored or staged commits nothing", async () => {
+    const kv = new PluginKv("p6", db.store, quota);
+    await seed(kv, ["entry:a", "entry:b", "task:a:1", "task:b:2", "other:a"]);
+    assert.equal(kv.deleteForSessions("", "entry:", '["a","zz"]', ["a", "zz"], false, false), -1);
+    assert.equal(kv.deleteForSessions("", "task:", '["a"]', ["a"], true, false), -1);
+    assert.equal(kv.get("", "entry:a"), undefined, "the running call sees its sweep");
+    kv.end(true);
+    await db.store.flush();
+    assert.deepEqual(db.store.keys("p6", "", ""), ["entry:b", "other:a", "task:b:2"]);
+    // Nothing stored under the prefix: no sweep is staged, no commit; a key only staged counts.
+    const commits = db.store.writeRoundTrips;
+    assert.equal(kv.deleteForSessions("", "gone:", '["a"]', ["a"], false, false), -1);
+    kv.end(true);
+    await db.store.flush();
+    assert.equal(db.store.writeRoundTrips, commits);
+    kv.set("", "fresh:a", "v");
+    assert.equal(kv.deleteForSessions("", "fresh:", '["a"]', ["a"], false, false), -1);
+    assert.equal(kv.get("", "fresh:a"), undefined, "the staged write went with the sweep");
+    kv.end(true);
+    await db.store.flush();
+    assert.deepEqual(db.store.keys("p6", "", "fresh:"), []);
+  });
+
   it("a failed call's sweep is dropped", async () => {
     const kv = new PluginKv("p3", db.store, quota);
     await seed(kv, ["entry:a"]);

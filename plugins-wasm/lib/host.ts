@@ -142,12 +142,17 @@ export function kvListBytes(session: string, prefix: string): Uint8Array {
 /** How kvDeleteSessions matches keys to session ids. */
 export const KEY_IS_PREFIX_ID: u64 = 0; // prefix + id
 export const KEY_STARTS_PREFIX_ID: u64 = 1; // prefix + id + ":" + anything
+/**
+ * Or'ed into kvDeleteSessions' mode: the keys go uncounted (it returns -1). Counting reads every
+ * matching key once more before the delete does: a clean-up that ignores the number skips it.
+ */
+export const UNCOUNTED: u64 = 2;
 
 /**
  * Deletes the keys of many sessions in ONE host call: `buf[start, end)` is a JSON array of session
  * ids, passed as is (e.g. the raw `deleted_ids` of on_session_delete: nothing is decoded here); a
  * list longer than one call may carry (50,000 ids, 4 MiB) goes in parts, one call each.
- * Returns how many keys were deleted.
+ * Returns how many keys were deleted, or -1 with UNCOUNTED in `mode`.
  */
 export function kvDeleteSessions(session: string, prefix: string, buf: Uint8Array, start: i32, end: i32, mode: u64): i64 {
   const s = storeString(session);
@@ -185,13 +190,18 @@ function sweepInParts(s: u64, p: u64, buf: Uint8Array, start: i32, end: i32, mod
     i = skipWs(buf, after);
     if (i >= end || buf[i] != 0x2c) break; // no ',': the array ends here
     if (count == SWEEP_IDS || i - open >= SWEEP_BYTES) {
-      n += sweepPart(s, p, buf, open, i, mode);
+      n = addCount(n, sweepPart(s, p, buf, open, i, mode));
       open = i;
       count = 0;
     }
     i++;
   }
-  return n + sweepPart(s, p, buf, open, end - 1, mode);
+  return addCount(n, sweepPart(s, p, buf, open, end - 1, mode));
+}
+
+/** Two parts' counts added; -1 (uncounted) stays -1. */
+function addCount(a: i64, b: i64): i64 {
+  return a < 0 || b < 0 ? -1 : a + b;
 }
 
 /**

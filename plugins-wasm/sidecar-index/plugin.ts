@@ -6,7 +6,7 @@
 // the same database) updated one meanwhile, the call is run again, so no count is lost.
 import {
   beginCall, countStrings, findField, getNumber, getString, kvCas, kvDelete, kvDeleteSessions, kvGetBytes, kvListBytes,
-  quote, skipValue, ByteWriter, StringCursor, GLOBAL, KEY_IS_PREFIX_ID,
+  quote, skipValue, ByteWriter, StringCursor, GLOBAL, KEY_IS_PREFIX_ID, UNCOUNTED,
 } from "../lib";
 
 const PREFIX = "entry:";
@@ -123,7 +123,7 @@ export function on_session_delete(): i32 {
   if (end < 0) return 0;
   // One host call for all of them, the id list passed as the raw JSON it arrived in: a 10,000-id
   // bulk delete decodes nothing and allocates nothing here.
-  kvDeleteSessions(GLOBAL, PREFIX, input, at, end, KEY_IS_PREFIX_ID);
+  kvDeleteSessions(GLOBAL, PREFIX, input, at, end, KEY_IS_PREFIX_ID | UNCOUNTED);
   return 0;
 }
 

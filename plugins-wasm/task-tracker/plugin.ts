@@ -6,7 +6,7 @@
 // {"id","title","session_id","status"}.
 import {
   beginCall, countStrings, findField, getString, getStringArray, kvIncr, kvListBytes,
-  kvSet, outputString, quote, skipValue, ByteWriter, KvKeys, SliceSet, StringCursor, GLOBAL, kvDeleteSessions, KEY_STARTS_PREFIX_ID,
+  kvSet, outputString, quote, skipValue, ByteWriter, KvKeys, SliceSet, StringCursor, GLOBAL, kvDeleteSessions, KEY_STARTS_PREFIX_ID, UNCOUNTED,
 } from "../lib";
 
 const PREFIX = "task:";
@@ -94,7 +94,7 @@ export function on_session_delete(): i32 {
   if (!archive) {
     // The sessions are gone: their tasks go, in one host call with the raw id list.
     const end = at < 0 ? -1 : skipValue(input, at);
-    if (end > at) kvDeleteSessions(GLOBAL, PREFIX, input, at, end, KEY_STARTS_PREFIX_ID);
+    if (end > at) kvDeleteSessions(GLOBAL, PREFIX, input, at, end, KEY_STARTS_PREFIX_ID | UNCOUNTED);
     return 0;
   }
   // Archived: each of their tasks is rewritten as closed.

@@ -47,8 +47,9 @@ const sweepDeleteSql = (sweep: KvSweep) =>
     : `delete from plugin_kv where plugin = ?1 and session_id = ?2 and key in (select ?3 || value from json_each(?4))`;
 // The first key at or after the prefix tells whether the scope has any key with it: if not, the
 // ids are not even parsed (plugins that clean up after every bulk delete mostly find nothing).
-const sweepCountSql = (sweep: KvSweep) => `select case when coalesce((select substr(key, 1, length(?3)) = ?3 from plugin_kv
-    where plugin = ?1 and session_id = ?2 and key >= ?3 order by key limit 1), 0) then (select count(*) from (${sweepRows(sweep)})) else 0 end`;
+const PREFIX_PROBE = `coalesce((select substr(key, 1, length(?3)) = ?3 from plugin_kv
+    where plugin = ?1 and session_id = ?2 and key >= ?3 order by key limit 1), 0)`;
+const sweepCountSql = (sweep: KvSweep) => `select case when ${PREFIX_PROBE} then (select count(*) from (${sweepRows(sweep)})) else 0 end`;
 // The stored keys as ONE JSON string: 10,000 rows as JS values cost more than the seeks.
 const sweepListSql = (sweep: KvSweep) => `select json_group_array(key) from (${sweepRows(sweep)})`;
 // Session-scoped KV of deleted sessions (?: their ids as JSON), through the partial index: each id
@@ -148,6 +149,10 @@ export class KvStore implements KvBackend {
       [plugin, session, prefix, prefix.length, prefix],
     );
     return rows.map((r) => String(r[0]));
+  }
+
+  hasPrefix(plugin: string, session: string, prefix: string): boolean {
+    return Number(this.readOne(`select ${PREFIX_PROBE}`, [plugin, session, prefix])?.[0] ?? 0) === 1;
   }
 
   sweptCount(plugin: string, sweep: KvSweep): number {
