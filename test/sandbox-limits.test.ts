@@ -8,6 +8,8 @@ import { instrument } from "../runtime/sandbox/instrument.ts";
 import { compileInstrumented } from "../runtime/sandbox/module-cache.ts";
 import type { HostBinding } from "../host-api/binding.ts";
 import { WasmPlugin, type SandboxLimits } from "../runtime/sandbox/wasm-plugin.ts";
+import { directCaller } from "../runtime/sandbox/direct-call.ts";
+import type { CallContext } from "@extism/extism";
 import { limitsModule } from "./helpers/wat-modules.ts";
 
 const LIMITS: SandboxLimits = { fuel: 200_000, memoryPages: 4, timeoutMs: 5_000, maxOutputBytes: 64 };
@@ -143,6 +145,15 @@ describe("sandboxed calls", () => {
     assert.equal((await plugin.call("big", "again", soon())).output?.length, 5);
     assert.deepEqual(ends, [true, true, false, false, true]);
     await plugin.close();
+  });
+
+  it("without the SDK's CallContext steps (another SDK version) there is no direct caller: calls stay on the SDK's call()", async () => {
+    assert.equal(directCaller({} as CallContext, {}), undefined);
+    class Partial {
+      [Symbol("reset")]() {}
+      [Symbol("begin")]() {}
+    }
+    assert.equal(directCaller(new Partial() as unknown as CallContext, {}), undefined);
   });
 
   it("a host whose commit throws at once fails the call, and hears of its end once", async () => {
