@@ -80,11 +80,11 @@ export function bindHostApi(h: HostContext): HostBinding {
       kv.delete(readText(ctx, session, "kv session"), readText(ctx, key, "kv key"));
     },
     // Bulk clean-up in one call: the keys of the sessions in `ids` (a JSON array, e.g. the raw
-    // deleted_ids of on_session_delete); mode 0: prefix + id, mode 1: prefix + id + ":" + anything.
+    // deleted_ids of on_session_delete). Mode bit 0: the keys are prefix + id + ":" + anything (else
+    // prefix + id); bit 1: not counted (returns -1: the plugin does not need the number, and
+    // counting costs a read of every key).
     hookbox_kv_delete_sessions(ctx: CallContext, session: bigint, prefix: bigint, ids: bigint, mode: bigint) {
       needKv("hookbox_kv_delete_sessions");
-      // mode bit 0: keys are prefix + id + ":" + anything (else prefix + id); bit 1: not counted
-      // (returns -1: the plugin does not need the number, and counting costs a read of every key).
       if (mode < 0n || mode > 3n) throw new PluginCallError("trap", `hookbox_kv_delete_sessions: unknown mode ${mode} (0-3: bit 0 key per id prefix, bit 1 uncounted)`);
       const { json, list } = readSessionIds(ctx, ids);
       const n = kv.deleteForSessions(readText(ctx, session, "kv session"), readText(ctx, prefix, "kv prefix"), json, list, (mode & 1n) === 1n, (mode & 2n) === 0n);

@@ -23,7 +23,7 @@ function views(memory: WebAssembly.Memory | undefined, ctx: CallContext, block: 
 }
 
 /** `len` bytes of linear memory at `at`, or undefined: no memory in this thread, or not all inside it. */
-export function linearRange(memory: WebAssembly.Memory | undefined, at: bigint, len: bigint): Uint8Array | undefined {
+function linearRange(memory: WebAssembly.Memory | undefined, at: bigint, len: bigint): Uint8Array | undefined {
   if (!memory) return undefined;
   const a = Number(at);
   const n = Number(len);

@@ -138,7 +138,7 @@ export class WasmPlugin {
   /** Whether the live (or building) instance runs in a worker. */
   private instanceInWorker = false;
   /**
-   * A worker instance's kernel reset after its last call (see attempt): started when that call came
+   * A worker instance's kernel reset after its last call (see invokeLater): started when that call came
    * back, so its round trip to the worker is not part of the caller's wait; the next call awaits it.
    */
   private resetting: Promise<unknown> | undefined;
@@ -715,7 +715,6 @@ export class WasmPlugin {
     // A worker's instance lives in another thread: there the plugin falls back to the kernel path.
     const exports = inWorker ? undefined : (await plugin.getInstance()).exports;
     this.memory = exports?.memory as WebAssembly.Memory | undefined;
-    this.view = new Uint8Array(0);
     this.liveExports = exports;
     if (this.exports().includes(INITIALIZE_EXPORT)) await this.initialize(plugin, deadline, inWorker);
     return plugin;

@@ -49,6 +49,7 @@ const sweepDeleteSql = (sweep: KvSweep) =>
 // ids are not even parsed (plugins that clean up after every bulk delete mostly find nothing).
 const PREFIX_PROBE = `coalesce((select substr(key, 1, length(?3)) = ?3 from plugin_kv
     where plugin = ?1 and session_id = ?2 and key >= ?3 order by key limit 1), 0)`;
+const HAS_PREFIX_SQL = `select ${PREFIX_PROBE}`;
 const sweepCountSql = (sweep: KvSweep) => `select case when ${PREFIX_PROBE} then (select count(*) from (${sweepRows(sweep)})) else 0 end`;
 // The stored keys as ONE JSON string: 10,000 rows as JS values cost more than the seeks.
 const sweepListSql = (sweep: KvSweep) => `select json_group_array(key) from (${sweepRows(sweep)})`;
@@ -152,7 +153,7 @@ export class KvStore implements KvBackend {
   }
 
   hasPrefix(plugin: string, session: string, prefix: string): boolean {
-    return Number(this.readOne(`select ${PREFIX_PROBE}`, [plugin, session, prefix])?.[0] ?? 0) === 1;
+    return Number(this.readOne(HAS_PREFIX_SQL, [plugin, session, prefix])?.[0] ?? 0) === 1;
   }
 
   sweptCount(plugin: string, sweep: KvSweep): number {
