@@ -253,6 +253,21 @@ describe(`hostile modules: async host functions (${CAN_SUSPEND ? "in-thread, sus
     await plugin.close();
   });
 
+  it("calls that wait on an async host function each get their own answer, as output or as the plugin's error", async () => {
+    let n = 0;
+    const answer: HostFunction = async (ctx) => ctx.store(`answer ${++n}`);
+    const { plugin, ends } = await sandbox("hang", { functions: { hookbox_session_messages: answer } });
+    // The first call of an instance goes through the SDK's call(), the later ones (in-thread) run
+    // the export directly: both paths must give the same results.
+    for (let i = 1; i <= 3; i++) assert.equal((await plugin.call("echo", "", Date.now() + 5_000)).output, `answer ${i}`);
+    const e = await callFailure(plugin.call("fail_after", "", Date.now() + 5_000));
+    assert.equal(e.kind, "trap");
+    assert.match(e.message, /answer 4/);
+    assert.equal((await plugin.call("echo", "", Date.now() + 5_000)).output, "answer 5");
+    assert.deepEqual(ends, [true, true, true, false, true]);
+    await plugin.close();
+  });
+
   it("a call stuck in an async host function fails as timeout by deadline + grace; the next call runs", async () => {
     const late: HostFunction = async () => new Promise((r) => setTimeout(() => r(0n), 2_000));
     const { plugin, ends } = await sandbox("hang", { functions: { hookbox_session_messages: late } });

@@ -374,7 +374,12 @@ export class WasmPlugin {
   private async invokeLater(plugin: Plugin, fn: string, own: Uint8Array, deadline: number, inWorker: boolean): Promise<Uint8Array | undefined> {
     const reset = this.resetting;
     this.resetting = undefined;
-    const call = reset ? reset.then(() => plugin.call(fn, own)) : plugin.call(fn, own);
+    // In-thread with async host functions (CAN_SUSPEND), from the second call on: the export runs
+    // suspending through the direct caller; else through the SDK's call().
+    const direct = inWorker ? undefined : this.direct;
+    const call = direct
+      ? direct.callSuspending(fn, own)
+      : (reset ? reset.then(() => plugin.call(fn, own)) : plugin.call(fn, own)).then((out) => out?.bytes());
     // A worker, or a suspended in-thread call, may not come back by itself: raced against the deadline.
     const out = inWorker || this.suspends ? await this.withinDeadline(call, deadline) : await call;
     this.onThreadUntil = performance.now();
@@ -384,7 +389,7 @@ export class WasmPlugin {
       this.resetting = plugin.reset();
       this.resetting.catch(() => undefined); // a failed reset fails the next call, not the process
     }
-    return this.output ?? out?.bytes();
+    return this.output ?? out;
   }
 
   /** finish(), a failure of it going through failed(). */
