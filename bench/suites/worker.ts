@@ -3,10 +3,13 @@
 // HTTP server. The WASM side is the probe fixture through the real runtime, granted only what the
 // case needs: with sessions:read it runs in-thread (the read is synchronous, at the database); with
 // http: in-thread, suspended while the fetch is awaited, where the runtime has JSPI (Deno), else in
-// a worker (Node 20). The floor is an in-process callback doing the same query / fetch.
+// a worker (Node 20). The floor is an in-process callback doing the same query / fetch, and, as
+// the probe does, reading the URL from its plugin KV first (through the same PluginKv and store).
 import { Hono } from "hono";
 import { callbackSubscriber } from "../../hooks/dispatcher.ts";
+import { PluginKv } from "../../host-api/kv.ts";
 import type { Core } from "../../runtime/core.ts";
+import type { Storage } from "../../runtime/storage/db.ts";
 import { serveFetch } from "../../runtime/server.ts";
 import { CAN_SUSPEND } from "../../runtime/sandbox/wasm-plugin.ts";
 import { assertNoPluginFailures, openBenchCore, type BenchCore } from "../lib/core.ts";
@@ -29,9 +32,12 @@ function payloads(sid: string) {
   };
 }
 
-function subscribeTs(core: Core, url: string): void {
+const TS_PROBE = "ts-probe";
+
+function subscribeTs(core: Core): void {
+  const kv = new PluginKv(TS_PROBE, core.kv, core.config.plugins.kv_quota);
   core.dispatcher.subscribe(
-    callbackSubscriber("ts-probe", ["pre_llm_call", "post_llm_call"], async (p) => {
+    callbackSubscriber(TS_PROBE, ["pre_llm_call", "post_llm_call"], async (p) => {
       if ("conversation_history" in p) {
         const rows = await core.storage.db
           .selectFrom("messages")
@@ -43,6 +49,10 @@ function subscribeTs(core: Core, url: string): void {
         if (rows.length < 2) throw new Error("ts probe: no messages read");
         JSON.stringify(rows.reverse());
       } else {
+        kv.begin();
+        const url = kv.get("", "url");
+        kv.end(true);
+        if (url === undefined) throw new Error("ts probe: no url in KV");
         const res = await fetch(url);
         if (res.status !== 200) throw new Error("ts probe: http call failed");
         await res.text();
@@ -51,6 +61,11 @@ function subscribeTs(core: Core, url: string): void {
   );
 }
 
+/** Stores the URL to fetch in `plugin`'s KV, where the probe (and the floor) read it at each call. */
+const storeUrl = (plugin: string, url: string) => async (storage: Storage) => {
+  await storage.write((trx) => trx.insertInto("plugin_kv").values({ plugin, session_id: "", key: "url", value: url, updated_at: Date.now() }).execute());
+};
+
 export async function runWorker(opts: BenchOptions): Promise<Row[]> {
   const app = new Hono().get("/data", (c) => c.json({ items: [1, 2, 3], note: "a small JSON answer" }));
   const server = await serveFetch(app.fetch, { host: "127.0.0.1", port: 0 });
@@ -58,8 +73,8 @@ export async function runWorker(opts: BenchOptions): Promise<Row[]> {
   let ts: BenchCore | undefined;
   const opened: BenchCore[] = [];
   try {
-    ts = await openBenchCore();
-    subscribeTs(ts.core, url);
+    ts = await openBenchCore({ beforeStart: storeUrl(TS_PROBE, url) });
+    subscribeTs(ts.core);
     const rows: Row[] = [];
     const cases = [
       { hook: "pre_llm_call" as const, what: "sessions:read, 20 messages", grants: ["kv", "sessions:read"], path: "in-thread" },
@@ -69,9 +84,7 @@ export async function runWorker(opts: BenchOptions): Promise<Row[]> {
     for (const c of cases) {
       const wasm = await openBenchCore({
         fleet: [{ from: "hostile/probe", prefix: "probe", count: 1, grants: c.grants }],
-        beforeStart: async (storage) => {
-          await storage.write((trx) => trx.insertInto("plugin_kv").values({ plugin: "probe-00", session_id: "", key: "url", value: url, updated_at: Date.now() }).execute());
-        },
+        beforeStart: storeUrl("probe-00", url),
       });
       opened.push(wasm);
       const wasmSid = await sessionWithHistory(wasm.core);
