@@ -14,7 +14,7 @@ import { limitsModule } from "./helpers/wat-modules.ts";
 
 const LIMITS: SandboxLimits = { fuel: 200_000, memoryPages: 4, timeoutMs: 5_000, maxOutputBytes: 64 };
 
-async function sandbox(limits: Partial<SandboxLimits> = {}) {
+async function sandbox(limits: Partial<SandboxLimits> = {}, inWorker = false) {
   const ends: boolean[] = [];
   const logs: number[] = [];
   const host: HostBinding = {
@@ -24,7 +24,7 @@ async function sandbox(limits: Partial<SandboxLimits> = {}) {
   };
   const all = { ...LIMITS, ...limits };
   const module = await compileInstrumented(limitsModule(), { memoryPages: all.memoryPages });
-  const plugin = new WasmPlugin({ name: "wat", module, limits: all, host, inWorker: false });
+  const plugin = new WasmPlugin({ name: "wat", module, limits: all, host, inWorker });
   return { plugin, ends, logs };
 }
 
@@ -56,6 +56,27 @@ describe("sandboxed calls", () => {
     assert.equal(a.output, undefined);
     await plugin.close();
   });
+
+  // An export's end hands the instance the next call's grant, so a warm call starts without asking
+  // the host (a round trip between threads in a worker): each call still gets exactly its budget.
+  for (const inWorker of [false, true]) {
+    it(`every call of a warm instance gets its whole budget, no more (${inWorker ? "worker" : "in-thread"})`, async () => {
+      const { plugin, ends } = await sandbox({}, inWorker);
+      const probe = await plugin.call("burn", "x".repeat(100), soon());
+      const perByte = probe.fuel / 100;
+      const fits = "x".repeat(Math.floor((0.7 * LIMITS.fuel) / perByte));
+      const over = "x".repeat(Math.ceil((1.3 * LIMITS.fuel) / perByte));
+      const a = await plugin.call("burn", fits, soon());
+      const b = await plugin.call("burn", fits, soon());
+      assert.equal(a.fuel, b.fuel);
+      assert.ok(a.fuel > 0.6 * LIMITS.fuel && a.fuel < LIMITS.fuel, `fuel ${a.fuel}`);
+      const e = await callFailure(plugin.call("burn", over, soon()));
+      assert.equal(e.kind, "fuel");
+      assert.equal((await plugin.call("burn", fits, soon())).fuel, a.fuel);
+      assert.deepEqual(ends, [true, true, true, false, true]);
+      await plugin.close();
+    });
+  }
 
   it("stops an endless loop at its fuel budget, the same way every time, and keeps serving", async () => {
     const { plugin, ends } = await sandbox();

@@ -38,6 +38,11 @@ export class FuelMeter {
   private pool = 0;
   /** The last grant: the module's counter never holds more, so a debt beyond it is out of fuel. */
   private lastGrant = 0;
+  /**
+   * What the last end() granted the instance's next call (the module keeps it and starts from it
+   * without a begin()); 0 when nothing is kept. forgetGrant() when the instance goes.
+   */
+  private kept = 0;
   private active = false;
   /** Fuel the last call used (its whole budget when it ran out). */
   used = 0;
@@ -65,8 +70,10 @@ export class FuelMeter {
     this.active = true;
     this.suspendedMs = 0;
     this.used = 0;
-    this.pool = this.budget;
-    this.lastGrant = 0;
+    // A grant the module kept from its last call's end() is this call's first (begin() re-grants).
+    this.pool = this.budget - this.kept;
+    this.lastGrant = this.kept;
+    this.kept = 0;
     this.memoryRefused = false;
     this.answerBytes = 0;
     this.returnCode = 0;
@@ -74,6 +81,11 @@ export class FuelMeter {
 
   stop(): void {
     this.active = false;
+  }
+
+  /** The instance is gone (or new): its next call starts with begin(), nothing is kept. */
+  forgetGrant(): void {
+    this.kept = 0;
   }
 
   /** How long the current stretch has spent suspended on async host functions, ms. */
@@ -151,19 +163,24 @@ export class FuelMeter {
       this.checkClock();
       return counter;
     },
-    end: (_ctx: unknown, left: number): void => {
+    /** The call's end: what it used; answers the grant the module keeps for its next call. */
+    end: (_ctx: unknown, left: number): number => {
       if (this.pool + left < 0) this.outOfFuel();
       this.used = this.budget - this.pool - left;
+      // Code run outside an armed stretch keeps nothing: its next call asks begin().
+      this.kept = this.active ? Math.min(this.grantSize, this.budget) : 0;
+      return this.kept;
+    },
+    /** end() for an export that returns Extism's status code (0 success). */
+    finish: (ctx: unknown, code: number, left: number): number => {
+      this.returnCode = code;
+      return this.functions.end(ctx, left);
     },
     oom: (_ctx: unknown, _delta: number): void => {
       this.memoryRefused = "grow";
     },
     kernel_oom: (): void => {
       this.memoryRefused = "kernel";
-    },
-    ret: (_ctx: unknown, code: number): number => {
-      this.returnCode = code;
-      return code;
     },
   };
 

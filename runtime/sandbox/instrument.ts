@@ -7,10 +7,13 @@
 // instruction count of the code it guards (a loop body is charged per iteration, nested loops
 // separately); when the counter drops below zero the module calls the host's `refill(counter)`,
 // which grants the next slice or throws (budget spent / deadline passed). Every exported function
-// is wrapped so that `begin()` resets the counter at each call and `end(left)` reports the rest:
-// no SDK access to module globals is needed, and it works in an Extism worker too. An export that
-// returns an i32 passes it through `ret(code)` on the way out: Extism's JS SDK ignores the status
-// code, the sandbox fails the call on a non-zero one.
+// is wrapped so that `end(left)` reports the rest at each call's end and answers the next call's
+// grant, which the wrapper keeps in an added global: the next call starts from it without asking the
+// host (`begin()` is called only when no grant is kept: an instance's first call). No SDK access to
+// module globals is needed, and it works in an Extism worker too, where every host call is a round
+// trip between threads (one per call, not three). An export that returns an i32 reports it through
+// `finish(code, left)` instead of `end`: Extism's JS SDK ignores the status code, the sandbox fails
+// the call on a non-zero one.
 //
 // Bulk operations (memory.fill/copy/init, table.fill/copy/init/grow) do work proportional to their
 // length operand, not one instruction's worth: each first calls an added `charge_bytes(len)` or
@@ -62,12 +65,12 @@ const I32 = 0x7f;
 const FUEL_IMPORTS = [
   { name: "refill", params: [I32], results: [I32] },
   { name: "begin", params: [], results: [I32] },
-  { name: "end", params: [I32], results: [] },
+  { name: "end", params: [I32], results: [I32] },
   { name: "oom", params: [I32], results: [] },
-  { name: "ret", params: [I32], results: [I32] },
+  { name: "finish", params: [I32, I32], results: [I32] },
   { name: "kernel_oom", params: [], results: [] },
 ] as const;
-const [REFILL, BEGIN, END, OOM, RET, KERNEL_OOM] = [0, 1, 2, 3, 4, 5];
+const [REFILL, BEGIN, END, OOM, FINISH, KERNEL_OOM] = [0, 1, 2, 3, 4, 5];
 const I64 = 0x7e;
 /** Import module of the Extism kernel (its block allocator `alloc`, `log_*`...). */
 export const KERNEL_MODULE = "extism:host/env";
@@ -114,6 +117,7 @@ async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Ui
   const definedCount = layout.funcTypes.length - I;
   const fuelGlobal = layout.importedGlobals + layout.definedGlobals;
   const blocksGlobal = fuelGlobal + 1;
+  const keptGlobal = fuelGlobal + 2;
   const exports = readExports(find(sections, 7));
   const funcExports = exports.filter((e) => e.kind === 0);
   // New function indices: [old imports][fuel imports][old defined][wrappers][grow_check][charge_bytes]
@@ -145,6 +149,7 @@ async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Ui
     appendVec(globalsOf(sections, remap), [
       new Writer().byte(I32).byte(0x01).byte(Op.I32Const).i32(START_FUEL).byte(Op.End),
       new Writer().byte(I64).byte(0x01).byte(Op.I64Const).i64(0).byte(Op.End), // this call's host-block bytes
+      new Writer().byte(I32).byte(0x01).byte(Op.I32Const).i32(0).byte(Op.End), // the next call's grant (0: ask begin)
     ]),
   );
   let wrapperIdx = firstWrapper;
@@ -169,9 +174,10 @@ async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Ui
   for (const e of funcExports) {
     const params = layout.funcTypes[e.index]!;
     const [nParams, results] = signature(sections, params);
-    // An export returning one i32 (Extism's status code) reports it through `ret` (identity).
-    const ret = results.length === 1 && results[0] === I32 ? fuelFn(RET) : undefined;
-    added.push(wrapperBody(nParams, remap(e.index), fuelGlobal, blocksGlobal, fuelFn(BEGIN), fuelFn(END), ret));
+    // An export returning one i32 (Extism's status code) reports it through `finish`.
+    const returnsCode = results.length === 1 && results[0] === I32;
+    const globals = { fuel: fuelGlobal, blocks: blocksGlobal, kept: keptGlobal };
+    added.push(wrapperBody(nParams, remap(e.index), globals, fuelFn(BEGIN), returnsCode ? fuelFn(FINISH) : fuelFn(END), returnsCode));
   }
   added.push(growCheckBody(opts.memoryPages, fuelFn(OOM), find(sections, 5) !== undefined));
   added.push(chargeBody(BYTES_PER_UNIT_SHIFT, meter), chargeBody(0, meter));
@@ -380,17 +386,23 @@ function instrumentBody(body: Uint8Array, m: MeterCtx, w: Writer): void {
 }
 
 /**
- * begin() -> fuel; no host blocks yet; call the original with the same arguments; end(fuel).
- * Results stay on the stack.
+ * fuel = the kept grant, or begin() when none is kept (then none is); no host blocks yet; call the
+ * original with the same arguments; kept = end(fuel), or finish(code, fuel) for an export that
+ * returns a status code (kept in an added local and returned). Results stay on the stack.
  */
-function wrapperBody(params: number, target: number, fuel: number, blocks: number, begin: number, end: number, ret?: number): Uint8Array {
-  const w = new Writer().u32(0); // no locals
-  w.byte(Op.Call).u32(begin).byte(Op.GlobalSet).u32(fuel);
-  w.byte(Op.I64Const).i64(0).byte(Op.GlobalSet).u32(blocks);
+function wrapperBody(params: number, target: number, g: { fuel: number; blocks: number; kept: number }, begin: number, end: number, returnsCode: boolean): Uint8Array {
+  const w = returnsCode ? new Writer().u32(1).u32(1).byte(I32) : new Writer().u32(0); // the code's local
+  w.byte(Op.GlobalGet).u32(g.kept).byte(Op.I32Eqz);
+  w.byte(Op.If).byte(0x40).byte(Op.Call).u32(begin).byte(Op.GlobalSet).u32(g.fuel);
+  w.byte(Op.Else).byte(Op.GlobalGet).u32(g.kept).byte(Op.GlobalSet).u32(g.fuel).byte(Op.End);
+  w.byte(Op.I32Const).i32(0).byte(Op.GlobalSet).u32(g.kept);
+  w.byte(Op.I64Const).i64(0).byte(Op.GlobalSet).u32(g.blocks);
   for (let i = 0; i < params; i++) w.byte(Op.LocalGet).u32(i);
   w.byte(Op.Call).u32(target);
-  if (ret !== undefined) w.byte(Op.Call).u32(ret);
-  w.byte(Op.GlobalGet).u32(fuel).byte(Op.Call).u32(end).byte(Op.End);
+  if (returnsCode) w.byte(Op.LocalTee).u32(params);
+  w.byte(Op.GlobalGet).u32(g.fuel).byte(Op.Call).u32(end).byte(Op.GlobalSet).u32(g.kept);
+  if (returnsCode) w.byte(Op.LocalGet).u32(params);
+  w.byte(Op.End);
   return w.toBytes();
 }
 

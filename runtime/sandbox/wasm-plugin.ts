@@ -741,6 +741,7 @@ export class WasmPlugin {
 
   /** Forgets what reaches into the last built instance: its memory (and view) and its direct caller. */
   private forgetInstance(): void {
+    this.meter.forgetGrant();
     this.memory = undefined;
     this.view = new Uint8Array(0);
     this.direct = undefined;
