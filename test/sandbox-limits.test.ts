@@ -41,6 +41,33 @@ describe("instrumentation", () => {
     assert.notDeepEqual(a, c);
   });
 
+  // The instrumenter reads every instruction to place the meters: an encoding it does not know must
+  // be refused, never read as something else (that hid a loop from the meter where the runtime
+  // validates multi-memory and typed references, as Deno does).
+  const oneExport = (body: number[]) => {
+    const code = [0x00, ...body]; // no locals
+    const name = [...new TextEncoder().encode("pre_llm_call")];
+    const section = (id: number, bytes: number[]) => [id, bytes.length, ...bytes];
+    return new Uint8Array([
+      ...[0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00],
+      ...section(1, [1, 0x60, 0, 1, 0x7f]),
+      ...section(3, [1, 0]),
+      ...section(5, [1, 0, 1]),
+      ...section(7, [1, name.length, ...name, 0, 0]),
+      ...section(10, [1, code.length, ...code]),
+    ]);
+  };
+  for (const [what, body] of [
+    // i32.load with a memory index (alignment flag 0x40), then loop (result i32) br 0 end
+    ["a load naming a memory (multi-memory)", [0x41, 0, 0x28, 0x42, 0, 0x41, 0x03, 0x7f, 0x0c, 0, 0x0b, 0x1a, 0x1a, 0x41, 0, 0x0b]],
+    // block (result (ref null func)) ref.null func end, then a loop
+    ["a block typed with a typed reference", [0x02, 0x63, 0x70, 0xd0, 0x70, 0x0b, 0x1a, 0x03, 0x40, 0x0c, 0, 0x0b, 0x41, 0, 0x0b]],
+  ] as const) {
+    it(`refuses ${what}, whether or not this runtime would run it`, async () => {
+      await assert.rejects(instrument(oneExport([...body]), { memoryPages: 1 }), (err: Error) => err.name === "InstrumentError");
+    });
+  }
+
   it("refuses a module that imports the fuel functions itself or is not WASM", async () => {
     await assert.rejects(instrument(new TextEncoder().encode("not wasm") as Uint8Array<ArrayBuffer>, { memoryPages: 1 }), /not a valid WebAssembly/);
   });

@@ -36,7 +36,7 @@
 // and a refused block is never made. Kernel log imports go through a shim that charges a host call.
 import { HOST_CALL_FUEL } from "./fuel.ts";
 import { turnEventLoop } from "./inline-slice.ts";
-import { Op, Reader, WasmFormatError, Writer, readInstr, readSections, rewriteVec, sectionRank, writeModule, type Section } from "./wasm-binary.ts";
+import { Op, Reader, WasmFormatError, Writer, readInstr, readSections, rewriteVec, sectionRank, valtype, writeModule, type Section } from "./wasm-binary.ts";
 
 /** Import module of the fuel host functions the instrumented module calls. */
 export const FUEL_MODULE = "hookbox:fuel";
@@ -269,7 +269,7 @@ function readLayout(sections: Section[]): Layout {
       if (kind === 0x00) funcTypes.push(r.u32());
       else if (kind === 0x03) {
         importedGlobals++;
-        r.byte();
+        valtype(r);
         r.byte();
       } else throw new WasmFormatError(`unsupported import kind ${kind}`);
     });
@@ -286,8 +286,8 @@ function readLayout(sections: Section[]): Layout {
 function signature(sections: Section[], typeIndex: number): [number, number[]] {
   const types = readVec(find(sections, 1)!, (r): [number, number[]] => {
     if (r.byte() !== 0x60) throw new WasmFormatError("unsupported type form");
-    const params = r.bytes(r.u32()).length;
-    return [params, [...r.bytes(r.u32())]];
+    const params = Array.from({ length: r.u32() }, () => valtype(r)).length;
+    return [params, Array.from({ length: r.u32() }, () => valtype(r))];
   });
   return types[typeIndex]!;
 }
@@ -328,7 +328,7 @@ function instrumentBody(body: Uint8Array, m: MeterCtx, w: Writer): void {
   const localsStart = r.pos;
   for (let n = r.u32(); n > 0; n--) {
     r.u32();
-    r.byte();
+    valtype(r);
   }
   const codeStart = r.pos;
   const instrs = [];
@@ -349,6 +349,8 @@ function instrumentBody(body: Uint8Array, m: MeterCtx, w: Writer): void {
       stack.push(costs.length - 1);
     } else if (ins.op === Op.Block || ins.op === Op.If) stack.push(region);
   }
+  // The body's own end closes its last block: anything else means it was read wrong.
+  if (stack.length !== 0 || instrs[instrs.length - 1]?.op !== Op.End) throw new WasmFormatError("a function body does not end where its size says");
   w.raw(body.subarray(localsStart, codeStart));
   meterCode(w, costs[0]!, m);
   let loop = 0;
@@ -468,8 +470,8 @@ function capTables(sections: Section[], elements: number): void {
   const n = r.u32();
   const w = new Writer().u32(n);
   for (let i = 0; i < n; i++) {
-    const refType = r.byte();
-    if (refType === 0x40) throw new InstrumentError("tables with an initializer expression are not supported");
+    if (r.buf[r.pos] === 0x40) throw new InstrumentError("tables with an initializer expression are not supported");
+    const refType = valtype(r);
     const flags = r.byte();
     if (flags & ~0x01) throw new InstrumentError("shared or 64-bit tables are not supported");
     const initial = r.u32();
@@ -490,9 +492,6 @@ function copyConstExpr(r: Reader, body: Uint8Array, w: Writer, remap: (i: number
   }
 }
 
-/** i32, i64, f32, f64, v128, funcref, externref: one byte each (typed references are refused). */
-const GLOBAL_TYPES = new Set([0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f]);
-
 /** The module's own globals, their initializers remapped (see rewriteGlobals). */
 function globalsOf(sections: Section[], remap: (i: number) => number): Uint8Array | undefined {
   const globals = find(sections, 6);
@@ -506,9 +505,7 @@ function globalsOf(sections: Section[], remap: (i: number) => number): Uint8Arra
  */
 function rewriteGlobals(body: Uint8Array, remap: (i: number) => number): Uint8Array {
   return rewriteVec(body, (r, w) => {
-    const type = r.byte();
-    if (!GLOBAL_TYPES.has(type)) throw new InstrumentError(`unsupported global type 0x${type.toString(16)}`);
-    w.byte(type).byte(r.byte());
+    w.byte(valtype(r)).byte(r.byte());
     copyConstExpr(r, body, w, remap);
   });
 }

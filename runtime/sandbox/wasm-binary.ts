@@ -220,10 +220,37 @@ export function readInstr(r: Reader): Instr {
   return { op, start, immStart, end: r.pos };
 }
 
+/** Value types written as one byte: i32, i64, f32, f64, v128, funcref, externref. */
+export const SIMPLE_VALTYPES: ReadonlySet<number> = new Set([0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f]);
+
+/**
+ * A value type of one byte, else a WasmFormatError: typed references (GC, function references:
+ * 0x63/0x64 and a heap type) are longer, and reading them as one byte would take their heap type for
+ * the next instruction, so that the meter is written in the wrong places (or not at all).
+ */
+export function valtype(r: Reader): number {
+  const t = r.byte();
+  if (!SIMPLE_VALTYPES.has(t)) throw new WasmFormatError(`unsupported value type 0x${t.toString(16)} (typed references / GC are not supported)`);
+  return t;
+}
+
 function skipBlockType(r: Reader): void {
   const b = r.buf[r.pos]!;
-  if (b === 0x40 || (b >= 0x6f && b <= 0x7f)) r.pos++;
-  else r.skipLeb(); // type index (s33)
+  if (b === 0x40) r.pos++;
+  // Any other negative one-byte s33 is a value type; only the simple ones are known.
+  else if ((b & 0xc0) === 0x40) valtype(r);
+  else r.skipLeb(); // type index (s33, non-negative)
+}
+
+/** A memory index that must be 0 (multi-memory is not supported). */
+function memoryZero(r: Reader): void {
+  if (r.u32() !== 0) throw new WasmFormatError("multi-memory is not supported");
+}
+
+/** A memarg: alignment, offset. An alignment with bit 6 set announces a memory index (multi-memory). */
+function skipMemarg(r: Reader): void {
+  if (r.u32() >= 0x40) throw new WasmFormatError("multi-memory is not supported");
+  r.u32();
 }
 
 function skipImmediates(r: Reader, op: number): void {
@@ -236,27 +263,32 @@ function skipImmediates(r: Reader, op: number): void {
   }
   if (op === 0x11 || op === 0x13) return void (r.u32(), r.u32());
   if (op === 0x1c) {
-    for (let n = r.u32(); n > 0; n--) r.byte();
+    for (let n = r.u32(); n > 0; n--) valtype(r);
     return;
   }
   if (op >= 0x20 && op <= 0x26) return void r.u32();
-  if (op >= 0x28 && op <= 0x3e) return void (r.u32(), r.u32()); // memarg (single memory)
-  if (op === 0x3f || op === 0x40) return void r.byte();
+  if (op >= 0x28 && op <= 0x3e) return skipMemarg(r);
+  if (op === 0x3f || op === 0x40) return memoryZero(r);
   if (op === 0x41 || op === 0x42) return r.skipLeb();
   if (op === 0x43) return void r.bytes(4);
   if (op === 0x44) return void r.bytes(8);
   if (op >= 0x45 && op <= 0xc4) return;
-  if (op === 0xd0) return void r.byte();
+  if (op === 0xd0) {
+    // ref.null's heap type: funcref or externref (an index is a typed reference).
+    const t = r.byte();
+    if (t !== 0x70 && t !== 0x6f) throw new WasmFormatError(`unsupported heap type 0x${t.toString(16)} (typed references / GC are not supported)`);
+    return;
+  }
   if (op === 0xfc) return skipPrefixed(r, r.u32());
   throw new WasmFormatError(`unsupported instruction 0x${op.toString(16)} (SIMD, threads and exceptions are not supported)`);
 }
 
 function skipPrefixed(r: Reader, sub: number): void {
   if (sub <= 7) return; // saturating truncations
-  if (sub === 8) return void (r.u32(), r.byte()); // memory.init data, mem
+  if (sub === 8) return void (r.u32(), memoryZero(r)); // memory.init data, mem
   if (sub === 9 || sub === 13 || sub === 15 || sub === 16 || sub === 17) return void r.u32();
-  if (sub === 10) return void (r.byte(), r.byte()); // memory.copy
-  if (sub === 11) return void r.byte(); // memory.fill
+  if (sub === 10) return void (memoryZero(r), memoryZero(r)); // memory.copy
+  if (sub === 11) return memoryZero(r); // memory.fill
   if (sub === 12 || sub === 14) return void (r.u32(), r.u32()); // table.init / table.copy
   throw new WasmFormatError(`unsupported instruction 0xfc ${sub}`);
 }
