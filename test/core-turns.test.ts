@@ -163,6 +163,17 @@ for (const db of TEST_DBS) {
       assert.equal(bad.status, 422);
     });
 
+    it("stores a lone surrogate (a broken \\ud800 escape in the body) as U+FFFD, and the session stays readable", async () => {
+      // SQLite decodes the escape JSON.stringify keeps for it to bytes that are not UTF-8, and the
+      // native driver aborted the process reading them back.
+      const id = await newSession();
+      const res = await t.api("POST", `/v1/sessions/${id}/turns`, '{"message":"x\\ud800y \\ud83d\\ude00"}');
+      assert.equal(res.status, 200);
+      const msgs = (await t.api("GET", `/v1/sessions/${id}/messages`)).body.messages;
+      assert.equal(msgs[0].content, "x\ufffdy \u{1f600}");
+      assert.equal((await t.api("POST", `/v1/sessions/${id}/turns`, { message: "again" })).status, 200);
+    });
+
     it("serializes parallel turns on one session without losing messages", async () => {
       const id = await newSession();
       const n = 12;

@@ -9,6 +9,7 @@ import type { Source } from "../../hooks/catalogue.ts";
 import { newId, type CoreContext } from "../context.ts";
 import { AppError, conflict, notFound } from "../errors.ts";
 import { estimateTokens } from "../tokens.ts";
+import { sqlJson } from "../storage/sql-json.ts";
 import { sourceOf, type MessageRow, type SessionRow } from "./view.ts";
 
 export interface NewSession {
@@ -125,7 +126,7 @@ export class SessionService {
     try {
       results = await this.ctx.storage.batch([
         { sql: APPEND_GUARD_SQL, args: [id, expectedTop] },
-        { sql: APPEND_SQL, args: [id, now, JSON.stringify(values), expectedTop] },
+        { sql: APPEND_SQL, args: [id, now, sqlJson(values), expectedTop] },
         { sql: TOUCH_SQL, args: [id, added, now] },
       ]);
     } catch (err) {

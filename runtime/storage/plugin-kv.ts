@@ -14,6 +14,7 @@ import type { Database } from "./schema.ts";
 import { failUnless, isGuardFailure } from "./guard.ts";
 import { PluginCallError } from "../../hooks/failures.ts";
 import type { SqlArg, SyncReader } from "./sync-reader.ts";
+import { sqlJson } from "./sql-json.ts";
 
 const USAGE_TTL_MS = 1000;
 
@@ -351,8 +352,8 @@ export class KvStore implements KvBackend {
       if (!d) deletes.set(scope, (d = { plugin, session, keys: [] }));
       d.keys.push(key);
     }
-    for (const d of deletes.values()) stmts.push({ sql: DELETE_SQL, args: [d.plugin, d.session, JSON.stringify(d.keys)] });
-    if (upserts.length > 0) stmts.push({ sql: UPSERT_SQL, args: [JSON.stringify(upserts), this.opts.now()] });
+    for (const d of deletes.values()) stmts.push({ sql: DELETE_SQL, args: [d.plugin, d.session, sqlJson(d.keys)] });
+    if (upserts.length > 0) stmts.push({ sql: UPSERT_SQL, args: [sqlJson(upserts), this.opts.now()] });
     stmts.push({ sql: USAGE_SQL, args: [JSON.stringify([...plugins])] });
     return stmts;
   }
