@@ -240,6 +240,17 @@ describe("hostile modules: output in one copy (hookbox_output_write)", () => {
   });
 });
 
+describe("hostile modules: WASI", () => {
+  it("one fd_write takes at most 64 KiB (a short write, as a pipe makes) and at most 1024 iovecs", async () => {
+    // 120 iovecs of 4 MiB each were decoded whole: 10 s on the thread and 2 GB for one host call.
+    const { plugin } = await sandbox("wasiwrite", { limits: { memoryPages: 64 } });
+    assert.equal((await plugin.call("flood", "", Date.now() + 5_000)).output, undefined);
+    const e = await callFailure(plugin.call("too_many", "", Date.now() + 5_000));
+    assert.match(e.message, /returned 128/); // 100 + EINVAL
+    await plugin.close();
+  });
+});
+
 // Async host functions (http:) run where the runtime can suspend a WASM call (CAN_SUSPEND: Deno)
 // in-thread, else in a worker: either way a slow answer is not plugin work and a stuck one ends at
 // the deadline.
