@@ -279,6 +279,16 @@ describe(`hostile modules: async host functions (${CAN_SUSPEND ? "in-thread, sus
     await plugin.close();
   });
 
+  it("a call that outgrows its slice after an async host call is not run again (the call's request went out once)", async () => {
+    let calls = 0;
+    const answer: HostFunction = async (ctx) => (calls++, ctx.store("ok"));
+    const { plugin } = await sandbox("hang", { limits: { fuel: 2 ** 40 }, functions: { hookbox_session_messages: answer } });
+    const e = await callFailure(plugin.call("wait_then_spin", "", Date.now() + 1_500));
+    assert.equal(e.kind, "timeout");
+    assert.equal(calls, 1);
+    await plugin.close();
+  });
+
   it("a call stuck in an async host function fails as timeout by deadline + grace; the next call runs", async () => {
     const late: HostFunction = async () => new Promise((r) => setTimeout(() => r(0n), 2_000));
     const { plugin, ends } = await sandbox("hang", { functions: { hookbox_session_messages: late } });

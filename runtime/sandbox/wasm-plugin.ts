@@ -165,6 +165,8 @@ export class WasmPlugin {
   /** Built with plugins-wasm/lib (imports hookbox_input_read): every export must call beginCall(). */
   private readonly usesLib: boolean;
   private inputRead = false;
+  /** The running call has called an async host function (its effect, e.g. a request, is out). */
+  private awaitedHost = false;
   /** The running call's output, when the plugin set it through hookbox_output_write. */
   private output: Uint8Array | undefined;
   private readonly wasi: Record<string, HostFunction>;
@@ -352,6 +354,7 @@ export class WasmPlugin {
       this.input = utf8(input);
       this.output = undefined;
       this.inputRead = false;
+      this.awaitedHost = false;
       // The kernel wraps the bytes it is given without a copy and the plugin may write to that
       // block: each call gets its own copy, so no plugin changes what a later one reads.
       const own = this.privateInput(this.input);
@@ -442,7 +445,11 @@ export class WasmPlugin {
     }
     if (err instanceof SliceExpired && this.movable) {
       await this.discardInstance();
-      throw err; // holding() tries again in a worker
+      if (!this.awaitedHost) throw err; // holding() tries again in a worker
+      // Run again, it would repeat what the async host call did outside (an http: request): the
+      // call fails instead (at most once), and the plugin's next calls run in a worker.
+      this.demote(`a call of ${this.opts.name}`);
+      throw new PluginCallError("timeout", `${err.message} after an async host call (http:); it is not run again in a worker, which would repeat that call`);
     }
     const e = this.classify(err);
     // Any fault may leave the module's globals or heap inconsistent: start the next call fresh.
@@ -623,6 +630,7 @@ export class WasmPlugin {
     if (awaited || isAsync(fn)) {
       return async (ctx: CallContext, ...args: any[]) => {
         charge(ctx, args);
+        this.awaitedHost = true;
         // The call may be abandoned meanwhile (its worker terminated): then this host call fails at
         // once, so Extism drops it; an answer handed to it later would wait forever for the dead
         // worker to take it.
