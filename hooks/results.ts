@@ -57,6 +57,10 @@ export function readHookOutput(hook: HookName, output: string | undefined, limit
   if (output.length * 3 > maxOutputBytes && Buffer.byteLength(output) > maxOutputBytes) {
     throw new PluginCallError("bad_output", `output of ${Buffer.byteLength(output)} bytes exceeds ${maxOutputBytes}`);
   }
+  // Text shorter than two characters per level cannot nest past the limit: most outputs skip the scan.
+  if (output.length > 2 * MAX_OUTPUT_DEPTH && nestedDeeper(output, MAX_OUTPUT_DEPTH)) {
+    throw new PluginCallError("bad_output", `output nests deeper than ${MAX_OUTPUT_DEPTH} levels`);
+  }
   let parsed: unknown;
   try {
     parsed = JSON.parse(output);
@@ -72,4 +76,29 @@ export function readHookOutput(hook: HookName, output: string | undefined, limit
     throw new PluginCallError("bad_output", `injected ${ctx.length} characters of context, over the limit of ${maxInjectedChars} (plugins.max_injected_chars)`);
   }
   return ctx.trim().length > 0 ? { value: res.value, context: ctx } : undefined;
+}
+
+/**
+ * Deepest nesting of arrays and objects a plugin's output may have. JSON.parse takes far deeper, but
+ * what the host then does with the value (validate it, store it, send it on as a tool call's
+ * arguments) recurses too: 20,000 levels in a 40 KB `modify` overflowed the stack there, failing
+ * every turn with that tool as a server error while the plugin counted as ok.
+ */
+export const MAX_OUTPUT_DEPTH = 64;
+
+/** Whether JSON `text` opens more than `max` arrays/objects at once (brackets in strings do not count). */
+function nestedDeeper(text: string, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: skip the escaped character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) return true;
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return false;
 }

@@ -54,6 +54,18 @@ describe("hooks: dispatcher bookkeeping", () => {
     assert.equal(d.stats("c-quick")!.latency_ms.p50, 3);
   });
 
+  it("refuses an output nested deeper than 64 levels as bad_output; brackets inside strings do not count", async () => {
+    const d = new HookDispatcher();
+    const deep = '{"action":"modify","args":{"expression":' + "[".repeat(20_000) + "]".repeat(20_000) + "}}";
+    const flat = JSON.stringify({ action: "modify", args: { expression: "[".repeat(500) + "{".repeat(500) } });
+    const raw = (name: string, text: string) => ({ name, hooks: new Set(["pre_tool_call" as const]), call: () => ({ output: text }) });
+    d.subscribe(raw("deep", deep));
+    d.subscribe(raw("flat", flat));
+    const report = await d.emit("pre_tool_call", { session_id: "s1", tool_name: "calculator", args: { expression: "1+1" }, task_id: "t1", tool_call_id: "c1" } as never);
+    assert.deepEqual(report.failed.map((f) => [f.plugin, f.kind, f.message]), [["deep", "bad_output", "output nests deeper than 64 levels"]]);
+    assert.deepEqual(report.delivered, ["flat"]);
+  });
+
   it("counts a refused output once, as a failed call", async () => {
     const d = new HookDispatcher();
     const seen: CallEvent[] = [];
