@@ -14,7 +14,7 @@ import { recordHooks, type HookRecorder } from "./helpers/hooks.ts";
 import { inconsistencies } from "./helpers/db-check.ts";
 import { lostEvents } from "./helpers/event-count.ts";
 import { pluginDir, type PluginDir } from "./helpers/plugin-dir.ts";
-import { HOSTILE_CASES, traffic, wasmImporting, type HostileCase } from "./helpers/hostile.ts";
+import { HOSTILE_CASES, globalExporting, traffic, wasmImporting, type HostileCase } from "./helpers/hostile.ts";
 
 const QUARANTINE_AFTER = 3;
 const totals = { cases: 0, requests: 0, failuresStopped: 0, eventsLost: 0 };
@@ -156,6 +156,8 @@ describe("reliability: broken plugins fail at load, the others start", () => {
     "wasi-import": [manifest("wasi-import"), wasmImporting("wasi_snapshot_preview1", "sock_open", "on_session_start"), /imports "wasi_snapshot_preview1" "sock_open", which is not WASI preview 1/],
     "raw-http-import": [manifest("raw-http-import"), wasmImporting("extism:host/env", "http_request", "on_session_start"), /imports unknown host function "extism:host\/env" "http_request"/],
     "missing-export": [manifest("missing-export", { commands: [{ name: "nope" }] }), counterWasm, /exports no function "command_nope"/],
+    // An exported global under the hook's name is not its handler (every call would trap).
+    "global-hook": [manifest("global-hook"), globalExporting("on_session_start"), /exports no function "on_session_start"/],
     // (A plugin claiming another plugin's command loads, and the command is refused for both until
     // the operator picks one: test/sandbox-commands.)
   };

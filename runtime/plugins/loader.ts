@@ -147,7 +147,8 @@ export async function compilePlugin(path: string, manifest: Manifest, limits: Sa
     if (imp.module === WASI_SANDBOX_MODULE && !ok) throw new PluginLoadError(`plugin.wasm imports "${WASI_MODULE}" "${imp.name}", which is not WASI preview 1`);
     if (!ok) throw new PluginLoadError(`plugin.wasm imports unknown host function "${imp.module}" "${imp.name}"${suggest(imp.name, [...USER_FUNCTIONS])}`);
   }
-  const exports = new Set(WebAssembly.Module.exports(module).map((e) => e.name));
+  // Functions only: a global (or memory, table) exported under a hook's name is not its handler.
+  const exports = new Set(WebAssembly.Module.exports(module).filter((e) => e.kind === "function").map((e) => e.name));
   for (const hook of manifest.hooks) {
     if (!exports.has(hook)) throw new PluginLoadError(`manifest lists hook ${hook} but plugin.wasm exports no function "${hook}"`);
   }

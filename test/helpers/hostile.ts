@@ -74,3 +74,10 @@ export function wasmImporting(module: string, name: string, exportAs: string): U
   section(10, [0x01, 0x04, 0x00, 0x10, 0x00, 0x0b]); // body: call import; end
   return new Uint8Array(bytes);
 }
+
+/** A module whose only export is an i32 global named `name` (not a function under a hook's name). */
+export function globalExporting(name: string): Uint8Array {
+  const n = [...Buffer.from(name)];
+  const section = (id: number, bytes: number[]) => [id, bytes.length, ...bytes];
+  return new Uint8Array([0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, ...section(6, [1, 0x7f, 0x00, 0x41, 0x00, 0x0b]), ...section(7, [1, n.length, ...n, 0x03, 0x00])]);
+}
