@@ -16,14 +16,20 @@ import { codeHeavyModule, hostileModule } from "./helpers/wat-modules.ts";
 
 const LIMITS: SandboxLimits = { fuel: 100_000_000, memoryPages: 64, timeoutMs: 2_000, maxOutputBytes: 64 * 1024 };
 
-async function sandbox(name: string, opts: { limits?: Partial<SandboxLimits>; functions?: Record<string, HostFunction>; blockAnswers?: string[]; inWorker?: boolean } = {}) {
+async function sandbox(
+  name: string,
+  opts: { limits?: Partial<SandboxLimits>; functions?: Record<string, HostFunction>; blockAnswers?: string[]; inWorker?: boolean; end?: (ok: boolean) => void } = {},
+) {
   const logs: string[] = [];
   const ends: boolean[] = [];
   const host: HostBinding = {
     functions: { hookbox_log: () => void logs.push("line"), ...opts.functions },
     blockAnswers: new Set(opts.blockAnswers),
     begin() {},
-    end: (ok) => void ends.push(ok),
+    end: (ok) => {
+      ends.push(ok);
+      opts.end?.(ok);
+    },
     log: (_level, _source, message) => void logs.push(message),
   };
   const limits = { ...LIMITS, ...opts.limits };
@@ -236,6 +242,25 @@ describe("hostile modules: output in one copy (hookbox_output_write)", () => {
     const { plugin } = await sandbox("outputwrite", { inWorker: true, limits: { maxOutputBytes: 1_024 } });
     assert.equal((await plugin.call("write", "", Date.now() + 5_000)).output, "written from linear memory in one copy");
     assert.equal((await plugin.call("declined_clears", "", Date.now() + 5_000)).output, "second");
+    await plugin.close();
+  });
+});
+
+describe("hostile modules: start functions", () => {
+  it("what a start function that trapped staged is dropped, not committed by the next instance's first call", async () => {
+    let staged = 0;
+    const committed: number[] = [];
+    let answers = 0;
+    const { plugin } = await sandbox("startkv", {
+      functions: { hookbox_kv_set: () => void staged++, hookbox_kv_get: () => BigInt(answers++) },
+      end: (ok) => {
+        if (ok) committed.push(staged);
+        staged = 0;
+      },
+    });
+    await assert.rejects(plugin.call("noop", "", Date.now() + 5_000), /instantiation failed/);
+    await plugin.call("noop", "", Date.now() + 5_000);
+    assert.deepEqual(committed, [1]); // the second start function's write only
     await plugin.close();
   });
 });

@@ -718,6 +718,7 @@ export class WasmPlugin {
         throw err;
       }) : await creating;
     } catch (err) {
+      this.dropStartWrites();
       // A worker cannot serve the meter's host calls before its instance exists, so a start
       // function never moves there: it must finish within the slice, whatever the deadline.
       if (err instanceof SliceExpired) throw new Error(`instantiation failed: the start function ran past the ${INLINE_SLICE_MS} ms in-thread slice`);
@@ -733,12 +734,22 @@ export class WasmPlugin {
     return plugin;
   }
 
+  /** What a start-up that failed staged (a kv_set before its trap) is dropped, not committed by the next call. */
+  private dropStartWrites(): void {
+    try {
+      this.opts.host.end(false);
+    } catch {
+      // Dropping staged writes cannot fail in the host's binding; a test double's may: ignored.
+    }
+  }
+
   /** A WASI reactor's start-up (its renamed `_initialize`), now that WASI sees its memory; metered. */
   private async initialize(plugin: Plugin, deadline: number, inWorker: boolean): Promise<void> {
     this.meter.start(deadline, this.stretch(inWorker));
     try {
       await plugin.call(INITIALIZE_EXPORT);
     } catch (err) {
+      this.dropStartWrites();
       this.forgetInstance();
       await plugin.close().catch(() => undefined);
       throw new Error(`start-up (_initialize) failed: ${this.classify(err).message}`);
