@@ -182,6 +182,8 @@ export class PluginKv {
 
   set(session: string, key: string, value: string): void {
     checkSlot(session, key);
+    // The database's native driver reads a text up to its first NUL: the rest would be lost silently.
+    if (value.includes("\u0000")) throw new PluginCallError("trap", `kv value for "${key.slice(0, 40)}" contains NUL (U+0000), which is not stored`);
     const bytes = utf8Length(value);
     if (bytes > KV_LIMITS.valueBytes) throw new PluginCallError("trap", `kv value for "${key.slice(0, 40)}" exceeds ${KV_LIMITS.valueBytes} bytes`);
     const size = bytes + utf8Length(key);

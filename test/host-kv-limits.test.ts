@@ -27,6 +27,8 @@ describe("plugin KV limits", () => {
     assert.throws(() => kv.set("a\u0000b", "k", "v"), failsAs("trap", /without NUL/));
     assert.throws(() => kv.set("", "k\u0000j", "v"), failsAs("trap", /without NUL/));
     assert.throws(() => kv.incr("", "\u0000", 1), failsAs("trap", /without NUL/));
+    // A value too: it would read back cut at the NUL.
+    assert.throws(() => kv.set("", "k", "a\u0000b"), failsAs("trap", /contains NUL/));
     kv.set("s".repeat(KV_LIMITS.scopeBytes), "k", "v");
     kv.end(false);
   });
