@@ -44,8 +44,13 @@ export interface HostContext {
   plugin: string;
   grants: Grants;
   kv: PluginKv;
-  /** sessions:read: the last `limit` messages of a session, oldest first (a synchronous read). */
-  readMessages(sessionId: string, limit: number): Array<{ role: string; content: string }>;
+  /**
+   * sessions:read: the last `limit` messages of a session, oldest first (a synchronous read);
+   * undefined when their contents hold more than `maxBytes`.
+   */
+  readMessages(sessionId: string, limit: number, maxBytes: number): Array<{ role: string; content: string }> | undefined;
+  /** The most a host function may answer in one call (the plugin's memory allowance), bytes. */
+  maxAnswerBytes?: number;
   /** The server log. */
   log: HookLogger;
   /** The plugin's own log ring (GET /v1/plugins/:name/logs); its lines also go to the server log. */
@@ -112,7 +117,12 @@ export function bindHostApi(h: HostContext): HostBinding {
       if (!grants.sessionsRead) deny(plugin, "hookbox_session_messages", "sessions:read", grants.requested);
       const id = readText(ctx, session, "session id");
       const n = limit <= 0n ? 100 : Math.min(Number(limit), MAX_MESSAGES);
-      return ctx.store(JSON.stringify(h.readMessages(id, n)));
+      // Checked before the contents are read: the answer could not be taken anyway (chargeAnswer),
+      // and reading and encoding hundreds of MB would hold the thread for seconds.
+      const max = h.maxAnswerBytes ?? Infinity;
+      const messages = h.readMessages(id, n, max);
+      if (!messages) throw new PluginCallError("memory", `the last ${n} messages of ${id} hold more than ${max} bytes, the plugin's memory allowance`);
+      return ctx.store(JSON.stringify(messages));
     },
     hookbox_http(ctx: CallContext, request: bigint) {
       const raw = readText(ctx, request, "http request");

@@ -205,6 +205,7 @@ describe("async host functions (plugin runs in a worker)", () => {
       dir,
       enabled: ["httpsnoop", "ungranted"],
       grants: { httpsnoop: [`http:127.0.0.1:${port}`], ungranted: ["sessions:read"] },
+      limits: { ungranted: { memory_pages: 8 } }, // 512 KiB
     });
   });
   after(async () => {
@@ -231,6 +232,14 @@ describe("async host functions (plugin runs in a worker)", () => {
       assert.match(JSON.stringify(res.body), /response larger than 1048576 bytes/, path);
     }
     assert.equal((await command(s, "httpsnoop", { raw_args: `http://127.0.0.1:${port}/small` })).status, 200);
+  });
+
+  it("fails as memory, before reading them, when the messages it asks for hold more than its memory allowance", async () => {
+    // Read and encoded whole first, 1,000 messages of 300 KB held the server's thread for seconds.
+    const sid = await newSession(s);
+    await seed(s.core, sid, Array.from({ length: 60 }, (_, i) => ["user", `${i} ${"x".repeat(10_000)}`] as [string, string]));
+    const res = await command(s, "ungranted", { raw_args: "sessions", session_id: sid });
+    assert.match(JSON.stringify(res.body), /\(memory\): the last 100 messages of s_\w+ hold more than 524288 bytes/);
   });
 
   it("reads a session's messages with sessions:read", async () => {

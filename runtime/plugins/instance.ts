@@ -47,6 +47,7 @@ export async function createPluginInstance(spec: PluginSpec, services: InstanceS
       (() => {
         throw new PluginCallError("unavailable", "sessions:read is not available here");
       }),
+    maxAnswerBytes: spec.limits.memoryPages * 65_536,
     log,
     ...(services.logs ? { logs: services.logs } : {}),
   });

@@ -184,7 +184,7 @@ export class PluginManager implements PluginHost {
         {
           kv: this.core.kv,
           quota: this.core.config.plugins.kv_quota,
-          readMessages: (id, limit) => this.core.kv.recentMessages(id, limit),
+          readMessages: (id, limit, maxBytes) => this.core.kv.recentMessages(id, limit, maxBytes),
           logs: this.logRings.of(e.name),
         },
       );

@@ -18,6 +18,11 @@ import { sqlJson } from "./sql-json.ts";
 
 const USAGE_TTL_MS = 1000;
 
+// Bytes of the contents of a session's last ?2 messages (?1 the session): the seq of the ?2-th
+// newest bounds the range (all of them when there are fewer).
+const RECENT_BYTES_SQL = `select coalesce(sum(octet_length(content)), 0) from messages where session_id = ?1
+  and seq >= coalesce((select seq from messages where session_id = ?1 order by seq desc limit 1 offset ?2 - 1), 0)`;
+
 // One statement per (plugin, scope): a key list probes the primary key directly (a row-value IN over
 // all three columns was twice as slow at 70,000 keys).
 const DELETE_SQL = `delete from plugin_kv where plugin = ?1 and session_id = ?2 and key in (select value from json_each(?3))`;
@@ -170,7 +175,12 @@ export class KvStore implements KvBackend {
    * sessions:read for plugins: the last `limit` messages of a session, oldest first, read
    * synchronously on the same connection as KV (a WASM call cannot await).
    */
-  recentMessages(sessionId: string, limit: number): Array<{ role: string; content: string }> {
+  /**
+   * The session's last `limit` messages, oldest first; undefined when their contents hold more than
+   * `maxBytes` (UTF-8), told before any content is read: octet_length() reads a row's header only.
+   */
+  recentMessages(sessionId: string, limit: number, maxBytes = Infinity): Array<{ role: string; content: string }> | undefined {
+    if (maxBytes !== Infinity && Number(this.readOne(RECENT_BYTES_SQL, [sessionId, limit])?.[0] ?? 0) > maxBytes) return undefined;
     const rows = this.read("select role, content from messages where session_id = ? order by seq desc limit ?", [sessionId, limit]);
     return rows.reverse().map((r) => ({ role: String(r[0]), content: String(r[1]) }));
   }
