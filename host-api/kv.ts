@@ -126,9 +126,10 @@ export class PluginKv {
   /**
    * What the running call last read from the database, by slot (null: absent): a kv_cas or kv_incr
    * after a read of the same key guards that value (what the call decided on) without a second
-   * read, a round trip on a server. Plain reads always go to the database.
+   * read, a round trip on a server. Plain reads always go to the database. Made by the call's first
+   * read and dropped at its end: a fresh Map costs ~20 ns, clear() on a long-lived one 40-500 ns.
    */
-  private readonly reads = new Map<string, string | null>();
+  private reads: Map<string, string | null> | undefined;
 
   constructor(
     readonly plugin: string,
@@ -141,12 +142,8 @@ export class PluginKv {
     this.forgetReads();
   }
 
-  /**
-   * Map.clear() allocates a fresh table even when empty: on this long-lived map it cost ~0.5 us a
-   * call (a quarter of a small plugin's call), where most calls read nothing.
-   */
   private forgetReads(): void {
-    if (this.reads.size > 0) this.reads.clear();
+    this.reads = undefined;
   }
 
   get(session: string, key: string): string | undefined {
@@ -159,7 +156,7 @@ export class PluginKv {
   /** The stored value, read from the database and remembered as what this call read. */
   private readStored(session: string, key: string): string | undefined {
     const value = this.backend.get(this.plugin, session, key);
-    this.reads.set(slot(session, key), value ?? null);
+    (this.reads ??= new Map()).set(slot(session, key), value ?? null);
     return value;
   }
 
@@ -372,7 +369,7 @@ export class PluginKv {
     checkSlot(session, key);
     const s = slot(session, key);
     const staged = this.staged(session, key);
-    const read = this.reads.get(s);
+    const read = this.reads?.get(s);
     const value = staged !== undefined ? (staged ?? undefined) : read !== undefined ? (read ?? undefined) : this.readStored(session, key);
     const guards = (this.guards ??= new Map());
     // A key the call already wrote guards nothing new: the guard taken before that write holds.
