@@ -32,7 +32,7 @@ describe("plugin errors name their cause", () => {
     assert.deepEqual(parseManifest({ $schema: "https://example.com/m.json", "x-author": "me", name: "x", version: "1" }, "manifest.json").unknown_fields, [], "annotations are not reported");
   });
 
-  it("a tool schema whose check has no bound on the host's work: $ref refused, pattern and uniqueItems not checked by the host", () => {
+  it("a tool schema whose check has no bound on the host's work: $ref refused, pattern, format and uniqueItems not checked by the host", () => {
     const tool = (parameters: object) => ({ name: "x", version: "1", tools: [{ name: "t", description: "d", parameters }] });
     const refused = (parameters: object, why: RegExp) => assert.throws(() => parseManifest(tool(parameters), "manifest.json"), why);
     // 40 levels of allOf over $ref: 2^40 steps to check {} at load (a folder not even enabled kept a server from starting).
@@ -48,13 +48,17 @@ describe("plugin errors name their cause", () => {
     // A backtracking pattern (^(a+)+$ on "aaaa...!") held the thread for a minute per call through
     // pre_tool_call's rewritten arguments: the tool loads, the model sees the pattern, the host does
     // not run it (the plugin gets the arguments and checks them).
-    const evil = { type: "object", properties: { s: { type: "string", pattern: "^(a+)+$" }, xs: { type: "array", uniqueItems: true } } };
+    // The validator's "url" format is such a regex too: 40 a's took hours (found by an outside probe).
+    const evil = {
+      type: "object",
+      properties: { s: { type: "string", pattern: "^(a+)+$" }, xs: { type: "array", uniqueItems: true }, u: { type: "string", format: "url" } },
+    };
     const [spec] = parseManifest(tool(evil), "manifest.json").tools;
-    assert.deepEqual(uncheckedKeywords(spec!.parameters), ['"pattern" at #/properties/s', '"uniqueItems" at #/properties/xs']);
+    assert.deepEqual(uncheckedKeywords(spec!.parameters), ['"pattern" at #/properties/s', '"uniqueItems" at #/properties/xs', '"format" at #/properties/u']);
     const registry = new ToolRegistry();
     registry.register({ spec: spec!, plugin: "x", run: () => "" });
     const t0 = performance.now();
-    assert.equal(registry.check("t", { s: `${"a".repeat(40)}!`, xs: Array.from({ length: 20_000 }, () => 1) }), null);
+    assert.equal(registry.check("t", { s: `${"a".repeat(40)}!`, xs: Array.from({ length: 20_000 }, () => 1), u: `http://${"a".repeat(40)}!` }), null);
     assert.ok(performance.now() - t0 < 1_000, "checked without running the pattern or comparing every pair");
     assert.match(registry.check("t", { s: 5 }) ?? "", /string/, "the rest of the schema is checked");
     // A property may be called "pattern": only keywords count.

@@ -79,9 +79,10 @@ export class ToolRegistry {
  * a bounded amount of work; the reason otherwise. A plugin's schema is checked on the host's thread
  * (at load, and for every call's arguments, which a plugin's pre_tool_call may rewrite), so `$ref`
  * (a chain of `allOf` over refs doubles the work per level) and `patternProperties` (a regex per
- * property name) are refused, and the schema is at most SCHEMA_LIMITS in size and depth. `pattern`
- * and `uniqueItems` (a backtracking regex such as `^(a+)+$`; quadratic in the array) are kept for
- * the model but not checked by the host (uncheckedKeywords says where; the plugin checks them).
+ * property name) are refused, and the schema is at most SCHEMA_LIMITS in size and depth. `pattern`,
+ * `format` and `uniqueItems` (a backtracking regex such as `^(a+)+$`, or the validator's own format
+ * regexes: its "url" backtracks exponentially on "http://aaaa...!"; quadratic in the array) are kept
+ * for the model but not checked by the host (uncheckedKeywords says where; the plugin checks them).
  */
 export function schemaProblem(schema: unknown): string | null {
   if (typeof schema !== "object" || schema === null || Array.isArray(schema)) return "must be a JSON Schema object";
@@ -116,7 +117,7 @@ export const SCHEMA_LIMITS = { bytes: 64 * 1024, depth: 32, subschemas: 2_000 } 
 /** Keywords a plugin tool's schema may not use: their check has no bound on the host's work. */
 const REFUSED = new Set(["$ref", "$dynamicRef", "$recursiveRef", "patternProperties"]);
 /** Keywords kept for the model but not checked by the host (see schemaProblem). */
-const UNCHECKED = new Set(["pattern", "uniqueItems"]);
+const UNCHECKED = new Set(["pattern", "uniqueItems", "format"]);
 /** Keywords whose value is one subschema, an array of them, or a map of names to them. */
 const ONE = new Set(["items", "additionalItems", "additionalProperties", "unevaluatedItems", "unevaluatedProperties", "not", "if", "then", "else", "contains", "propertyNames"]);
 const MANY = new Set(["allOf", "anyOf", "oneOf", "prefixItems"]);
