@@ -87,7 +87,7 @@ export function readHookOutput(hook: HookName, output: string | undefined, limit
 export const MAX_OUTPUT_DEPTH = 64;
 
 /** Whether JSON `text` opens more than `max` arrays/objects at once (brackets in strings do not count). */
-function nestedDeeper(text: string, max: number): boolean {
+export function nestedDeeper(text: string, max: number): boolean {
   let depth = 0;
   let inString = false;
   for (let i = 0; i < text.length; i++) {

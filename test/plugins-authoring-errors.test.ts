@@ -98,6 +98,16 @@ describe("plugin errors name their cause", () => {
       return r.body.error.message as string;
     };
 
+    it("a command's output nested deeper than hooks allow is its reply as written, not a host stack overflow", async () => {
+      // Re-encoding 30,000 levels overflowed the host's stack: 422 "Maximum call stack size exceeded"
+      // for a call that counted as ok (found by an outside probe).
+      const deep = "[".repeat(30_000) + "]".repeat(30_000);
+      const r = await command(s, "echo", { raw_args: "deep 30000" });
+      assert.equal(r.status, 200, JSON.stringify(r.body).slice(0, 200));
+      assert.equal(r.body.output, deep);
+      assert.equal((await command(s, "echo", { raw_args: '{"text":"shallow"}' })).body.output, "shallow", "JSON within the limit is read as before");
+    });
+
     it("a thrown Error's message reaches the failure text, with where it was thrown", async () => {
       assert.match(await failureOf("throw", "the disk is full"), /abort: the disk is full at plugins-wasm\/hostile\/errors\/plugin\.ts:\d+:\d+/);
     });

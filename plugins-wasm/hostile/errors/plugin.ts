@@ -22,3 +22,14 @@ export function command_ok(): i32 {
   outputString(quote("fine"));
   return 0;
 }
+
+/** Its raw_args as its whole output, unquoted; "deep N": N nested arrays (a stack-depth probe). */
+export function command_echo(): i32 {
+  const input = beginCall();
+  const text = getString(input, "raw_args");
+  if (text !== null && text.startsWith("deep ")) {
+    const n = I32.parseInt(text.slice(5));
+    outputString("[".repeat(n) + "]".repeat(n));
+  } else outputString(text === null ? "" : text);
+  return 0;
+}
