@@ -125,7 +125,7 @@ function endpoints(f: Fixtures): EndpointSpec[] {
       method: "POST",
       path: sid("/turns"),
       base: { message: "hello" },
-      fields: { message: ["", ...badText(100_000)] },
+      fields: { message: ["", "keep this\u0000 and this too", ...badText(100_000)] },
       refused: [
         { name: "turn on an ended session", body: { message: "hi" }, status: 409 },
         { name: "no message", body: {}, status: 400 },
