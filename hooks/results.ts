@@ -57,8 +57,7 @@ export function readHookOutput(hook: HookName, output: string | undefined, limit
   if (output.length * 3 > maxOutputBytes && Buffer.byteLength(output) > maxOutputBytes) {
     throw new PluginCallError("bad_output", `output of ${Buffer.byteLength(output)} bytes exceeds ${maxOutputBytes}`);
   }
-  // Text shorter than two characters per level cannot nest past the limit: most outputs skip the scan.
-  if (output.length > 2 * MAX_OUTPUT_DEPTH && nestedDeeper(output, MAX_OUTPUT_DEPTH)) {
+  if (nestsTooDeep(output)) {
     throw new PluginCallError("bad_output", `output nests deeper than ${MAX_OUTPUT_DEPTH} levels`);
   }
   let parsed: unknown;
@@ -86,8 +85,14 @@ export function readHookOutput(hook: HookName, output: string | undefined, limit
  */
 export const MAX_OUTPUT_DEPTH = 64;
 
+/** Whether a plugin's JSON output nests deeper than MAX_OUTPUT_DEPTH (the host would recurse that deep). */
+export function nestsTooDeep(output: string): boolean {
+  // Text shorter than two characters per level cannot nest past the limit: most outputs skip the scan.
+  return output.length > 2 * MAX_OUTPUT_DEPTH && nestedDeeper(output, MAX_OUTPUT_DEPTH);
+}
+
 /** Whether JSON `text` opens more than `max` arrays/objects at once (brackets in strings do not count). */
-export function nestedDeeper(text: string, max: number): boolean {
+function nestedDeeper(text: string, max: number): boolean {
   let depth = 0;
   let inString = false;
   for (let i = 0; i < text.length; i++) {

@@ -1,12 +1,12 @@
 // A command's reply text from the plugin's output: a JSON string is the text itself; an object with
 // a string "text" field uses that; any other JSON is returned as compact JSON; no output is "".
-import { MAX_OUTPUT_DEPTH, nestedDeeper } from "../../hooks/results.ts";
+import { nestsTooDeep } from "../../hooks/results.ts";
 
 export function commandOutput(output: string | undefined): string {
   if (output === undefined) return "";
   // Re-encoding JSON nested deeper than hooks allow overflowed the host's stack (30,000 levels in
   // 60 KB): the reply was a host error and the call counted as ok. Such text is shown as written.
-  if (output.length > 2 * MAX_OUTPUT_DEPTH && nestedDeeper(output, MAX_OUTPUT_DEPTH)) return output;
+  if (nestsTooDeep(output)) return output;
   let parsed: unknown;
   try {
     parsed = JSON.parse(output);
