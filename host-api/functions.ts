@@ -111,7 +111,7 @@ export function bindHostApi(h: HostContext): HostBinding {
     },
     hookbox_kv_list(ctx: CallContext, session: bigint, prefix: bigint) {
       needKv("hookbox_kv_list");
-      return ctx.store(JSON.stringify(kv.list(readText(ctx, session, "kv session"), readText(ctx, prefix, "kv prefix"))));
+      return ctx.store(JSON.stringify(kv.list(readText(ctx, session, "kv session"), readText(ctx, prefix, "kv prefix"), h.maxAnswerBytes)));
     },
     hookbox_session_messages(ctx: CallContext, session: bigint, limit: bigint) {
       if (!grants.sessionsRead) deny(plugin, "hookbox_session_messages", "sessions:read", grants.requested);

@@ -15,6 +15,9 @@ import { PluginCallError } from "../hooks/failures.ts";
  */
 export const KV_LIMITS = { keyBytes: 512, valueBytes: 256 * 1024, scopeBytes: 256, callBytes: 1024 * 1024 } as const;
 
+/** Distinct earlier sweeps (prefix and mode) a counted sweep's count may leave out (sweepsHiding). */
+const MAX_HIDING_SWEEPS = 32;
+
 /** What one staged write costs towards KV_LIMITS.callBytes besides its bytes (its share of the commit's statements and JSON). */
 const SLOT_OVERHEAD = 32;
 
@@ -38,7 +41,7 @@ export class KvSweep {
     readonly prefix: string,
     /** The ids as a JSON array of strings (handed to SQL as is). */
     readonly idsJson: string,
-    private readonly ids: readonly string[],
+    readonly ids: readonly string[],
     readonly byIdPrefix: boolean,
   ) {}
 
@@ -73,14 +76,15 @@ export interface KvUsage {
 /** Where the namespace lives: the shared database (runtime/storage/plugin-kv.ts). */
 export interface KvBackend {
   get(plugin: string, session: string, key: string): string | undefined;
-  /** Keys of the scope starting with `prefix`, sorted. */
-  keys(plugin: string, session: string, prefix: string): string[];
+  /**
+   * Keys of the scope starting with `prefix`, sorted; undefined when, as a JSON array, they would
+   * pass `maxBytes` (told before they are read).
+   */
+  keys(plugin: string, session: string, prefix: string, maxBytes?: number): string[] | undefined;
   /** Whether the plugin's scope holds any key starting with `prefix` (one seek). */
   hasPrefix(plugin: string, session: string, prefix: string): boolean;
-  /** How many stored keys `sweep` matches in the plugin's scope (one read). */
-  sweptCount(plugin: string, sweep: KvSweep): number;
-  /** The stored keys `sweep` matches in the plugin's scope (one read). */
-  sweptKeys(plugin: string, sweep: KvSweep): string[];
+  /** How many stored keys `sweep` matches in the plugin's scope that no sweep of `hiddenBy` does (one read). */
+  sweptCount(plugin: string, sweep: KvSweep, hiddenBy?: readonly KvSweep[]): number;
   usage(plugin: string): KvUsage;
   /** Commits in order; rejects with KvConflictError when a guard no longer holds. */
   commit(changes: KvChangeSet): Promise<void>;
@@ -269,36 +273,59 @@ export class PluginKv {
     (this.pendingSweeps ??= []).push(sweep);
   }
 
-  /** How many keys `sweep` removes as this call sees them: the stored ones and this process's staged writes. */
+  /**
+   * How many keys `sweep` removes as this call sees them: one count of the stored keys it matches
+   * that no earlier sweep still being committed hides, corrected by this process's few staged keys
+   * (a staged value the count left out adds one, a staged delete of a counted key takes one away).
+   */
   private sweptByCall(sweep: KvSweep): number {
     const { session, prefix } = sweep;
-    const stagedKeys = new Set(this.stagedKeys(session, prefix).filter((key) => sweep.matches(session, key)));
-    // An earlier sweep not yet committed hides stored keys the count cannot tell apart: list them.
-    const hidden = (this.pendingSweeps?.length ?? 0) > 0 || [...this.unflushedSweeps].some((w) => w.sweep.session === session);
-    if (hidden) {
-      const gone = new Set<string>();
-      for (const key of this.backend.sweptKeys(this.plugin, sweep)) if (this.staged(session, key) !== null) gone.add(key);
-      for (const key of stagedKeys) if (this.staged(session, key) !== null) gone.add(key);
-      return gone.size;
-    }
-    // Otherwise one count, corrected by the few staged keys: a staged value the database lacks
-    // adds one, a staged delete of a stored key takes one away.
-    let gone = this.backend.sweptCount(this.plugin, sweep);
-    for (const key of stagedKeys) {
+    const hiddenBy = this.sweepsHiding(sweep);
+    let gone = this.backend.sweptCount(this.plugin, sweep, hiddenBy);
+    for (const key of new Set(this.stagedKeys(session, prefix))) {
+      if (!sweep.matches(session, key)) continue;
       const live = this.staged(session, key) !== null;
-      const stored = this.backend.get(this.plugin, session, key) !== undefined;
-      if (live && !stored) gone++;
-      else if (!live && stored) gone--;
+      const counted = !hiddenBy.some((w) => w.matches(session, key)) && this.backend.get(this.plugin, session, key) !== undefined;
+      gone += Number(live) - Number(counted);
     }
     return gone;
   }
 
-  /** Keys of `session` starting with `prefix`, sorted; the call's own and unflushed writes count. */
-  list(session: string, prefix: string): string[] {
+  /**
+   * The sweeps of this call and those still being committed that may match keys of `sweep` (same
+   * scope, one prefix starting the other), merged per prefix and mode: each is one clause of the
+   * count's statement, so their number is bounded.
+   */
+  private sweepsHiding(sweep: KvSweep): KvSweep[] {
+    const groups = new Map<string, KvSweep[]>();
+    const earlier = [...(this.pendingSweeps ?? []), ...[...this.unflushedSweeps].map((w) => w.sweep)];
+    for (const w of earlier) {
+      if (w.session !== sweep.session || !(w.prefix.startsWith(sweep.prefix) || sweep.prefix.startsWith(w.prefix))) continue;
+      const group = JSON.stringify([w.prefix, w.byIdPrefix]);
+      groups.set(group, [...(groups.get(group) ?? []), w]);
+    }
+    if (groups.size > MAX_HIDING_SWEEPS) {
+      throw new PluginCallError("trap", `kv_delete_sessions: a counted sweep after more than ${MAX_HIDING_SWEEPS} other prefixes swept and not yet committed; sweep uncounted (mode bit 1)`);
+    }
+    return [...groups.values()].map((ws) => {
+      if (ws.length === 1) return ws[0]!;
+      const ids = [...new Set(ws.flatMap((w) => w.ids))];
+      return new KvSweep(sweep.session, ws[0]!.prefix, JSON.stringify(ids), ids, ws[0]!.byIdPrefix);
+    });
+  }
+
+  /**
+   * Keys of `session` starting with `prefix`, sorted; the call's own and unflushed writes count.
+   * Refused as `memory` before the stored keys are read when they alone would pass `maxBytes` (the
+   * answer could not be taken: reading and encoding 50 MB of keys held the thread for a second).
+   */
+  list(session: string, prefix: string, maxBytes = Infinity): string[] {
     checkScope(session);
     checkPrefix(prefix);
+    const stored = this.backend.keys(this.plugin, session, prefix, maxBytes);
+    if (stored === undefined) throw new PluginCallError("memory", `kv_list: the keys under "${prefix.slice(0, 40)}" hold more than ${maxBytes} bytes, the plugin's memory allowance`);
     const keys = new Set<string>();
-    for (const key of this.backend.keys(this.plugin, session, prefix)) if (this.staged(session, key) !== null) keys.add(key);
+    for (const key of stored) if (this.staged(session, key) !== null) keys.add(key);
     for (const key of this.stagedKeys(session, prefix)) if (this.staged(session, key) != null) keys.add(key);
     return [...keys].sort();
   }

@@ -85,7 +85,7 @@ describe("plugin KV limits", () => {
       }
     }
     await db.store.flush();
-    assert.equal(db.store.keys("quota", "", "").length, 5);
+    assert.equal(db.store.keys("quota", "", "")?.length, 5);
     assert.equal(refused, 7);
     assert.equal(db.store.usage("quota").keys, 5);
   });

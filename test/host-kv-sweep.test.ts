@@ -1,10 +1,12 @@
 // hookbox_kv_delete_sessions stages ONE sweep (host-api/kv.ts KvSweep) that the commit runs as one
 // statement: reads see it before it is committed, the call's earlier writes it matches go with it,
 // its later writes win over it, and ids end at a key's last ":" (mode 1) exactly as before; the
-// count it returns is what the call sees, and a sweep that matches nothing costs no commit.
+// count it returns is what the call sees (checked against a model of the namespace over random calls,
+// on the embedded file and on sqld), and a sweep that matches nothing costs no commit.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { PluginKv } from "../host-api/kv.ts";
+import { KvSweep, PluginKv } from "../host-api/kv.ts";
+import { TEST_DBS } from "./helpers/dialects.ts";
 import { useKvStore } from "./helpers/kv-store.ts";
 
 describe("kv sweep (hookbox_kv_delete_sessions)", () => {
@@ -121,3 +123,49 @@ describe("kv sweep (hookbox_kv_delete_sessions)", () => {
     assert.equal(kv.get("", "entry:a"), "v");
   });
 });
+
+for (const dbKind of TEST_DBS) {
+  describe(`kv sweep counts against a model (${dbKind})`, () => {
+    const db = useKvStore(dbKind);
+    it("counts and deletes what a model of the namespace says, over random calls with sweeps still being committed", async () => {
+      const kv = new PluginKv("model", db.store, { keys: 10_000, bytes: 10_000_000 });
+      const ids = ["a", "b", "a:b", "", "é", "😀x", ":x", "a:"];
+      const prefixes = ["e:", "t:", "t:a", ""];
+      let seed = 7;
+      const pick = <T>(xs: readonly T[]): T => xs[(seed = (seed * 1103515245 + 12345) % 2 ** 31) % xs.length]!;
+      const keyOf = () => pick(prefixes) + pick(ids) + pick(["", ":1", ":x:2", ":"]);
+      let model = new Map<string, string>(); // what the process should see: committed or not
+      for (let call = 0; call < 300; call++) {
+        const before = new Map(model);
+        for (let op = 0; op < 4; op++) {
+          const what = pick(["set", "set", "delete", "sweep", "sweep", "uncounted"] as const);
+          if (what === "set") {
+            const key = keyOf();
+            kv.set("", key, `v${call}`);
+            model.set(key, `v${call}`);
+          } else if (what === "delete") {
+            const key = keyOf();
+            kv.delete("", key);
+            model.delete(key);
+          } else {
+            const prefix = pick(prefixes);
+            const list = [pick(ids), pick(ids)];
+            const byIdPrefix = pick([true, false]);
+            const sweep = new KvSweep("", prefix, JSON.stringify(list), list, byIdPrefix);
+            const gone = [...model.keys()].filter((k) => sweep.matches("", k));
+            const n = kv.deleteForSessions("", prefix, JSON.stringify(list), list, byIdPrefix, what === "sweep");
+            assert.equal(n, what === "sweep" ? gone.length : -1, `call ${call}: ${prefix} ${JSON.stringify(list)} ${byIdPrefix}`);
+            for (const k of gone) model.delete(k);
+          }
+        }
+        assert.deepEqual(kv.list("", ""), [...model.keys()].sort(), `call ${call}`);
+        const ok = pick([true, true, true, false]);
+        kv.end(ok);
+        if (!ok) model = before;
+        if (pick([false, false, true])) await db.store.flush();
+      }
+      await db.store.flush();
+      assert.deepEqual(db.store.keys("model", "", ""), [...model.keys()].sort());
+    });
+  });
+}

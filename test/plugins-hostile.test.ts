@@ -252,6 +252,35 @@ describe("async host functions (plugin runs in a worker)", () => {
   });
 });
 
+describe("host work a plugin asks for on its own large KV (kvflood)", () => {
+  let s: PluginServer;
+  before(async () => {
+    s = await startPluginServer({ dir: HOSTILE_DIR, enabled: ["kvflood"], grants: { kvflood: ["kv"] }, limits: { kvflood: { memory_pages: 32 } } }); // 2 MiB
+  });
+  after(async () => {
+    await s.close();
+  });
+  const flood = async (args: string) => {
+    const res = await command(s, "kvflood", { raw_args: args });
+    return { status: res.status, text: JSON.stringify(res.body) };
+  };
+  const fill = async (count: number) => {
+    for (let from = 0; from < count; from += 500) assert.equal((await flood(`fill ${from} ${Math.min(500, count - from)} 480`)).status, 200);
+  };
+  /** A key is "f:" + 6 digits + ":" + 480 x's: 492 bytes as a JSON string with its comma. */
+  const listed = (keys: number) => String(1 + keys * 492);
+
+  it("a key list larger than the plugin's memory fails as memory, told before any key is read; a smaller one is listed", async () => {
+    // Read and encoded whole first, 100,000 keys of 500 bytes held the server's thread for a second.
+    await fill(5_000);
+    const res = await flood("list");
+    assert.match(res.text, /\(memory\): kv_list: the keys under \\"f:\\" hold more than 2097152 bytes, the plugin's memory allowance/);
+    assert.equal((await flood("sweep 5000")).text.includes('"output":"[1,4999]"'), true, "counted: the first sweep's key is not counted again");
+    await fill(100);
+    assert.equal(JSON.parse((await flood("list")).text).output, listed(100));
+  });
+});
+
 describe("max_output_bytes raised by the operator", () => {
   let s: PluginServer;
   before(async () => {

@@ -8,7 +8,7 @@
 import type { InStatement } from "@libsql/client";
 import { CompiledQuery, type Transaction } from "kysely";
 import { setImmediate } from "node:timers";
-import { KV_LIMITS, KvConflictError, type KvBackend, type KvChangeSet, type KvSweep, type KvUsage } from "../../host-api/kv.ts";
+import { KV_LIMITS, KvConflictError, KvSweep, type KvBackend, type KvChangeSet, type KvUsage } from "../../host-api/kv.ts";
 import type { Storage } from "./db.ts";
 import type { Database } from "./schema.ts";
 import { failUnless, isGuardFailure } from "./guard.ts";
@@ -36,29 +36,55 @@ const UPSERT_SQL = `insert into plugin_kv (plugin, session_id, key, value, updat
 // primary key seek per id: `prefix || id`, or the key range [prefix || id || ':', prefix || id || ';')
 // with no further ':' (the id ends at the key's last ':'). CROSS JOIN keeps json_each outside, so each
 // id's range is a seek; the planner otherwise scans the ids once per stored key.
-const SWEEP_ROWS = {
-  exact: `select k.key from json_each(?4) j cross join plugin_kv k
+const sweepRowsOf = (ids: string) => ({
+  exact: `select k.key from ${ids} j cross join plugin_kv k
     where k.plugin = ?1 and k.session_id = ?2 and k.key = ?3 || j.value`,
-  byIdPrefix: `select k.key from json_each(?4) j cross join plugin_kv k
+  byIdPrefix: `select k.key, j.value as id from ${ids} j cross join plugin_kv k
     where j.value <> '' and k.plugin = ?1 and k.session_id = ?2
       and k.key >= ?3 || j.value || ':' and k.key < ?3 || j.value || ';' and instr(substr(k.key, length(?3 || j.value) + 2), ':') = 0`,
-};
-const sweepRows = (sweep: KvSweep) => (sweep.byIdPrefix ? SWEEP_ROWS.byIdPrefix : SWEEP_ROWS.exact);
+});
+const SWEEP_ROWS = sweepRowsOf("json_each(?4)");
+// For a count, an id the plugin listed twice must not count its keys twice.
+const DISTINCT_SWEEP_ROWS = sweepRowsOf("(select distinct value from json_each(?4))");
+const sweepRows = (sweep: KvSweep, rows = SWEEP_ROWS) => (sweep.byIdPrefix ? rows.byIdPrefix : rows.exact);
 const sweepArgs = (plugin: string, sweep: KvSweep) => [plugin, sweep.session, sweep.prefix, sweep.idsJson];
 // An exact sweep's keys are known without reading them: one seek per id, where the key list of a
 // range sweep is read first (about a fifth faster per deleted row at 10,000 ids).
 const sweepDeleteSql = (sweep: KvSweep) =>
   sweep.byIdPrefix
-    ? `delete from plugin_kv where plugin = ?1 and session_id = ?2 and key in (${SWEEP_ROWS.byIdPrefix})`
+    ? `delete from plugin_kv where plugin = ?1 and session_id = ?2 and key in (select key from (${SWEEP_ROWS.byIdPrefix}))`
     : `delete from plugin_kv where plugin = ?1 and session_id = ?2 and key in (select ?3 || value from json_each(?4))`;
 // The first key at or after the prefix tells whether the scope has any key with it: if not, the
 // ids are not even parsed (plugins that clean up after every bulk delete mostly find nothing).
 const PREFIX_PROBE = `coalesce((select substr(key, 1, length(?3)) = ?3 from plugin_kv
     where plugin = ?1 and session_id = ?2 and key >= ?3 order by key limit 1), 0)`;
 const HAS_PREFIX_SQL = `select ${PREFIX_PROBE}`;
-const sweepCountSql = (sweep: KvSweep) => `select case when ${PREFIX_PROBE} then (select count(*) from (${sweepRows(sweep)})) else 0 end`;
-// The stored keys as ONE JSON string: 10,000 rows as JS values cost more than the seeks.
-const sweepListSql = (sweep: KvSweep) => `select json_group_array(key) from (${sweepRows(sweep)})`;
+// Whether row r of a byIdPrefix sweep (its key and id) is one an earlier sweep (its prefix ?n, ids
+// ?n+1) deletes: the key's part after ?n (byIdPrefix: up to the key's last ':', which follows r.id)
+// is among those ids, looked up in one temporary index built per statement.
+const sweptBy = (sweep: KvSweep, n: number) => {
+  const lastColon = `length(?3) + length(r.id) + 1`;
+  return sweep.byIdPrefix
+    ? `(substr(r.key, 1, length(?${n})) = ?${n} and ${lastColon} > length(?${n}) + 1
+        and substr(r.key, length(?${n}) + 1, ${lastColon} - length(?${n}) - 1) in (select value from json_each(?${n + 1})))`
+    : `(substr(r.key, 1, length(?${n})) = ?${n} and substr(r.key, length(?${n}) + 1) in (select value from json_each(?${n + 1})))`;
+};
+// How many stored keys `sweep` matches that none of `hiddenBy` (earlier sweeps not yet committed)
+// does: one read, counted in SQL, whatever the number of keys (listing them held the thread for
+// seconds at 100,000 long keys). An exact sweep's keys are known (prefix + id): those an earlier
+// sweep hides are left out of its ids beforehand (KvStore.sweptCount).
+const sweepCountSql = (sweep: KvSweep, hiddenBy: readonly KvSweep[]) => {
+  const unhidden = sweep.byIdPrefix ? hiddenBy.map((h, i) => ` and not ${sweptBy(h, 5 + 2 * i)}`).join("") : "";
+  return `select case when ${PREFIX_PROBE} then (select count(*) from (${sweepRows(sweep, DISTINCT_SWEEP_ROWS)}) r where 1${unhidden}) else 0 end`;
+};
+// A scope's keys under a prefix (?1 plugin, ?2 scope, ?3 prefix), through the primary key; substr
+// keeps LIKE's wildcards out. As ONE JSON string: 10,000 rows as JS values cost more than the read.
+const KEY_RANGE = `from plugin_kv where plugin = ?1 and session_id = ?2 and key >= ?3 and substr(key, 1, length(?3)) = ?3`;
+const KEYS_SQL = `select json_group_array(key) from (select key ${KEY_RANGE})`;
+// The same, or null when their JSON (each key, its quotes and comma) would pass ?4 bytes: told by
+// one pass over the range before any key is copied out.
+const KEYS_WITHIN_SQL = `select case when (select coalesce(sum(length(cast(key as blob)) + 3), 0) ${KEY_RANGE}) > ?4 then null
+  else (select json_group_array(key) from (select key ${KEY_RANGE})) end`;
 // Session-scoped KV of deleted sessions (?: their ids as JSON), through the partial index: each id
 // is one seek there (json_each walked once, CROSS JOIN), and only the keys found go into the list
 // the delete works from; `session_id IN (select json_each)` first copied every id into a temporary
@@ -149,26 +175,25 @@ export class KvStore implements KvBackend {
     return new Map(rows.map((r) => [`${r[0]}\u0000${r[1]}`, String(r[2])]));
   }
 
-  keys(plugin: string, session: string, prefix: string): string[] {
-    // The primary key (plugin, session_id, key) serves a range scan; substr keeps LIKE's wildcards out.
-    const rows = this.read(
-      "select key from plugin_kv where plugin = ? and session_id = ? and key >= ? and substr(key, 1, ?) = ? order by key",
-      [plugin, session, prefix, prefix.length, prefix],
-    );
-    return rows.map((r) => String(r[0]));
+  keys(plugin: string, session: string, prefix: string, maxBytes = Infinity): string[] | undefined {
+    const row = maxBytes === Infinity ? this.readOne(KEYS_SQL, [plugin, session, prefix]) : this.readOne(KEYS_WITHIN_SQL, [plugin, session, prefix, maxBytes]);
+    if (row?.[0] == null) return maxBytes === Infinity ? [] : undefined;
+    return (JSON.parse(String(row[0])) as string[]).sort();
   }
 
   hasPrefix(plugin: string, session: string, prefix: string): boolean {
     return Number(this.readOne(HAS_PREFIX_SQL, [plugin, session, prefix])?.[0] ?? 0) === 1;
   }
 
-  sweptCount(plugin: string, sweep: KvSweep): number {
-    return Number(this.readOne(sweepCountSql(sweep), sweepArgs(plugin, sweep))?.[0] ?? 0);
-  }
-
-  sweptKeys(plugin: string, sweep: KvSweep): string[] {
-    const rows = this.read(sweepListSql(sweep), sweepArgs(plugin, sweep));
-    return JSON.parse(String(rows[0]?.[0] ?? "[]")) as string[];
+  sweptCount(plugin: string, sweep: KvSweep, hiddenBy: readonly KvSweep[] = []): number {
+    if (!sweep.byIdPrefix && hiddenBy.length > 0) {
+      const { session, prefix } = sweep;
+      const ids = sweep.ids.filter((id) => !hiddenBy.some((h) => h.matches(session, prefix + id)));
+      if (ids.length === 0) return 0;
+      sweep = new KvSweep(session, prefix, JSON.stringify(ids), ids, false);
+    }
+    const args = [...sweepArgs(plugin, sweep), ...(sweep.byIdPrefix ? hiddenBy.flatMap((h) => [h.prefix, h.idsJson]) : [])];
+    return Number(this.readOne(sweepCountSql(sweep, hiddenBy), args)?.[0] ?? 0);
   }
 
   /**
