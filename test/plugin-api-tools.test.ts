@@ -181,6 +181,18 @@ describe("pre_tool_call directives (item 2) and transforms (item 3)", () => {
     assert.deepEqual(events.filter((e) => e.event === "delta"), []);
     assert.equal(events.at(-1)!.data.reply, "You said: again [redacted]");
   });
+
+  it("a transformed text holding a NUL is returned as it is stored: the NUL becomes U+FFFD, nothing after it is lost", async () => {
+    // The embedded file's driver reads a text up to its first NUL: the history read back "kept".
+    const sid = await newSession(s);
+    const tool = await turn(s, sid, 'use tool calculator {"expression":"1+1","note":"nul-me"}');
+    assert.equal(tool.tool_calls[0].result, "tool\uFFFDresult");
+    const t = await turn(s, sid, "nul-me");
+    assert.equal(t.reply, "kept\uFFFDafter the NUL");
+    const stored = (await s.api("GET", `/v1/sessions/${sid}/messages`)).body.messages;
+    assert.deepEqual(stored.filter((m: any) => m.role === "tool").map((m: any) => m.content), ["tool\uFFFDresult"]);
+    assert.equal(stored.at(-1).content, "kept\uFFFDafter the NUL");
+  });
 });
 
 describe("fail-closed pre_tool_call plugins (item 2)", () => {

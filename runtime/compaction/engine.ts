@@ -12,6 +12,7 @@ import { rowsToChat } from "../sessions/chat.ts";
 import { refreshTokens } from "../sessions/service.ts";
 import type { MessageRow, SessionRow } from "../sessions/view.ts";
 import { log } from "../log.ts";
+import { storedText } from "../sessions/stored-text.ts";
 
 export type SkipReason = "empty" | "cooldown" | "aborted" | "not_shorter" | "unsupported" | "gone";
 
@@ -111,7 +112,7 @@ export class CompactionEngine {
       const before = sumTokens(rows);
       return this.outcome(req, sessionId, "", before, before, null, "empty", "provider compaction did not match the history");
     }
-    const plan: Plan = { remove: replaced, rewrite: [], summary: { seq: replaced.at(-1)!.seq, content: native.summary }, messages_removed: replaced.length };
+    const plan: Plan = { remove: replaced, rewrite: [], summary: { seq: replaced.at(-1)!.seq, content: storedText(native.summary) }, messages_removed: replaced.length };
     return this.apply(req, session, await this.rows(sessionId), plan);
   }
 
@@ -253,7 +254,7 @@ export class CompactionEngine {
 
 function summaryPlan(replaced: MessageRow[], content: string): Plan {
   if (content.trim() === "") throw new SummaryAborted("empty summary");
-  return { remove: replaced, rewrite: [], summary: { seq: replaced.at(-1)!.seq, content }, messages_removed: replaced.length };
+  return { remove: replaced, rewrite: [], summary: { seq: replaced.at(-1)!.seq, content: storedText(content) }, messages_removed: replaced.length };
 }
 
 const sumTokens = (rows: ReadonlyArray<{ tokens: number }>) => rows.reduce((n, r) => n + r.tokens, 0);

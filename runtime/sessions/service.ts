@@ -11,6 +11,7 @@ import { AppError, conflict, notFound } from "../errors.ts";
 import { estimateTokens } from "../tokens.ts";
 import { sqlJson } from "../storage/sql-json.ts";
 import { sourceOf, type MessageRow, type SessionRow } from "./view.ts";
+import { storedText } from "./stored-text.ts";
 
 export interface NewSession {
   profile?: string | undefined;
@@ -120,7 +121,10 @@ export class SessionService {
    */
   async appendOpen(id: string, msgs: NewMessage[], expectedTop: number): Promise<{ rows: MessageRow[]; token_estimate: number }> {
     const now = this.ctx.now();
-    const values = msgs.map((m) => ({ role: m.role, content: m.content, tool_name: m.tool_name ?? null, tokens: estimateTokens(m.content) }));
+    const values = msgs.map((m) => {
+      const content = storedText(m.content);
+      return { role: m.role, content, tool_name: m.tool_name ?? null, tokens: estimateTokens(content) };
+    });
     const added = values.reduce((n, m) => n + m.tokens, 0);
     let results: ResultSet[] | undefined;
     try {
@@ -309,15 +313,10 @@ export async function appendIn(trx: Transaction<Database>, id: string, msgs: New
   if (msgs.length === 0) return [];
   const top = await trx.selectFrom("messages").select((eb) => eb.fn.max("seq").as("seq")).where("session_id", "=", id).executeTakeFirst();
   let seq = Number(top?.seq ?? 0);
-  const rows = msgs.map((m) => ({
-    session_id: id,
-    seq: ++seq,
-    role: m.role,
-    content: m.content,
-    tool_name: m.tool_name ?? null,
-    tokens: estimateTokens(m.content),
-    created_at: now,
-  }));
+  const rows = msgs.map((m) => {
+    const content = storedText(m.content);
+    return { session_id: id, seq: ++seq, role: m.role, content, tool_name: m.tool_name ?? null, tokens: estimateTokens(content), created_at: now };
+  });
   const inserted = await trx.insertInto("messages").values(rows).returningAll().execute();
   await refreshTokens(trx, id, now);
   return inserted;

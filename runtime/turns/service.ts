@@ -21,6 +21,7 @@ import type { ToolRun, TurnEventSink, TurnResult } from "./events.ts";
 import { capInjections, TurnPrompt } from "./injection.ts";
 import { TurnLog } from "./turn-log.ts";
 import { firstReplacement, runToolCall, type ToolStepDeps } from "./tool-step.ts";
+import { storedText } from "../sessions/stored-text.ts";
 
 export type { ToolRun, TurnResult } from "./events.ts";
 
@@ -170,7 +171,7 @@ export class TurnService {
     const transformed = transforming
       ? firstReplacement(await this.ctx.dispatcher.emit("transform_llm_output", { session_id: sessionId, turn_id: turnId, response: raw }), "response")
       : undefined;
-    const answer = transformed?.text ?? raw;
+    const answer = storedText(transformed?.text ?? raw);
     turn.add({ role: "assistant", content: answer });
     await turn.flush();
     await this.ctx.dispatcher.emit("post_llm_call", { session_id: sessionId, response: answer, usage, user_message: text, model: this.ctx.model, turn_id: turnId });

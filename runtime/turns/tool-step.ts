@@ -10,6 +10,7 @@ import type { ToolCallContext, ToolRegistry } from "../tools/registry.ts";
 import { capResult } from "../tools/cap.ts";
 import { decide } from "./directives.ts";
 import type { ToolRun } from "./events.ts";
+import { storedText } from "../sessions/stored-text.ts";
 
 export interface ToolStepDeps {
   dispatcher: HookDispatcher;
@@ -39,6 +40,7 @@ export async function runToolCall(deps: ToolStepDeps, req: ToolCallRequest): Pro
   const fields = { ...req, args, result: outcome.result, duration_ms, status: outcome.status, error: outcome.error };
   const transformed = firstReplacement(await deps.dispatcher.emit("transform_tool_result", fields), "result");
   if (transformed) fields.result = capResult(transformed.text, deps.maxResultBytes).text;
+  fields.result = storedText(fields.result);
   await deps.dispatcher.emit("post_tool_call", fields);
   return {
     ...fields,

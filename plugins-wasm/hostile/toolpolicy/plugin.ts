@@ -1,8 +1,9 @@
 // Test plugin for issue 10: reacts to cue words.
 //   pre_tool_call, cue in the arguments: "block-me" -> block; "modify-me" -> modify (expression
 //     "6*7", text "modified"); "badargs-me" -> modify to arguments the schema refuses; "trap-me" -> trap.
-//   transform_tool_result, cue in the arguments: "transform-me" -> replaced; "transform-trap" -> trap.
-//   transform_llm_output: "shout-me" in the answer -> replaced.
+//   transform_tool_result, cue in the arguments: "transform-me" -> replaced; "transform-trap" -> trap;
+//     "nul-me" -> replaced by a text holding a NUL character (U+0000).
+//   transform_llm_output: "shout-me" in the answer -> replaced; "nul-me" -> a text holding a NUL.
 //   post_tool_call (an observer): counts events in KV, then returns text that is not JSON.
 //   The manifest also names "on_gateway_restart", a hook this host does not know.
 import { beginCall, getRaw, getString, kvGet, kvSet, outputString, GLOBAL } from "../../lib";
@@ -34,12 +35,15 @@ export function transform_tool_result(): i32 {
   const args = getRaw(input, "args");
   if (has(args, "transform-trap")) unreachable();
   if (has(args, "transform-me")) outputString('{"result":"transformed by toolpolicy"}');
+  else if (has(args, "nul-me")) outputString('{"result":"tool\\u0000result"}');
   return 0;
 }
 
 export function transform_llm_output(): i32 {
   const input = beginCall();
-  if (has(getString(input, "response"), "shout-me")) outputString('"SHOUTED BY TOOLPOLICY"');
+  const response = getString(input, "response");
+  if (has(response, "shout-me")) outputString('"SHOUTED BY TOOLPOLICY"');
+  else if (has(response, "nul-me")) outputString('"kept\\u0000after the NUL"');
   return 0;
 }
 

@@ -1,0 +1,6 @@
+// Message text as every database keeps it whole. The embedded file's driver reads a text up to its
+// first NUL (U+0000): a message holding one read back cut short there, while a libSQL server kept it
+// whole. Text from HTTP with a NUL is refused (400); text from a provider or a plugin (an answer, a
+// tool result, a transform, a summary) has each NUL replaced by U+FFFD before it is stored or returned,
+// so the reply, the hooks and the history all carry the same text on either database.
+export const storedText = (text: string): string => (text.includes("\u0000") ? text.replaceAll("\u0000", "\uFFFD") : text);
