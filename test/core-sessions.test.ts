@@ -61,6 +61,10 @@ for (const db of TEST_DBS) {
       // A session id is still taken as the cursor of the page after it.
       const byId = await t.api("GET", `/v1/sessions?profile=paged-del&limit=2&after=${page.body.sessions[0].id}`);
       assert.deepEqual(byId.body.sessions.map((x: any) => x.id), next.body.sessions.map((x: any) => x.id));
+      // Neither a cursor nor a session: a bad request that says what `after` takes, not "session not found".
+      const bad = await t.api("GET", "/v1/sessions?after=garbage");
+      assert.deepEqual([bad.status, bad.body.error.code], [400, "invalid_cursor"]);
+      assert.match(bad.body.error.message, /page cursor \(the previous page's next\)/);
     });
 
     it("rejects bad input with 4xx JSON errors and writes nothing", async () => {

@@ -149,6 +149,9 @@ describe("operations endpoints", () => {
       ["PUT", "/v1/sessions", "GET, HEAD, POST"],
       ["GET", "/v1/sessions/s_1/turns", "POST"],
       ["POST", "/healthz", "GET, HEAD"],
+      // Actions, not session ids: not a GET or DELETE of a session named "bulk-delete".
+      ["GET", "/v1/sessions/bulk-delete", "POST"],
+      ["DELETE", "/v1/sessions/adopt", "POST"],
     ] as const) {
       const res = await s.api(method, path);
       assert.equal(res.status, 405, `${method} ${path}`);

@@ -5,7 +5,7 @@ import { bodyLimit } from "hono/body-limit";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import type { Core } from "../core.ts";
 import { adminRoutes } from "./admin.ts";
-import { errorBody, onError } from "./errors.ts";
+import { errorBody, methodNotAllowedResponse, onError } from "./errors.ts";
 import { bearerAuth, idempotency } from "./guards.ts";
 import { createMetrics } from "./metrics.ts";
 import { accessLog, withRequestId } from "./observe.ts";
@@ -43,10 +43,7 @@ export function createApp(core: Core, opts: OpsOptions = {}): Hono {
     "*",
     methodNotAllowed({
       app,
-      onMethodNotAllowed: (c, methods) => {
-        const allowed = [...methods].sort().join(", ");
-        return c.json(errorBody("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use ${allowed}`), 405, { allow: allowed });
-      },
+      onMethodNotAllowed: methodNotAllowedResponse,
     }),
   );
   publicOpsRoutes(app, core, opts);

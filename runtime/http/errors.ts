@@ -9,6 +9,12 @@ export function errorBody(code: string, message: string, issues?: ErrorIssue[]) 
   return { error: issues ? { code, message, issues } : { code, message } };
 }
 
+/** A known path asked with a method it does not take: 405 with the methods it does take. */
+export function methodNotAllowedResponse(c: Context, methods: Iterable<string>): Response {
+  const allowed = [...methods].sort().join(", ");
+  return c.json(errorBody("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use ${allowed}`), 405, { allow: allowed });
+}
+
 const COMMAND_STATUS = { unknown_command: 404, forbidden: 403, failed: 422 } as const;
 
 /** The status and body an error answers with (also the `error` event of a streamed turn). */

@@ -7,6 +7,7 @@ import type { Core } from "../core.ts";
 import { notFound } from "../errors.ts";
 import { pageCursor } from "../sessions/service.ts";
 import { messageView, sessionView } from "../sessions/view.ts";
+import { methodNotAllowedResponse } from "./errors.ts";
 import { streamTurn, wantsEventStream } from "./turn-stream.ts";
 import { Id, Platform, Profile, QueryBool, QueryInt, SourceInput, readBody, readId, readQuery } from "./validate.ts";
 
@@ -65,6 +66,9 @@ export function sessionRoutes(core: Core): Hono {
     const body = await readBody(c, AdoptBody);
     return c.json({ moved_ids: await core.sessions.adopt(body.ids, body.profile), profile: body.profile });
   });
+
+  // Actions, not session ids: another method on them is a 405, not GET or DELETE of a session so named.
+  for (const action of ["/bulk-delete", "/adopt"]) app.all(action, (c) => methodNotAllowedResponse(c, ["POST"]));
 
   app.get("/:id", async (c) => c.json({ session: sessionView(await core.sessions.get(readId(c))) }));
 

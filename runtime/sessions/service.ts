@@ -90,7 +90,10 @@ export class SessionService {
    */
   async list(f: ListFilter): Promise<SessionRow[]> {
     const cursor = f.after === undefined ? undefined : CURSOR.exec(f.after);
-    const anchor = cursor ? { created_at: Number(cursor[1]), id: cursor[2]! } : f.after === undefined ? undefined : await this.get(f.after);
+    const anchor = cursor ? { created_at: Number(cursor[1]), id: cursor[2]! } : f.after === undefined ? undefined : await this.find(f.after);
+    if (f.after !== undefined && anchor === undefined) {
+      throw new AppError(400, "invalid_cursor", `after "${f.after}" is neither a page cursor (the previous page's next) nor the id of an existing session`);
+    }
     return listQuery(this.ctx.storage.db, f, anchor).execute();
   }
 
