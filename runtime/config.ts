@@ -200,7 +200,9 @@ export function parseConfig(input: unknown, env: Record<string, string | undefin
     const others = Object.keys(provider).filter((k) => !LOCAL_PROVIDER_KEYS.includes(k));
     if (others.length > 0) {
       const name = (k: string) => fromEnv.get(`provider.${k}`) ?? `provider.${k}`;
-      throw new ConfigError(`${origin}: provider.type is missing: ${others.map(name).join(", ")} ${others.length > 1 ? "are settings" : "is a setting"} of the "openai" provider (set provider.type or HOOKBOX_PROVIDER_TYPE=openai)`);
+      // Blamed on the file only when the file gave one of them.
+      const where = others.every((k) => fromEnv.has(`provider.${k}`)) ? "environment" : origin;
+      throw new ConfigError(`${where}: provider.type is missing: ${others.map(name).join(", ")} ${others.length > 1 ? "are settings" : "is a setting"} of the "openai" provider (set provider.type or HOOKBOX_PROVIDER_TYPE=openai)`);
     }
     (provider as Record<string, unknown>).type = "local";
   }
@@ -209,11 +211,12 @@ export function parseConfig(input: unknown, env: Record<string, string | undefin
     const where = res.issues
       .map((i) => {
         const { path, message } = describeIssue(ConfigSchema, i);
+        // A value from the environment is named by its variable, not blamed on the file.
         const name = fromEnv.get(path);
-        return `${name ? `${name} (${path})` : path || "(root)"}: ${message}`;
+        return name ? `environment: ${name} (${path}): ${message}` : `${origin}: ${path || "(root)"}: ${message}`;
       })
       .join("; ");
-    throw new ConfigError(`${origin}: ${where}`);
+    throw new ConfigError(where);
   }
   const warnings: string[] = unknownEnv(env);
   const { hook_callback_timeout, ...plugins } = res.output.plugins;

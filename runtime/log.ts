@@ -3,12 +3,16 @@ const LEVELS = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 } as cons
 export type { LogLevel } from "../hooks/logger.ts";
 import type { LogLevel } from "../hooks/logger.ts";
 
-function threshold(): number {
-  const name = (globalThis.process?.env?.HOOKBOX_LOG ?? "info") as keyof typeof LEVELS;
-  return LEVELS[name] ?? LEVELS.info;
+/** HOOKBOX_LOG's level, and what is wrong with it when it names none (the default is used then). */
+export function logThreshold(raw = globalThis.process?.env?.HOOKBOX_LOG ?? ""): { level: number; problem?: string } {
+  if (raw === "") return { level: LEVELS.info };
+  const level = LEVELS[raw.trim().toLowerCase() as keyof typeof LEVELS];
+  if (level !== undefined) return { level };
+  return { level: LEVELS.info, problem: `HOOKBOX_LOG=${raw} is not a log level (${Object.keys(LEVELS).join(", ")}); using info` };
 }
 
-let minLevel = threshold();
+const configured = logThreshold();
+let minLevel = configured.level;
 
 /** Tests and benches turn the noise down without touching the environment. */
 export function setLogLevel(level: keyof typeof LEVELS): void {
@@ -19,3 +23,6 @@ export function log(level: LogLevel, msg: string, fields: Record<string, unknown
   if (LEVELS[level] < minLevel) return;
   process.stderr.write(JSON.stringify({ t: new Date().toISOString(), level, msg, ...fields }) + "\n");
 }
+
+// Said once, at start: a misspelt level would otherwise silently log at info.
+if (configured.problem) log("warn", configured.problem);

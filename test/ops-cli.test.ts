@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { runCli } from "../runtime/cli.ts";
 import { ConfigError, ENV_SETTINGS, checkCommandUsers, checkPluginNames, maskSecrets, parseConfig } from "../runtime/config.ts";
+import { logThreshold } from "../runtime/log.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { seed } from "./helpers/seed.ts";
 
@@ -142,6 +143,9 @@ describe("configuration (operator)", () => {
       assert.ok(names.includes(name), name);
     }
     assert.throws(() => parseConfig({}, { HOOKBOX_PORT: "http" }), /HOOKBOX_PORT \(port\): /);
+    // A bad value from the environment is not blamed on the config file; one from the file is.
+    assert.throws(() => parseConfig({ port: 80 }, { HOOKBOX_PORT: "http" }, "hookbox.config.json"), (e: Error) => /^environment: HOOKBOX_PORT \(port\): /.test(e.message));
+    assert.throws(() => parseConfig({ port: "http" }, {}, "hookbox.config.json"), (e: Error) => /^hookbox\.config\.json: port: /.test(e.message));
     assert.equal(parseConfig({}, { HOOKBOX_DB_SYNCHRONOUS: "NORMAL" }).db_synchronous, "normal");
     // The README documents every variable.
     const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
@@ -175,6 +179,9 @@ describe("configuration (operator)", () => {
     const typo = parseConfig({}, { HOOKBOX_PLUGINS_ENABLE: "text-stats", HOOKBOX_LOG: "error" });
     assert.deepEqual(typo.plugins.enabled, []);
     assert.deepEqual(typo.warnings, ["HOOKBOX_PLUGINS_ENABLE is not a hookbox setting and is ignored (did you mean HOOKBOX_PLUGINS_ENABLED?)"]);
+    // HOOKBOX_LOG is read before any config: a level it does not name is said (and info is used).
+    assert.deepEqual(logThreshold("verbose"), { level: logThreshold("info").level, problem: "HOOKBOX_LOG=verbose is not a log level (debug, info, warn, error, silent); using info" });
+    assert.deepEqual(logThreshold("WARN"), logThreshold("warn"));
   });
 
   it("`hookbox config` prints the effective configuration with secrets masked", async () => {
