@@ -52,6 +52,17 @@ describe("hookbox plugins new -> build -> load -> call", () => {
     const cobol = await cli("plugins", "new", "x", "--lang", "cobol", "--dir", dir);
     assert.equal(cobol.code, 2);
     assert.match(cobol.err, /--lang must be one of as, rust, c/);
+    const badName = await cli("plugins", "new", "Bad Name", "--dir", dir);
+    assert.deepEqual([badName.code, badName.err.split("\n")[0]], [2, 'hookbox: "Bad Name" is not a plugin name: lowercase [a-z0-9_-], at most 64 chars']);
+    // Made outside plugins.dir: the next step says how to reach it there.
+    const other = mkdtempSync(join(tmpdir(), "hookbox-elsewhere-"));
+    try {
+      const elsewhere = await cli("plugins", "new", "far", "--dir", other, "--no-build");
+      assert.equal(elsewhere.code, 0, elsewhere.err);
+      assert.match(elsewhere.out, new RegExp(`HOOKBOX_PLUGINS_DIR=${other} hookbox plugins call far command far hi`));
+    } finally {
+      rmSync(other, { recursive: true, force: true });
+    }
   });
 
   it("a server on that folder loads them and runs their commands (KV included)", async (t) => {

@@ -112,7 +112,8 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
 async function requireExisting(core: Core, ids: string[]): Promise<void> {
   const found = new Set((await core.storage.db.selectFrom("sessions").select("id").where("id", "in", ids).execute()).map((r) => r.id));
   const missing = ids.filter((id) => !found.has(id));
-  if (missing.length) throw new AppError(404, "not_found", `no such session: ${missing.join(", ")}`);
+  // Worded as every other command and the API say it ("session ID not found").
+  if (missing.length) throw new AppError(404, "not_found", missing.length === 1 ? `session ${missing[0]} not found` : `sessions not found: ${missing.join(", ")}`);
 }
 
 function registerSweeps(sweep: Command, ctx: CliContext): void {

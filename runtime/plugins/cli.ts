@@ -8,11 +8,11 @@ import { AppError } from "../errors.ts";
 import { suggest } from "../util/suggest.ts";
 import { PluginNotFoundError, type PluginInfo } from "./host.ts";
 import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { wholeNumber } from "../cli/context.ts";
 import { callPlugin, formatCallReport, type CallTarget } from "./call.ts";
 import type { PluginLogEntry } from "./logs.ts";
-import { buildPlugins, scaffoldPlugin, SCAFFOLD_LANGS, type ScaffoldLang } from "./scaffold.ts";
+import { buildPlugins, pluginNameProblem, scaffoldPlugin, SCAFFOLD_LANGS, type ScaffoldLang } from "./scaffold.ts";
 
 /** Registers the `plugins` subcommands on `plugins` (the `hookbox plugins` command). */
 export function registerPluginCommands(plugins: Command, ctx: CliContext): void {
@@ -71,12 +71,18 @@ function registerAuthorCommands(plugins: Command, ctx: CliContext): void {
     .option("--dir <dir>", "folder to create it in (default: plugins.dir)")
     .option("--no-build", "only write the files")
     .action((name: string, o: { lang: string; dir?: string; build: boolean }) => {
+      const badName = pluginNameProblem(name);
+      if (badName) throw ctx.usage(badName);
       if (!Object.hasOwn(SCAFFOLD_LANGS, o.lang)) throw ctx.usage(`--lang must be one of ${Object.keys(SCAFFOLD_LANGS).join(", ")}`);
-      const made = scaffoldPlugin(o.dir ?? ctx.config().plugins.dir, name, o.lang as ScaffoldLang);
+      const pluginsDir = ctx.config().plugins.dir;
+      const made = scaffoldPlugin(o.dir ?? pluginsDir, name, o.lang as ScaffoldLang);
       io.out(`created ${made.path} (${made.files.join(", ")}); command /${made.command}`);
       if (o.build) build(ctx, [made.path]);
-      io.out(`next: add "${name}" to plugins.enabled (and its capabilities to plugins.grants), then try it with`);
-      io.out(`  hookbox plugins call ${name} command ${made.command} hi`);
+      // The server and `plugins call` look in plugins.dir: a folder made elsewhere needs it pointed there.
+      const elsewhere = o.dir !== undefined && resolve(o.dir) !== resolve(pluginsDir);
+      const dirNote = elsewhere ? ` with plugins.dir ${resolve(o.dir!)} (it is ${pluginsDir})` : "";
+      io.out(`next: add "${name}" to plugins.enabled (and its capabilities to plugins.grants)${dirNote}, then try it with`);
+      io.out(`  ${elsewhere ? `HOOKBOX_PLUGINS_DIR=${resolve(o.dir!)} ` : ""}hookbox plugins call ${name} command ${made.command} hi`);
     });
   plugins
     .command("build")

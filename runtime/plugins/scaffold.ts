@@ -21,8 +21,13 @@ export interface Scaffolded {
   files: string[];
 }
 
+/** What is wrong with `name` as a new plugin's name, or undefined. */
+export const pluginNameProblem = (name: string): string | undefined =>
+  v.is(PluginName, name) ? undefined : `"${name}" is not a plugin name: lowercase [a-z0-9_-], at most 64 chars`;
+
 export function scaffoldPlugin(pluginsDir: string, name: string, lang: ScaffoldLang): Scaffolded {
-  if (!v.is(PluginName, name)) throw new AppError(400, "bad_request", `"${name}" is not a plugin name: lowercase [a-z0-9_-], at most 64 chars`);
+  const problem = pluginNameProblem(name);
+  if (problem) throw new AppError(400, "bad_request", problem);
   const path = resolve(pluginsDir, name);
   if (existsSync(path)) throw new AppError(409, "conflict", `${path} already exists`);
   const example = join(EXAMPLES, `hello-${lang}`);
