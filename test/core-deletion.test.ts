@@ -154,16 +154,20 @@ for (const db of TEST_DBS) {
       await seed(t.core, talked, [["user", "hi"]]);
       const parentOfChild = await create();
       await seed(t.core, await create({ parent_session_id: parentOfChild }), [["user", "x"]]);
+      const commanded = await create();
       const tooNew = await (async () => {
         clock.advance(2 * 3600_000);
         return create();
       })();
+      // Used just now, for a slash command only: no message, but not unused.
+      const used = await t.api("POST", `/v1/sessions/${commanded}/turns`, { message: "/commands" });
+      assert.deepEqual([used.status, used.body.type], [200, "command"]);
       rec.clear();
       const res = await t.api("POST", "/v1/maintenance/empty_sweep", {});
       assert.deepEqual(res.body.deleted_ids, [empty]);
       assert.deepEqual(deletes().map((e) => [e.reason, e.deleted_ids]), [["empty_sweep", [empty]]]);
       const withGrace = await t.api("POST", "/v1/maintenance/empty_sweep", { grace_seconds: 0 });
-      assert.deepEqual(withGrace.body.deleted_ids, [tooNew]);
+      assert.deepEqual(withGrace.body.deleted_ids.sort(), [commanded, tooNew].sort());
       assert.equal((await t.api("POST", "/v1/maintenance/empty_sweep", { grace_seconds: -1 })).status, 400);
     });
 

@@ -18,10 +18,11 @@ export interface SweepParams {
 const ids = async (q: Promise<{ rows: Array<{ id: string }> }>) => (await q).rows.map((r) => r.id);
 
 const selectors: Record<SweepName, (trx: Trx, now: number, p: SweepParams, c: Config) => Promise<string[]>> = {
-  // No messages, at least the grace period old, and no child sessions (which would cascade).
+  // No messages, unused for the grace period (a slash command counts as use: it touches updated_at),
+  // and no child sessions (which would cascade).
   empty_sweep: (trx, now, p) =>
     ids(sql<{ id: string }>`select s.id from sessions s
-      where s.created_at <= ${now - (p.grace_seconds ?? 3600) * 1000}
+      where s.updated_at <= ${now - (p.grace_seconds ?? 3600) * 1000}
         and not exists (select 1 from messages m where m.session_id = s.id)
         and not exists (select 1 from sessions c where c.parent_session_id = s.id)
       order by s.created_at, s.id`.execute(trx)),

@@ -74,6 +74,12 @@ export class SessionService {
     return row;
   }
 
+  /** Marks the session as used now (a slash command: it adds no message), for the idle and empty sweeps. */
+  async touch(id: string): Promise<void> {
+    const now = this.ctx.now();
+    await this.ctx.storage.db.updateTable("sessions").set({ updated_at: now }).where("id", "=", id).where("updated_at", "<", now).execute();
+  }
+
   async find(id: string): Promise<SessionRow | undefined> {
     return (await this.ctx.storage.rows<SessionRow>("select * from sessions where id = ?", [id]))[0];
   }

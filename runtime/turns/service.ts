@@ -58,6 +58,9 @@ export class TurnService {
     const slash = parseSlash(text);
     if (slash) {
       const s = await this.sessions.get(sessionId);
+      // A command adds no message: without this, a session used only for commands looked unused
+      // to the empty sweep and the idle archive.
+      await this.sessions.touch(s.id);
       const output = await this.commands.run(slash.name, slash.raw_args, { session_id: s.id, platform: s.platform, source: sourceOf(s) });
       return { type: "command", session_id: s.id, command: slash.name, output };
     }
