@@ -8,6 +8,7 @@ import { deny } from "../host-api/capabilities.ts";
 import { runCli } from "../runtime/cli.ts";
 import { parseManifest } from "../runtime/plugins/manifest.ts";
 import { ToolRegistry, uncheckedKeywords } from "../runtime/tools/registry.ts";
+import { Buffer } from "node:buffer";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { command, startPluginServer, HOSTILE_DIR, type PluginServer } from "./helpers/plugins.ts";
@@ -86,7 +87,11 @@ describe("plugin errors name their cause", () => {
     before(async () => {
       dir = pluginDir([], ["errors", "counter"]);
       dir.write("typo", { name: "typo", version: "1.0.0", hooks: ["on_session_start", "pre_llm_cal"] }, readFileSync(join(HOSTILE_DIR, "counter", "plugin.wasm")));
-      s = await startPluginServer({ dir: dir.path, enabled: ["errors", "typo"], quarantine_after: 100 });
+      // Declares commands but cannot run them: one does not load, one is not enabled.
+      const declaring = (name: string, cmd: string) => ({ name, version: "1.0.0", hooks: [], commands: [{ name: cmd, description: "x" }] });
+      dir.write("broken", declaring("broken", "fixme"), Buffer.from("not a wasm module"));
+      dir.write("unused", declaring("unused", "later"), readFileSync(join(HOSTILE_DIR, "counter", "plugin.wasm")));
+      s = await startPluginServer({ dir: dir.path, enabled: ["errors", "typo", "broken"], quarantine_after: 100 });
     });
     after(async () => {
       await s.close();
@@ -106,6 +111,16 @@ describe("plugin errors name their cause", () => {
       assert.equal(r.status, 200, JSON.stringify(r.body).slice(0, 200));
       assert.equal(r.body.output, deep);
       assert.equal((await command(s, "echo", { raw_args: '{"text":"shallow"}' })).body.output, "shallow", "JSON within the limit is read as before");
+    });
+
+    it("a command whose plugin failed to load is 503 naming the plugin and why; a disabled plugin's is 404 saying so", async () => {
+      const broken = await command(s, "fixme", {});
+      assert.deepEqual([broken.status, broken.body.error.code], [503, "plugin_unavailable"]);
+      assert.match(broken.body.error.message, /^\/fixme is a command of plugin broken, which is failed \(.+\)$/);
+      const unused = await command(s, "later", {});
+      assert.deepEqual([unused.status, unused.body.error.code], [404, "unknown_command"]);
+      assert.equal(unused.body.error.message, "/later is a command of plugin unused, which is disabled (not listed in plugins.enabled)");
+      assert.equal((await command(s, "nosuch", {})).body.error.message, "unknown command /nosuch; /commands lists them");
     });
 
     it("a thrown Error's message reaches the failure text, with where it was thrown", async () => {

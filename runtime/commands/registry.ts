@@ -31,9 +31,16 @@ export interface CommandCaller {
   source: Source | null;
 }
 
+/** A declared command whose plugin is not active, and why. */
+export interface MissingCommand {
+  plugin: string;
+  status: "failed" | "quarantined" | "disabled";
+  reason: string | null;
+}
+
 export class CommandError extends Error {
   constructor(
-    readonly code: "unknown_command" | "forbidden" | "failed",
+    readonly code: "unknown_command" | "forbidden" | "failed" | "plugin_unavailable",
     message: string,
   ) {
     super(message);
@@ -68,7 +75,18 @@ export class CommandRegistry {
   /** Every plugin's claim per name, in registration order; a name with two or more is refused. */
   private readonly claims = new Map<string, CommandSpec[]>();
 
+  /** Why a name no live command has is still a plugin's (see whyMissing). */
+  private missing: ((name: string) => MissingCommand | undefined) | undefined;
+
   constructor(private readonly allowedUsers: Readonly<Record<string, readonly string[]>> = {}) {}
+
+  /**
+   * Tells the registry which plugin declares a name it has no live command for, and why that plugin
+   * does not serve it (failed to load, quarantined, disabled): the answer says so, not "unknown".
+   */
+  whyMissing(explain: (name: string) => MissingCommand | undefined): void {
+    this.missing = explain;
+  }
 
   /**
    * Registers a command. A built-in name cannot be taken (throws). A plugin command whose name
@@ -143,7 +161,13 @@ export class CommandRegistry {
         `/${name} is claimed by plugins ${contested.map((c) => c.plugin).join(" and ")}; it runs for neither until the operator disables all but one`,
       );
     }
-    if (!spec) throw new CommandError("unknown_command", `unknown command /${name}; /commands lists them`);
+    if (!spec) {
+      const why = this.missing?.(name);
+      if (!why) throw new CommandError("unknown_command", `unknown command /${name}; /commands lists them`);
+      const text = `/${name} is a command of plugin ${why.plugin}, which is ${why.status}${why.reason ? ` (${why.reason})` : ""}`;
+      // Failed or quarantined: the server cannot serve it now (503). Disabled: not in this deployment (404).
+      throw new CommandError(why.status === "disabled" ? "unknown_command" : "plugin_unavailable", text);
+    }
     if (spec.sensitive) {
       // A blank user_id ("  ") is no identity either.
       if (!caller.source?.user_id?.trim()) {

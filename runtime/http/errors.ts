@@ -15,7 +15,7 @@ export function methodNotAllowedResponse(c: Context, methods: Iterable<string>):
   return c.json(errorBody("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use ${allowed}`), 405, { allow: allowed });
 }
 
-const COMMAND_STATUS = { unknown_command: 404, forbidden: 403, failed: 422 } as const;
+const COMMAND_STATUS = { unknown_command: 404, forbidden: 403, failed: 422, plugin_unavailable: 503 } as const;
 
 /** The status and body an error answers with (also the `error` event of a streamed turn). */
 export function describeError(err: unknown, c: Context): { status: 400 | 401 | 403 | 404 | 409 | 413 | 422 | 500 | 502 | 503; body: ReturnType<typeof errorBody> } {

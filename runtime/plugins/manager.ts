@@ -7,6 +7,7 @@
 import { HOOK_NAMES } from "../../hooks/catalogue.ts";
 import { PluginCallError } from "../../hooks/failures.ts";
 import { grantedOf } from "../../host-api/capabilities.ts";
+import type { MissingCommand } from "../commands/registry.ts";
 import type { Core } from "../core.ts";
 import { log } from "../log.ts";
 import type { WasmPlugin } from "../sandbox/wasm-plugin.ts";
@@ -41,6 +42,17 @@ export class PluginManager implements PluginHost {
     this.logRings = new PluginLogs(core.now);
     this.state = new PluginStateStore(core.storage, core.now);
     this.bridge = new CommandBridge(core.dispatcher, this.logRings);
+    core.commands.whyMissing((command) => this.declaring(command));
+  }
+
+  /** The plugin whose manifest declares `command` while it is not active, with its status. */
+  private declaring(command: string): MissingCommand | undefined {
+    for (const e of this.entries.values()) {
+      if (!e.manifest?.commands.some((c) => c.name === command)) continue;
+      const { status, reason } = this.info(e);
+      if (status !== "active") return { plugin: e.name, status, reason };
+    }
+    return undefined;
   }
 
   async start(): Promise<void> {
