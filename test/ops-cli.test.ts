@@ -198,5 +198,10 @@ describe("configuration (operator)", () => {
     assert.equal(printed.provider.api_key, "***");
     assert.equal(printed.provider.model, "m");
     assert.deepEqual(maskSecrets(parseConfig({})), JSON.parse(JSON.stringify(parseConfig({}))), "nothing to mask: unchanged");
+    // What serve would refuse, `hookbox config` refuses too (exit 1, serve's own message), after printing.
+    const typo = parseConfig({ plugins: { enabled: ["whoami", "whoamii"] } });
+    const lines: string[] = [];
+    assert.equal(await runCli(["config"], { out: (l) => lines.push(l), err: (l) => lines.push(l) }, { config: typo }), 1);
+    assert.equal(lines.at(-1), 'hookbox: plugins.enabled: no plugin named "whoamii" in ./plugins-wasm (did you mean whoami?)');
   });
 });

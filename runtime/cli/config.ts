@@ -1,15 +1,21 @@
-// `hookbox config`: the effective configuration (file + environment + defaults), secrets masked.
+// `hookbox config`: the effective configuration (file + environment + defaults), secrets masked,
+// then the checks serve makes against plugins.dir: exit 1 with serve's own error when it would refuse.
 import type { Command } from "commander";
 import { ENV_SETTINGS, maskSecrets } from "../config.ts";
+import { checkAgainstPluginDir } from "./config-checks.ts";
 import type { CliContext } from "./context.ts";
 
 export function registerConfig(program: Command, ctx: CliContext): void {
   program
     .command("config")
-    .description("print the effective configuration (file, environment and defaults; secrets masked)")
+    .description("print the effective configuration (file, environment and defaults; secrets masked); exit 1 when serve would refuse it")
     .option("--env", "list every setting's environment variable instead")
     .action((o: { env?: boolean }) => {
       if (o.env) for (const s of ENV_SETTINGS) ctx.io.out(`${s.env}\t${s.path.join(".")}`);
-      else ctx.io.out(JSON.stringify(maskSecrets(ctx.config()), null, 2));
+      else {
+        const config = ctx.config();
+        ctx.io.out(JSON.stringify(maskSecrets(config), null, 2));
+        checkAgainstPluginDir(config);
+      }
     });
 }

@@ -4,14 +4,14 @@
 // subcommands (sessions, plugins, serve, config); runCli maps outcomes to exit codes:
 // 0 done, 1 failed (e.g. not found), 2 usage error.
 import { Command, CommanderError } from "commander";
-import { checkCommandUsers, checkPluginNames, ConfigError, loadConfig, type Config } from "../config.ts";
+import { ConfigError, loadConfig, type Config } from "../config.ts";
 import { createCore, type Core, type PluginHostFactory } from "../core.ts";
 import { AppError } from "../errors.ts";
 import { log } from "../log.ts";
 import { VERSION } from "../version.ts";
-import { declaredCommands, scanPluginDir } from "../plugins/loader.ts";
 import { startPluginHost } from "../plugins/manager.ts";
 import { registerPluginCommands } from "../plugins/cli.ts";
+import { checkAgainstPluginDir } from "./config-checks.ts";
 import { registerConfig } from "./config.ts";
 import { UsageError, type CliContext, type CliIO } from "./context.ts";
 import { registerServe } from "./serve.ts";
@@ -24,9 +24,7 @@ const pluginHost: PluginHostFactory = startPluginHost;
 
 /** The core the CLI and `serve` run on: the config's plugin and command names are checked against plugins.dir first. */
 export function buildCore(config: Config): Promise<Core> {
-  const plugins = scanPluginDir(config.plugins.dir);
-  checkPluginNames(config, plugins.map((p) => p.folder));
-  checkCommandUsers(config, declaredCommands(plugins));
+  checkAgainstPluginDir(config);
   return createCore(config, { pluginHost });
 }
 
