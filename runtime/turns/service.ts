@@ -58,10 +58,10 @@ export class TurnService {
     const slash = parseSlash(text);
     if (slash) {
       const s = await this.sessions.get(sessionId);
-      // A command adds no message: without this, a session used only for commands looked unused
-      // to the empty sweep and the idle archive.
-      await this.sessions.touch(s.id);
       const output = await this.commands.run(slash.name, slash.raw_args, { session_id: s.id, platform: s.platform, source: sourceOf(s) });
+      // A command adds no message: without this, a session used only for commands looked unused to
+      // the empty sweep and the idle archive. A refused or failed command changes nothing.
+      await this.sessions.touch(s.id);
       return { type: "command", session_id: s.id, command: slash.name, output };
     }
     return this.ctx.sessionLocks.run(sessionId, async () => {
