@@ -59,7 +59,14 @@ const ProviderSchema = v.variant("type", [
 export type ProviderConfig = v.InferOutput<typeof ProviderSchema>;
 
 export const ConfigSchema = v.strictObject({
-  db_url: v.optional(v.string(), "file:./data/hookbox.db"),
+  // A path without a scheme is the likeliest slip ("./data/hookbox.db"): said here, with the fix.
+  db_url: v.optional(
+    v.pipe(
+      v.string(),
+      v.check((u) => /^(file|libsql|https?|wss?):/i.test(u), (i) => `"${String(i.input)}" is not a database URL: file:PATH for an embedded file (e.g. file:${String(i.input)}), or libsql://, http(s)://, ws(s):// for a libSQL server`),
+    ),
+    "file:./data/hookbox.db",
+  ),
   db_auth_token: v.optional(v.string()),
   /**
    * Embedded file only: "full" (default) fsyncs every commit; "normal" fsyncs the WAL only at

@@ -147,6 +147,9 @@ describe("configuration (operator)", () => {
     assert.throws(() => parseConfig({ port: 80 }, { HOOKBOX_PORT: "http" }, "hookbox.config.json"), (e: Error) => /^environment: HOOKBOX_PORT \(port\): /.test(e.message));
     assert.throws(() => parseConfig({ port: "http" }, {}, "hookbox.config.json"), (e: Error) => /^hookbox\.config\.json: port: /.test(e.message));
     assert.equal(parseConfig({}, { HOOKBOX_DB_SYNCHRONOUS: "NORMAL" }).db_synchronous, "normal");
+    // A path without a scheme is refused with the fix, not opened as a URL that fails later.
+    assert.throws(() => parseConfig({}, { HOOKBOX_DB_URL: "./data/hookbox.db" }), /HOOKBOX_DB_URL \(db_url\): "\.\/data\/hookbox\.db" is not a database URL: file:PATH for an embedded file \(e\.g\. file:\.\/data\/hookbox\.db\)/);
+    for (const url of ["file:./x.db", "libsql://db.example", "http://127.0.0.1:8080", "wss://db.example"]) assert.equal(parseConfig({ db_url: url }).db_url, url);
     // The README documents every variable.
     const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
     assert.deepEqual(names.filter((n) => !readme.includes(`\`${n}\``)), []);

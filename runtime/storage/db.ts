@@ -5,14 +5,15 @@
 // fsynced before it is acknowledged; a power cut loses nothing acknowledged) or "normal" (the WAL is
 // fsynced only at checkpoints: commits are about 2x cheaper, the database stays consistent, but a
 // power cut or OS crash can lose the last acknowledged commits; a process crash loses nothing).
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { Kysely, type Transaction } from "kysely";
 import { LibsqlDialect } from "@libsql/kysely-libsql";
 import { createClient, type Client, type InStatement, type ResultSet } from "@libsql/client";
 import type { Database } from "./schema.ts";
 import { migrate } from "./migrations.ts";
+import { log } from "../log.ts";
 import { Mutex } from "../util/mutex.ts";
 import { FileBatchWriter } from "./file-batch.ts";
 import { GroupCommit } from "./group-commit.ts";
@@ -70,6 +71,8 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   const url = scratch ? `file:${join(scratch, "hookbox.db")}` : requested;
   const embedded = url.startsWith("file:");
   const path = embedded ? url.slice("file:".length) : "";
+  // A new file is said, with its full path: a misspelt db_url otherwise starts on an empty database unnoticed.
+  const created = embedded && !scratch && !existsSync(path);
   if (embedded) mkdirSync(dirname(path), { recursive: true });
   const durability = opts.durability ?? "full";
   // `timeout` is the busy timeout (ms) of every pooled connection, not only the first one, so
@@ -92,6 +95,7 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   await client.execute("PRAGMA foreign_keys = ON");
   const db = new Kysely<Database>({ dialect: new LibsqlDialect({ client }) });
   await migrate(db);
+  if (created) log("info", "created a new, empty database", { path: resolve(path) });
   // PRAGMA synchronous is per connection and cannot be set inside a transaction, and the client's
   // pool hands out any connection: every write goes through one dedicated writer connection instead.
   const writer = embedded ? createClient({ url, timeout: 5000, concurrency: 1 }) : client;
