@@ -11,9 +11,10 @@ import { PluginCallError } from "../hooks/failures.ts";
 /**
  * Per key, per value, per scope (a session id, "" plugin-wide) and per call: what one call stages is
  * committed as one JSON text, so it is bounded whatever the quota (a text past V8's string limit
- * would fail the commit of every plugin in the group).
+ * would fail the commit of every plugin in the group). Every later read of the call checks its
+ * staged sweeps, so their number is bounded too (callSweeps: thousands made each read cost ms).
  */
-export const KV_LIMITS = { keyBytes: 512, valueBytes: 256 * 1024, scopeBytes: 256, callBytes: 1024 * 1024 } as const;
+export const KV_LIMITS = { keyBytes: 512, valueBytes: 256 * 1024, scopeBytes: 256, callBytes: 1024 * 1024, callSweeps: 64 } as const;
 
 /** Distinct earlier sweeps (prefix and mode) a counted sweep's count may leave out (sweepsHiding). */
 const MAX_HIDING_SWEEPS = 32;
@@ -252,6 +253,9 @@ export class PluginKv {
   deleteForSessions(session: string, prefix: string, idsJson: string, ids: readonly string[], byIdPrefix: boolean, counted = true): number {
     checkScope(session);
     checkPrefix(prefix);
+    if ((this.pendingSweeps?.length ?? 0) >= KV_LIMITS.callSweeps) {
+      throw new PluginCallError("quota", `kv: one call may stage at most ${KV_LIMITS.callSweeps} kv_delete_sessions sweeps (give one sweep all its ids)`);
+    }
     const sweep = new KvSweep(session, prefix, idsJson, ids, byIdPrefix);
     if (!counted) {
       // Not counted (the caller does not want the number): counting reads every matching key once

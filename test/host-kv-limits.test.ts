@@ -112,6 +112,11 @@ describe("plugin KV limits", () => {
     assert.equal(h.functions.hookbox_kv_delete_sessions!(ctxWith('["a"]'), 1n, 2n, 3n, 2n), -1n);
     assert.throws(() => h.functions.hookbox_kv_delete_sessions!(ctxWith('["a"]'), 1n, 2n, 3n, 4n), failsAs("trap", /unknown mode 4/));
     kv.end(false);
+    // Every read of a call checks its staged sweeps: a call may stage KV_LIMITS.callSweeps of them.
+    kv.set("", "entry:a", "v");
+    for (let i = 0; i < KV_LIMITS.callSweeps; i++) kv.deleteForSessions("", "entry:", '["b"]', ["b"], false, false);
+    assert.throws(() => kv.deleteForSessions("", "entry:", '["b"]', ["b"], false, false), failsAs("quota", /at most 64 kv_delete_sessions sweeps/));
+    kv.end(false);
   });
 
   it("a group commit that cannot be built fails its change sets, and the next commits go through", async () => {
