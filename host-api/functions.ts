@@ -7,8 +7,8 @@ import { PluginCallError } from "../hooks/failures.ts";
 import type { HookLogger, LogLevel } from "../hooks/logger.ts";
 import type { HostBinding, HostFunction, PluginLogSource } from "./binding.ts";
 import { deny, type Grants } from "./capabilities.ts";
-import type { PluginKv } from "./kv.ts";
-import { readText, storeText } from "./memory.ts";
+import { KV_LIMITS, type PluginKv } from "./kv.ts";
+import { readText, readTextHead, storeText } from "./memory.ts";
 import { readSessionIds } from "./session-ids.ts";
 
 export const HOST_FUNCTION_NAMES = [
@@ -31,6 +31,21 @@ const LEVELS: LogLevel[] = ["debug", "info", "warn", "error"];
 const MAX_LOG_CHARS = 2000;
 const MAX_MESSAGES = 1000;
 const MAX_HTTP_RESPONSE_BYTES = 1024 * 1024;
+/** A request's JSON (URL, headers, body): read whole, so bounded before it is decoded. */
+const MAX_HTTP_REQUEST_BYTES = 1024 * 1024 + 64 * 1024;
+const MAX_SESSION_ID_BYTES = 256;
+/**
+ * The most one answer built on the host's thread (a key list, messages) may hold, whatever the
+ * plugin's memory (a manifest may ask for 64 MiB): 51 MB of keys held the thread for 2.7 s.
+ */
+export const MAX_ANSWER_BYTES = 4 * 1024 * 1024;
+const ANSWER_CAP_TEXT = `the most one answer may hold (the plugin's memory allowance, at most ${MAX_ANSWER_BYTES})`;
+
+// A block's size is checked before it is decoded (readText): the KV limits bound every argument.
+const scopeOf = (ctx: CallContext, o: bigint) => readText(ctx, o, "kv session", KV_LIMITS.scopeBytes);
+const keyOf = (ctx: CallContext, o: bigint) => readText(ctx, o, "kv key", KV_LIMITS.keyBytes);
+const prefixOf = (ctx: CallContext, o: bigint) => readText(ctx, o, "kv prefix", KV_LIMITS.keyBytes);
+const valueOf = (ctx: CallContext, o: bigint, what: string) => readText(ctx, o, what, KV_LIMITS.valueBytes);
 export { MAX_SWEEP_IDS, MAX_SWEEP_IDS_CHARS } from "./session-ids.ts";
 
 const HttpRequest = v.object({
@@ -59,6 +74,7 @@ export interface HostContext {
 
 export function bindHostApi(h: HostContext): HostBinding {
   const { plugin, grants, kv } = h;
+  const answerCap = Math.min(h.maxAnswerBytes ?? Infinity, MAX_ANSWER_BYTES);
   let deadline = Infinity; // the current call's: bounds HTTP requests
   const pluginLog = (level: LogLevel, source: PluginLogSource, message: string) => {
     const text = message.slice(0, MAX_LOG_CHARS);
@@ -70,19 +86,19 @@ export function bindHostApi(h: HostContext): HostBinding {
   };
   const functions: Record<(typeof HOST_FUNCTION_NAMES)[number], HostFunction> = {
     hookbox_log(ctx: CallContext, level: number, msg: bigint) {
-      pluginLog(LEVELS[level] ?? "info", "log", readText(ctx, msg, "hookbox_log"));
+      pluginLog(LEVELS[level] ?? "info", "log", readTextHead(ctx, msg, "hookbox_log", MAX_LOG_CHARS * 4));
     },
     hookbox_kv_get(ctx: CallContext, session: bigint, key: bigint) {
       needKv("hookbox_kv_get");
-      return storeText(ctx, kv.get(readText(ctx, session, "kv session"), readText(ctx, key, "kv key")));
+      return storeText(ctx, kv.get(scopeOf(ctx, session), keyOf(ctx, key)));
     },
     hookbox_kv_set(ctx: CallContext, session: bigint, key: bigint, value: bigint) {
       needKv("hookbox_kv_set");
-      kv.set(readText(ctx, session, "kv session"), readText(ctx, key, "kv key"), readText(ctx, value, "kv value"));
+      kv.set(scopeOf(ctx, session), keyOf(ctx, key), valueOf(ctx, value, "kv value"));
     },
     hookbox_kv_delete(ctx: CallContext, session: bigint, key: bigint) {
       needKv("hookbox_kv_delete");
-      kv.delete(readText(ctx, session, "kv session"), readText(ctx, key, "kv key"));
+      kv.delete(scopeOf(ctx, session), keyOf(ctx, key));
     },
     // Bulk clean-up in one call: the keys of the sessions in `ids` (a JSON array, e.g. the raw
     // deleted_ids of on_session_delete). Mode bit 0: the keys are prefix + id + ":" + anything (else
@@ -92,40 +108,39 @@ export function bindHostApi(h: HostContext): HostBinding {
       needKv("hookbox_kv_delete_sessions");
       if (mode < 0n || mode > 3n) throw new PluginCallError("trap", `hookbox_kv_delete_sessions: unknown mode ${mode} (0-3: bit 0 key per id prefix, bit 1 uncounted)`);
       const { json, list } = readSessionIds(ctx, ids);
-      const n = kv.deleteForSessions(readText(ctx, session, "kv session"), readText(ctx, prefix, "kv prefix"), json, list, (mode & 1n) === 1n, (mode & 2n) === 0n);
+      const n = kv.deleteForSessions(scopeOf(ctx, session), prefixOf(ctx, prefix), json, list, (mode & 1n) === 1n, (mode & 2n) === 0n);
       return BigInt(n);
     },
     // Atomic across processes: returns the new value; the call fails as `conflict` (and is run
     // again by the runtime) when another writer changed the key before this call committed.
     hookbox_kv_incr(ctx: CallContext, session: bigint, key: bigint, delta: bigint) {
       needKv("hookbox_kv_incr");
-      return BigInt(kv.incr(readText(ctx, session, "kv session"), readText(ctx, key, "kv key"), Number(delta)));
+      return BigInt(kv.incr(scopeOf(ctx, session), keyOf(ctx, key), Number(delta)));
     },
     // Compare-and-set: `expected` or `next` 0 means absent (next absent deletes). Returns 1 when
     // the key held `expected` and now holds `next`, 0 when it held something else (nothing written).
     hookbox_kv_cas(ctx: CallContext, session: bigint, key: bigint, expected: bigint, next: bigint) {
       needKv("hookbox_kv_cas");
-      const want = expected === 0n ? undefined : readText(ctx, expected, "kv expected");
-      const value = next === 0n ? undefined : readText(ctx, next, "kv value");
-      return kv.cas(readText(ctx, session, "kv session"), readText(ctx, key, "kv key"), want, value) ? 1n : 0n;
+      const want = expected === 0n ? undefined : valueOf(ctx, expected, "kv expected");
+      const value = next === 0n ? undefined : valueOf(ctx, next, "kv value");
+      return kv.cas(scopeOf(ctx, session), keyOf(ctx, key), want, value) ? 1n : 0n;
     },
     hookbox_kv_list(ctx: CallContext, session: bigint, prefix: bigint) {
       needKv("hookbox_kv_list");
-      return ctx.store(JSON.stringify(kv.list(readText(ctx, session, "kv session"), readText(ctx, prefix, "kv prefix"), h.maxAnswerBytes)));
+      return ctx.store(JSON.stringify(kv.list(scopeOf(ctx, session), prefixOf(ctx, prefix), answerCap)));
     },
     hookbox_session_messages(ctx: CallContext, session: bigint, limit: bigint) {
       if (!grants.sessionsRead) deny(plugin, "hookbox_session_messages", "sessions:read", grants.requested);
-      const id = readText(ctx, session, "session id");
+      const id = readText(ctx, session, "session id", MAX_SESSION_ID_BYTES);
       const n = limit <= 0n ? 100 : Math.min(Number(limit), MAX_MESSAGES);
-      // Checked before the contents are read: the answer could not be taken anyway (chargeAnswer),
-      // and reading and encoding hundreds of MB would hold the thread for seconds.
-      const max = h.maxAnswerBytes ?? Infinity;
-      const messages = h.readMessages(id, n, max);
-      if (!messages) throw new PluginCallError("memory", `the last ${n} messages of ${id} hold more than ${max} bytes, the plugin's memory allowance`);
+      // Checked before the contents are read: reading and encoding hundreds of MB would hold the
+      // thread for seconds.
+      const messages = h.readMessages(id, n, answerCap);
+      if (!messages) throw new PluginCallError("memory", `the last ${n} messages of ${id} hold more than ${answerCap} bytes, ${ANSWER_CAP_TEXT}`);
       return ctx.store(JSON.stringify(messages));
     },
     hookbox_http(ctx: CallContext, request: bigint) {
-      const raw = readText(ctx, request, "http request");
+      const raw = readText(ctx, request, "http request", MAX_HTTP_REQUEST_BYTES);
       let parsed: unknown;
       try {
         parsed = JSON.parse(raw);

@@ -40,8 +40,22 @@ export function readBlock(ctx: CallContext, offset: bigint, what: string): Uint8
   return bytes;
 }
 
-export function readText(ctx: CallContext, offset: bigint, what: string): string {
+/**
+ * The plugin's block at `offset` as text, refused as a trap before it is decoded when it holds more
+ * than `maxBytes`: a 60 MB block handed as a KV value was decoded (and scanned twice) before the
+ * 256 KiB value limit refused it, 0.4 s of the host's thread a call.
+ */
+export function readText(ctx: CallContext, offset: bigint, what: string, maxBytes: number): string {
+  // The length first: in a worker, reading a block copies it.
+  const length = Number(ctx.length(offset));
+  if (length > maxBytes) throw new PluginCallError("trap", `${what}: ${length} bytes, more than the ${maxBytes} it may take`);
   return decoder.decode(readBlock(ctx, offset, what));
+}
+
+/** The first `maxBytes` of the plugin's block at `offset` as text (a character cut at the end decodes as U+FFFD). */
+export function readTextHead(ctx: CallContext, offset: bigint, what: string, maxBytes: number): string {
+  const bytes = readBlock(ctx, offset, what);
+  return decoder.decode(bytes.length > maxBytes ? bytes.subarray(0, maxBytes) : bytes);
 }
 
 /** Stores `text` for the plugin and returns its offset; 0 means "nothing". */

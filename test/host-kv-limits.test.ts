@@ -96,7 +96,8 @@ describe("plugin KV limits", () => {
     // A call context whose blocks 1, 2, 3 are the scope, the prefix and the ids.
     const ctxWith = (ids: string) => {
       const blocks = new Map([[1n, ""], [2n, "entry:"], [3n, ids]]);
-      return { read: (o: bigint) => ({ text: () => blocks.get(o)!, bytes: () => new TextEncoder().encode(blocks.get(o)!) }) } as unknown as CallContext;
+      const bytes = (o: bigint) => new TextEncoder().encode(blocks.get(o)!);
+      return { read: (o: bigint) => ({ text: () => blocks.get(o)!, bytes: () => bytes(o) }), length: (o: bigint) => BigInt(bytes(o).length) } as unknown as CallContext;
     };
     const ids = (n: number) => JSON.stringify(Array.from({ length: n }, (_, i) => `s${i}`));
     const sweep = (json: string) => h.functions.hookbox_kv_delete_sessions!(ctxWith(json), 1n, 2n, 3n, 0n);
@@ -111,11 +112,18 @@ describe("plugin KV limits", () => {
     // Modes 0-3 (bit 0 key per id prefix, bit 1 uncounted: -1); anything else is refused.
     assert.equal(h.functions.hookbox_kv_delete_sessions!(ctxWith('["a"]'), 1n, 2n, 3n, 2n), -1n);
     assert.throws(() => h.functions.hookbox_kv_delete_sessions!(ctxWith('["a"]'), 1n, 2n, 3n, 4n), failsAs("trap", /unknown mode 4/));
+    // A block is measured before it is decoded: a value past the limit is refused by its length.
+    assert.throws(() => h.functions.hookbox_kv_set!(ctxWith("v".repeat(300_000)), 1n, 2n, 3n), failsAs("trap", /^kv value: 300000 bytes, more than the 262144 it may take$/));
     kv.end(false);
     // Every read of a call checks its staged sweeps: a call may stage KV_LIMITS.callSweeps of them.
     kv.set("", "entry:a", "v");
     for (let i = 0; i < KV_LIMITS.callSweeps; i++) kv.deleteForSessions("", "entry:", '["b"]', ["b"], false, false);
     assert.throws(() => kv.deleteForSessions("", "entry:", '["b"]', ["b"], false, false), failsAs("quota", /at most 64 kv_delete_sessions sweeps/));
+    kv.end(false);
+    // And their ids in all: each is a lookup in the commit's statements.
+    const many = Array.from({ length: KV_LIMITS.callSweepIds / 4 }, (_, i) => `s${i}`);
+    for (let i = 0; i < 4; i++) kv.deleteForSessions("", "entry:", JSON.stringify(many), many, false, false);
+    assert.throws(() => kv.deleteForSessions("", "entry:", '["b"]', ["b"], false, false), failsAs("quota", /may name at most 200000 ids in all/));
     kv.end(false);
   });
 

@@ -255,7 +255,8 @@ describe("async host functions (plugin runs in a worker)", () => {
 describe("host work a plugin asks for on its own large KV (kvflood)", () => {
   let s: PluginServer;
   before(async () => {
-    s = await startPluginServer({ dir: HOSTILE_DIR, enabled: ["kvflood"], grants: { kvflood: ["kv"] }, limits: { kvflood: { memory_pages: 32 } } }); // 2 MiB
+    // 64 MiB of memory: a host answer is still held to MAX_ANSWER_BYTES (4 MiB), built on the host's thread.
+    s = await startPluginServer({ dir: HOSTILE_DIR, enabled: ["kvflood"], grants: { kvflood: ["kv"] }, limits: { kvflood: { memory_pages: 1024 } } });
   });
   after(async () => {
     await s.close();
@@ -270,12 +271,12 @@ describe("host work a plugin asks for on its own large KV (kvflood)", () => {
   /** A key is "f:" + 6 digits + ":" + 480 x's: 492 bytes as a JSON string with its comma. */
   const listed = (keys: number) => String(1 + keys * 492);
 
-  it("a key list larger than the plugin's memory fails as memory, told before any key is read; a smaller one is listed", async () => {
-    // Read and encoded whole first, 100,000 keys of 500 bytes held the server's thread for a second.
-    await fill(5_000);
+  it("a key list larger than one answer may hold fails as memory, told before any key is read; a smaller one is listed", async () => {
+    // Read and encoded whole first, 100,000 keys of 500 bytes held the server's thread for 1-3 s.
+    await fill(9_000);
     const res = await flood("list");
-    assert.match(res.text, /\(memory\): kv_list: the keys under \\"f:\\" hold more than 2097152 bytes, the plugin's memory allowance/);
-    assert.equal((await flood("sweep 5000")).text.includes('"output":"[1,4999]"'), true, "counted: the first sweep's key is not counted again");
+    assert.match(res.text, /\(memory\): kv_list: the keys under \\"f:\\" hold more than 4194304 bytes, the most one answer may hold/);
+    assert.equal((await flood("sweep 9000")).text.includes('"output":"[1,8999]"'), true, "counted: the first sweep's key is not counted again");
     await fill(100);
     assert.equal(JSON.parse((await flood("list")).text).output, listed(100));
   });

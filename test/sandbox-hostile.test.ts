@@ -118,6 +118,15 @@ describe("hostile modules: host memory and outputs", () => {
     await plugin.close();
   });
 
+  it("one kernel block may hold at most KERNEL_BLOCK_BYTES whatever the allowance (a worker copies each to the host's thread)", async () => {
+    const { plugin } = await sandbox("hostcalls", { limits: { memoryPages: 1024 } });
+    const e = await callFailure(plugin.call("alloc_block_over", "", Date.now() + 5_000));
+    assert.equal(e.kind, "memory");
+    assert.match(e.message, /one block beyond 16 MiB/);
+    await plugin.call("alloc_block_within", "", Date.now() + 5_000);
+    await plugin.close();
+  });
+
   it("functions reached through funcref globals keep the shim and their identity", async () => {
     const { plugin } = await sandbox("funcref", { limits: { fuel: 2_000_000 } });
     const huge = await callFailure(plugin.call("alloc_huge_indirect", "", Date.now() + 5_000));

@@ -10,6 +10,7 @@ import { join, relative, isAbsolute } from "node:path";
 import { HOST_FUNCTION_NAMES } from "../../host-api/functions.ts";
 import { WASI_FUNCTION_NAMES, WASI_MODULE } from "../../host-api/wasi.ts";
 import { adaptWasiModule } from "../sandbox/wasi-adapt.ts";
+import { KERNEL_BLOCK_BYTES } from "../sandbox/fuel.ts";
 import { InstrumentError, KERNEL_MODULE, MAX_MODULE_BYTES } from "../sandbox/instrument.ts";
 import { compileInstrumented } from "../sandbox/module-cache.ts";
 import { WasmFormatError } from "../sandbox/wasm-binary.ts";
@@ -131,7 +132,8 @@ export async function compilePlugin(path: string, manifest: Manifest, limits: Sa
   try {
     // Modules from WASI toolchains get hookbox's capability-free WASI (see WASI_SANDBOX_MODULE).
     const renamed = adaptWasiModule(bytes, WASI_MODULE, WASI_SANDBOX_MODULE);
-    module = await compileInstrumented(renamed, { memoryPages: limits.memoryPages });
+    // An output set through the kernel is one block: the operator may allow one above the default cap.
+    module = await compileInstrumented(renamed, { memoryPages: limits.memoryPages, blockBytes: Math.max(KERNEL_BLOCK_BYTES, limits.maxOutputBytes + 1024) });
   } catch (err) {
     if (err instanceof InstrumentError || err instanceof WasmFormatError) throw new PluginLoadError(`plugin.wasm: ${err.message}`);
     throw err;

@@ -25,6 +25,14 @@ export const WORKER_GRANT = 2 ** 30;
 /** Fuel a host call costs on top of 1 unit per 16 bytes of the blocks it is handed or makes. */
 export const HOST_CALL_FUEL = 1_000;
 
+/**
+ * Default cap on one kernel block, whatever the memory allowance: in a worker, every block a call
+ * made crosses to the host's thread at its next host call, copied there (a 60 MB block held that
+ * thread for 0.45 s). Far above what a plugin hands the host (a KV value: 256 KiB; a sweep's ids:
+ * 4 MiB; an output: max_output_bytes, for which the loader raises it).
+ */
+export const KERNEL_BLOCK_BYTES = 16 * 1024 * 1024;
+
 export class FuelMeter {
   private deadline = Infinity;
   /** An in-thread stretch's end (inline-slice.ts): past it the call moves to a worker. */
@@ -186,7 +194,7 @@ export class FuelMeter {
 
   memoryError(): PluginCallError {
     const limit = `${this.memoryPages} pages (${this.memoryPages * 64} KiB)`;
-    if (this.memoryRefused === "kernel") return new PluginCallError("memory", `host memory (kernel alloc) beyond the limit of ${limit} in one call`);
+    if (this.memoryRefused === "kernel") return new PluginCallError("memory", `host memory (kernel alloc) beyond the limit of ${limit} in one call, or one block beyond ${KERNEL_BLOCK_BYTES / 1_048_576} MiB (max_output_bytes when larger)`);
     if (this.memoryRefused === "answers") return new PluginCallError("memory", `host memory (host function answers) beyond the limit of ${limit} in one call`);
     return new PluginCallError("memory", `memory limit of ${limit} reached`);
   }

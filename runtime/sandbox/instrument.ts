@@ -34,7 +34,7 @@
 // `kernel_oom()`, then a trap) once one call's blocks would pass the memory allowance; the export
 // wrappers reset that running total. In the module, so it holds in-thread and in a worker alike,
 // and a refused block is never made. Kernel log imports go through a shim that charges a host call.
-import { HOST_CALL_FUEL } from "./fuel.ts";
+import { HOST_CALL_FUEL, KERNEL_BLOCK_BYTES } from "./fuel.ts";
 import { turnEventLoop } from "./inline-slice.ts";
 import { Op, Reader, WasmFormatError, Writer, readInstr, readSections, rewriteVec, sectionRank, valtype, writeModule, type Section } from "./wasm-binary.ts";
 
@@ -46,7 +46,10 @@ export interface InstrumentOptions {
   memoryPages: number;
   /** Largest table in elements, written as every table's maximum (default TABLE_ELEMENTS). */
   tableElements?: number;
+  /** Largest single kernel block (default KERNEL_BLOCK_BYTES). */
+  blockBytes?: number;
 }
+
 
 /** Default cap on a table's elements: far above what compilers emit, far below a memory problem. */
 export const TABLE_ELEMENTS = 65_536;
@@ -182,7 +185,8 @@ async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Ui
   added.push(growCheckBody(opts.memoryPages, fuelFn(OOM), find(sections, 5) !== undefined));
   added.push(chargeBody(BYTES_PER_UNIT_SHIFT, meter), chargeBody(0, meter));
   // Without an alloc import the shim is never referenced; it calls `unreachable` in its place.
-  added.push(allocShimBody(opts.memoryPages * 65_536, blocksGlobal, fuelFn(KERNEL_OOM), layout.allocImport, meter));
+  const cap = opts.memoryPages * 65_536;
+  added.push(allocShimBody(cap, Math.min(cap, opts.blockBytes ?? KERNEL_BLOCK_BYTES), blocksGlobal, fuelFn(KERNEL_OOM), layout.allocImport, meter));
   for (const idx of layout.logImports) added.push(chargedCallBody(signature(sections, layout.funcTypes[idx]!)[0], HOST_CALL_FUEL, idx, meter));
   // One growing buffer for the section and one scratch buffer reused for every body: a buffer per
   // body cost more than the instrumentation itself on a large module.
@@ -435,14 +439,14 @@ function chargeBody(shift: number, m: MeterCtx): Uint8Array {
 }
 
 /**
- * alloc_shim(n) = if (n > cap || blocks + n > cap) { kernel_oom(); unreachable }
+ * alloc_shim(n) = if (n > blockCap || blocks + n > cap) { kernel_oom(); unreachable }
  *                 blocks += n; fuel -= HOST_CALL_FUEL + n/16 (refill below zero); alloc(n)
  */
-function allocShimBody(cap: number, blocks: number, kernelOom: number, alloc: number | undefined, m: MeterCtx): Uint8Array {
+function allocShimBody(cap: number, blockCap: number, blocks: number, kernelOom: number, alloc: number | undefined, m: MeterCtx): Uint8Array {
   const g = m.fuelGlobal;
   const w = new Writer().u32(0);
   if (alloc === undefined) return w.byte(Op.Unreachable).byte(Op.End).toBytes();
-  w.byte(Op.LocalGet).u32(0).byte(Op.I64Const).i64(cap).byte(Op.I64GtU);
+  w.byte(Op.LocalGet).u32(0).byte(Op.I64Const).i64(blockCap).byte(Op.I64GtU);
   w.byte(Op.GlobalGet).u32(blocks).byte(Op.LocalGet).u32(0).byte(Op.I64Add).byte(Op.I64Const).i64(cap).byte(Op.I64GtU);
   w.byte(Op.I32Or).byte(Op.If).byte(0x40).byte(Op.Call).u32(kernelOom).byte(Op.Unreachable).byte(Op.End);
   w.byte(Op.GlobalGet).u32(blocks).byte(Op.LocalGet).u32(0).byte(Op.I64Add).byte(Op.GlobalSet).u32(blocks);

@@ -7,7 +7,7 @@ const cache = new Map<string, Promise<WebAssembly.Module>>();
 
 /** Instrumented in slices and compiled off the event loop (WebAssembly.compile); a failure is not kept. */
 export function compileInstrumented(wasm: Uint8Array<ArrayBuffer>, opts: InstrumentOptions): Promise<WebAssembly.Module> {
-  const key = `${createHash("sha256").update(wasm).digest("hex")}:${opts.memoryPages}:${opts.tableElements ?? ""}`;
+  const key = `${createHash("sha256").update(wasm).digest("hex")}:${opts.memoryPages}:${opts.tableElements ?? ""}:${opts.blockBytes ?? ""}`;
   let mod = cache.get(key);
   if (!mod) {
     mod = instrument(wasm, opts).then((bytes) => WebAssembly.compile(bytes));
