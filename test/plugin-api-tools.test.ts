@@ -83,16 +83,23 @@ describe("plugin tools (item 1)", () => {
     }
   });
 
-  it("a tool name never collides silently: a plugin declaring a taken name fails to load, saying whose it is", async () => {
+  it("a tool name never collides silently: two plugins declaring it run it for neither (no capture of the other's callers) until one is disabled", async () => {
+    // Loaded first in folder order, "aaa-stats" took text-stats' callers and their arguments (an outside probe).
     const d = pluginDir(["text-stats"]);
     const manifest = JSON.parse(await (await import("node:fs/promises")).readFile(`${d.path}/text-stats/manifest.json`, "utf8"));
     const wasm = await (await import("node:fs/promises")).readFile(`${d.path}/text-stats/plugin.wasm`);
-    d.write("text-stats-copy", { ...manifest, name: "text-stats-copy" }, wasm);
-    const s2 = await startPluginServer({ dir: d.path, enabled: ["text-stats", "text-stats-copy"] });
+    d.write("aaa-stats", { ...manifest, name: "aaa-stats" }, wasm);
+    const s2 = await startPluginServer({ dir: d.path, enabled: ["text-stats", "aaa-stats"] });
     try {
-      const copy = await pluginInfo(s2, "text-stats-copy");
-      assert.deepEqual([copy.status, copy.reason], ["failed", 'tool "text_stats" is already declared by plugin text-stats']);
-      assert.equal((await pluginInfo(s2, "text-stats")).status, "active");
+      for (const name of ["text-stats", "aaa-stats"]) assert.equal((await pluginInfo(s2, name)).status, "active", name);
+      const sid = await newSession(s2);
+      // Not offered to the model at all, so no call reaches either plugin.
+      assert.deepEqual((await turn(s2, sid, 'use tool text_stats {"text":"secret launch code"}')).tool_calls, []);
+      const logs = (await s2.api("GET", "/v1/plugins/text-stats/logs")).body.logs.map((l: { message: string }) => l.message);
+      assert.ok(logs.includes("tool text_stats is claimed by plugins aaa-stats, text-stats: refused for all until the operator disables all but one"), JSON.stringify(logs));
+      assert.equal((await s2.api("POST", "/v1/plugins/aaa-stats/disable")).status, 200);
+      const served = (await turn(s2, sid, 'use tool text_stats {"text":"two words"}')).tool_calls[0];
+      assert.equal(served?.status, "ok", JSON.stringify(served));
     } finally {
       await s2.close();
       d.remove();

@@ -211,16 +211,14 @@ export class PluginManager implements PluginHost {
           sensitive: c.sensitive,
           run: (call) => this.bridge.runCommand(e, c.name, call),
         });
-        // Two plugins claim the name: neither runs it (registry.ts); said in the log and both rings.
-        if (conflict) {
-          const text = `command /${conflict.name} is claimed by plugins ${conflict.plugins.join(", ")}: refused for all until the operator disables all but one`;
-          log("warn", "plugin command conflict", { plugin: e.name, command: conflict.name, plugins: conflict.plugins });
-          for (const p of conflict.plugins) this.logRings.of(p).push("warn", "log", text);
-        }
+        // Two plugins claim the name: neither runs it (registry.ts).
+        if (conflict) this.sayConflict(e.name, "command", `/${conflict.name}`, conflict.plugins);
       }
-      // A tool name already taken (built-in or another plugin's) fails the load with its owner named.
+      // A built-in's tool name fails the load with that reason; one another plugin declares runs for
+      // neither (registry.ts): said in the log and both rings, as for commands.
       for (const tool of pluginTools(e.name, manifest, (fn, input) => this.bridge.runExport(e, fn, input))) {
-        this.core.tools.register(tool);
+        const conflict = this.core.tools.register(tool);
+        if (conflict) this.sayConflict(e.name, "tool", conflict.name, conflict.plugins);
         for (const where of uncheckedKeywords(tool.spec.parameters)) {
           this.logRings.of(e.name).push("warn", "log", `tool ${tool.spec.name}: ${where} is shown to the model but not checked by the host (no bound on its work): check it in the tool`);
         }
@@ -244,6 +242,13 @@ export class PluginManager implements PluginHost {
       await sandbox?.close();
       this.failed(e, err);
     }
+  }
+
+  /** A command or tool name several plugins claim runs for none of them: said in the log and each one's ring. */
+  private sayConflict(plugin: string, kind: "command" | "tool", name: string, plugins: readonly string[]): void {
+    const text = `${kind} ${name} is claimed by plugins ${plugins.join(", ")}: refused for all until the operator disables all but one`;
+    log("warn", `plugin ${kind} conflict`, { plugin, [kind]: name, plugins });
+    for (const p of plugins) this.logRings.of(p).push("warn", "log", text);
   }
 
   private async deactivate(e: Entry): Promise<void> {

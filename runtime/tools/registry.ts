@@ -1,7 +1,8 @@
 // Every tool the model may call: the built-ins and the tools plugins declare in their manifests.
-// One name space, no silent collision: a name already taken is refused with the owner's name (a
-// plugin declaring it then fails to load with that reason). Arguments are checked against the
-// tool's JSON Schema here, before any tool (sandboxed or not) runs.
+// One name space, no silent collision: a built-in's name is refused with that reason (the plugin
+// fails to load); a name two plugins declare runs for neither, as a command does (whichever loaded
+// first would otherwise get the other's callers and their arguments) until the operator disables
+// all but one. Arguments are checked against the tool's JSON Schema here, before any tool runs.
 import { Validator, type Schema } from "@cfworker/json-schema";
 import type { ToolSpec } from "../providers/types.ts";
 
@@ -28,33 +29,75 @@ interface Entry {
   validator: Validator;
 }
 
+/** A tool name more than one plugin declares: it runs for none of them. */
+export interface ToolConflict {
+  name: string;
+  plugins: string[];
+}
+
 export class ToolRegistry {
+  /** The live tools: built-ins, and plugin tools whose name one plugin alone declares. */
   private readonly tools = new Map<string, Entry>();
+  /** Every plugin's claim per name, in registration order. */
+  private readonly claims = new Map<string, Entry[]>();
   private specsCache: ToolSpec[] | null = null;
 
   constructor(builtins: Iterable<Tool> = []) {
     for (const t of builtins) this.register(t);
   }
 
-  register(tool: Tool): void {
+  /**
+   * Registers a tool. A built-in's name cannot be taken (throws ToolNameTaken). A plugin tool whose
+   * name another plugin declares too is live for neither: the conflict is returned.
+   */
+  register(tool: Tool): ToolConflict | undefined {
     const name = tool.spec.name;
     const owner = this.tools.get(name)?.tool;
-    if (owner) throw new ToolNameTaken(`tool "${name}" is already declared by ${owner.plugin ? `plugin ${owner.plugin}` : "the core (built-in)"}`);
+    if (owner && (!owner.plugin || !tool.plugin)) {
+      throw new ToolNameTaken(`tool "${name}" is already declared by ${owner.plugin ? `plugin ${owner.plugin}` : "the core (built-in)"}`);
+    }
     // draft 2020-12, short-circuit off: every issue is reported back to the model at once.
     // A plugin's schema is checked without the keywords whose check has no bound (see schemaProblem).
     const schema = tool.plugin === undefined ? tool.spec.parameters : checkedSchema(tool.spec.parameters);
-    this.tools.set(name, { tool, validator: new Validator(schema as Schema, "2020-12", false) });
-    this.specsCache = null;
+    const entry = { tool, validator: new Validator(schema as Schema, "2020-12", false) };
+    if (tool.plugin === undefined) {
+      this.tools.set(name, entry);
+      this.specsCache = null;
+      return undefined;
+    }
+    this.claims.set(name, [...(this.claims.get(name) ?? []), entry]);
+    return this.settle(name);
   }
 
-  /** Removes every tool `plugin` declared (disable, unload). */
-  unregisterPlugin(plugin: string): void {
-    for (const [name, e] of this.tools) if (e.tool.plugin === plugin) this.tools.delete(name);
+  /** Makes a name's only plugin claim live, or none when it is contested. */
+  private settle(name: string): ToolConflict | undefined {
+    const claims = this.claims.get(name) ?? [];
+    if (claims.length === 0) this.claims.delete(name);
+    if (claims.length === 1) this.tools.set(name, claims[0]!);
+    else this.tools.delete(name);
     this.specsCache = null;
+    return claims.length > 1 ? { name, plugins: claims.map((c) => c.tool.plugin!) } : undefined;
+  }
+
+  /** Removes every tool `plugin` declared (disable, unload); a conflict it was in may resolve. */
+  unregisterPlugin(plugin: string): void {
+    for (const [name, claims] of this.claims) {
+      const rest = claims.filter((c) => c.tool.plugin !== plugin);
+      if (rest.length === claims.length) continue;
+      this.claims.set(name, rest);
+      this.settle(name);
+    }
   }
 
   get(name: string): Tool | undefined {
     return this.tools.get(name)?.tool;
+  }
+
+  /** Why `name` is no live tool, for the model and the turn's answer. */
+  missing(name: string): string {
+    const claims = this.claims.get(name) ?? [];
+    if (claims.length > 1) return `tool ${name} is declared by plugins ${claims.map((c) => c.tool.plugin).join(" and ")}; it runs for neither until the operator disables all but one`;
+    return `unknown tool ${name}`;
   }
 
   /** The tools offered to the model, in name order (stable prompts). */
