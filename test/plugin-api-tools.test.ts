@@ -8,6 +8,7 @@ import { command, newSession, pluginInfo, startPluginServer, turn, type PluginSe
 import { pluginDir, type PluginDir } from "./helpers/plugin-dir.ts";
 import { allEvents, postStreamedTurn } from "./helpers/sse.ts";
 import { runCli } from "../runtime/cli.ts";
+import { recordHooks } from "./helpers/hooks.ts";
 
 const PLUGINS = ["text-stats", "tool-guard", "redact"];
 const TEST_PLUGINS = ["toolpolicy", "hookrec"];
@@ -199,6 +200,21 @@ describe("pre_tool_call directives (item 2) and transforms (item 3)", () => {
     const stored = (await s.api("GET", `/v1/sessions/${sid}/messages`)).body.messages;
     assert.deepEqual(stored.filter((m: any) => m.role === "tool").map((m: any) => m.content), ["tool\uFFFDresult"]);
     assert.equal(stored.at(-1).content, "kept\uFFFDafter the NUL");
+  });
+
+  it("a replacement answer longer than 100,000 characters (and than the answer) is not taken; hooks see long history messages cut", async () => {
+    const sid = await newSession(s);
+    const t = await turn(s, sid, "long-me");
+    assert.deepEqual([t.transformed_by, t.reply], [null, "You said: long-me"]);
+    // Every pre_llm_call subscriber holds the history: each message is cut to 8,000 characters there.
+    await turn(s, sid, `long ${"w".repeat(20_000)}`);
+    const rec = recordHooks(s.core.dispatcher, { name: "history-probe", hooks: ["pre_llm_call"] });
+    await turn(s, sid, "next");
+    s.core.dispatcher.unsubscribe("history-probe");
+    const cut = rec.of("pre_llm_call")[0]!.conversation_history.find((m) => m.content.startsWith("long "))!;
+    assert.equal(cut.content, `long ${"w".repeat(7_995)}\n[cut for hooks: 12005 of 20005 characters left out]`);
+    const stored = (await s.api("GET", `/v1/sessions/${sid}/messages`)).body.messages;
+    assert.ok(stored.some((m: { content: string }) => m.content === `long ${"w".repeat(20_000)}`), "stored whole");
   });
 });
 

@@ -27,8 +27,27 @@ export type { ToolRun, TurnResult } from "./events.ts";
 
 /** How many model calls one turn may make (tool rounds + the answer). */
 const MAX_MODEL_CALLS = 5;
-/** pre_llm_call sees this many recent messages. */
+/** pre_llm_call sees this many recent messages, */
 const HISTORY_FOR_HOOK = 20;
+/**
+ * each cut to this many characters: every subscriber gets the history in its memory, and twenty
+ * messages of 1 MB (a transform plugin's answers) made every plugin with 4 MiB fail as memory each
+ * turn until it was quarantined.
+ */
+const HOOK_MESSAGE_CHARS = 8_000;
+/**
+ * A transform_llm_output replacement may be this long, or as long as the answer it replaces: a
+ * longer one is not taken (the next plugin's may be). The longest message a user may send.
+ */
+const MAX_REPLACEMENT_CHARS = 100_000;
+
+/** `content` as a hook's history carries it: cut at HOOK_MESSAGE_CHARS, saying how much was left out. */
+function forHook(content: string): string {
+  if (content.length <= HOOK_MESSAGE_CHARS) return content;
+  // Not between the two halves of a surrogate pair.
+  const end = /[\uD800-\uDBFF]/.test(content[HOOK_MESSAGE_CHARS - 1]!) ? HOOK_MESSAGE_CHARS - 1 : HOOK_MESSAGE_CHARS;
+  return `${content.slice(0, end)}\n[cut for hooks: ${content.length - end} of ${content.length} characters left out]`;
+}
 
 /**
  * Tries of a turn that lost the race for its session against another process (each try pauses a
@@ -107,7 +126,7 @@ export class TurnService {
     events?.({ event: "turn", data: { session_id: sessionId, turn_id: turnId } });
     const pre = await this.ctx.dispatcher.emit("pre_llm_call", {
       session_id: sessionId,
-      conversation_history: turn.before.slice(-HISTORY_FOR_HOOK).map((m) => ({ role: m.role, content: m.content })),
+      conversation_history: turn.before.slice(-HISTORY_FOR_HOOK).map((m) => ({ role: m.role, content: forHook(m.content) })),
       user_message: text,
       platform: session.platform,
       model: this.ctx.model,
@@ -172,7 +191,7 @@ export class TurnService {
     }
     const raw = reply?.content ?? "";
     const transformed = transforming
-      ? firstReplacement(await this.ctx.dispatcher.emit("transform_llm_output", { session_id: sessionId, turn_id: turnId, response: raw }), "response")
+      ? firstReplacement(await this.ctx.dispatcher.emit("transform_llm_output", { session_id: sessionId, turn_id: turnId, response: raw }), "response", Math.max(raw.length, MAX_REPLACEMENT_CHARS))
       : undefined;
     const answer = storedText(transformed?.text ?? raw);
     turn.add({ role: "assistant", content: answer });

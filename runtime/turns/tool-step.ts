@@ -11,6 +11,7 @@ import { capResult } from "../tools/cap.ts";
 import { decide } from "./directives.ts";
 import type { ToolRun } from "./events.ts";
 import { storedText } from "../sessions/stored-text.ts";
+import { log } from "../log.ts";
 
 export interface ToolStepDeps {
   dispatcher: HookDispatcher;
@@ -59,12 +60,17 @@ function missingOf(report: HookReport): Array<{ plugin: string; why: string }> {
   ];
 }
 
-/** A transform hook's first valid replacement in plugin name order (a failed plugin has none). */
-export function firstReplacement(report: HookReport, key: "result" | "response"): { plugin: string; text: string } | undefined {
+/**
+ * A transform hook's first valid replacement in plugin name order (a failed plugin has none); one
+ * longer than `maxChars` is not valid (logged).
+ */
+export function firstReplacement(report: HookReport, key: "result" | "response", maxChars = Infinity): { plugin: string; text: string } | undefined {
   for (const r of report.results) {
     const v = r.value as string | Record<string, string> | null;
     const text = typeof v === "string" ? v : v?.[key];
-    if (typeof text === "string") return { plugin: r.plugin, text };
+    if (typeof text !== "string") continue;
+    if (text.length <= maxChars) return { plugin: r.plugin, text };
+    log("warn", "transform replacement not taken: too long", { plugin: r.plugin, chars: text.length, max: maxChars });
   }
   return undefined;
 }

@@ -3,7 +3,8 @@
 //     "6*7", text "modified"); "badargs-me" -> modify to arguments the schema refuses; "trap-me" -> trap.
 //   transform_tool_result, cue in the arguments: "transform-me" -> replaced; "transform-trap" -> trap;
 //     "nul-me" -> replaced by a text holding a NUL character (U+0000).
-//   transform_llm_output: "shout-me" in the answer -> replaced; "nul-me" -> a text holding a NUL.
+//   transform_llm_output: "shout-me" in the answer -> replaced; "nul-me" -> a text holding a NUL;
+//     "long-me" -> 100,001 characters (longer than a replacement may be).
 //   post_tool_call (an observer): counts events in KV, then returns text that is not JSON.
 //   The manifest also names "on_gateway_restart", a hook this host does not know.
 import { beginCall, getRaw, getString, kvGet, kvSet, outputString, GLOBAL } from "../../lib";
@@ -44,6 +45,7 @@ export function transform_llm_output(): i32 {
   const response = getString(input, "response");
   if (has(response, "shout-me")) outputString('"SHOUTED BY TOOLPOLICY"');
   else if (has(response, "nul-me")) outputString('"kept\\u0000after the NUL"');
+  else if (has(response, "long-me")) outputString('"' + "L".repeat(100_001) + '"');
   return 0;
 }
 
