@@ -67,6 +67,16 @@ describe("hostile modules: freeze", () => {
     });
   }
 
+  it("one memory.fill of 60 MiB runs in metered chunks; chunked copies and fills land exactly where the instructions put them", async () => {
+    const { plugin, logs } = await sandbox("bigbulk", { limits: { memoryPages: 1024, fuel: 1_000_000_000 } });
+    // One instruction used to be one stretch nothing could cut (230 ms of the host's thread).
+    const stall = await longestStall(plugin.call("one_fill", "", Date.now() + 10_000));
+    console.log(`one 60 MiB memory.fill: longest event-loop stall ${stall.toFixed(1)} ms; ${logs.filter((l) => l.includes("in-thread slice")).length ? "moved to a worker" : "stayed in-thread"}`);
+    await plugin.call("overlap", "", Date.now() + 10_000); // returns 1 (a failed call) if any byte is wrong
+    assert.equal((await callFailure(plugin.call("oob", "", Date.now() + 10_000))).kind, "trap");
+    await plugin.close();
+  });
+
   it("bulk operations with fuel to spare stop at the deadline, checked often", async () => {
     const { plugin } = await sandbox("bulk", { limits: { fuel: 2 ** 40 } });
     const t0 = performance.now();

@@ -131,13 +131,18 @@ async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Ui
   const chargeElems = growCheck + 2;
   const allocShim = growCheck + 3;
   const logShim = new Map(layout.logImports.map((idx, i) => [idx, allocShim + 1 + i]));
+  // [fill_chunked][copy_chunked]: every memory.fill / memory.copy is rewritten into a call of one.
+  const fillChunked = allocShim + 1 + layout.logImports.length;
+  const copyChunked = fillChunked + 1;
+  const hasMemory = find(sections, 5) !== undefined;
   const remap = (idx: number) => (idx === layout.allocImport ? allocShim : (logShim.get(idx) ?? (idx < I ? idx : idx + k)));
   const newTypes = FUEL_IMPORTS.map((f, i) => ({ ...f, index: layout.typeCount + i }));
   const growType = newTypes[REFILL]!.index; // (i32) -> i32
   const allocType = layout.typeCount + newTypes.length; // (i64) -> i64
+  const bulkType = allocType + 1; // (i32, i32, i32) -> ()
 
   const out = new Map<number, Uint8Array>();
-  out.set(1, appendVec(find(sections, 1), [...newTypes.map((t) => encodeFuncType(t.params, t.results)), encodeFuncType([I64], [I64])]));
+  out.set(1, appendVec(find(sections, 1), [...newTypes.map((t) => encodeFuncType(t.params, t.results)), encodeFuncType([I64], [I64]), encodeFuncType([I32, I32, I32], [])]));
   out.set(
     2,
     appendVec(
@@ -146,7 +151,13 @@ async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Ui
     ),
   );
   const wrapperTypes = funcExports.map((e) => layout.funcTypes[e.index]!);
-  out.set(3, appendVec(find(sections, 3), [...wrapperTypes, growType, growType, growType, allocType, ...layout.logImports.map((i) => layout.funcTypes[i]!)].map((t) => new Writer().u32(t))));
+  out.set(
+    3,
+    appendVec(
+      find(sections, 3),
+      [...wrapperTypes, growType, growType, growType, allocType, ...layout.logImports.map((i) => layout.funcTypes[i]!), bulkType, bulkType].map((t) => new Writer().u32(t)),
+    ),
+  );
   out.set(
     6,
     appendVec(globalsOf(sections, remap), [
@@ -170,7 +181,7 @@ async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Ui
   const elements = find(sections, 9);
   if (elements) out.set(9, rewriteElements(elements, remap));
 
-  const meter: MeterCtx = { fuelGlobal, refill: fuelFn(REFILL), growCheck, chargeBytes, chargeElems, importedFuncs: I, remap };
+  const meter: MeterCtx = { fuelGlobal, refill: fuelFn(REFILL), growCheck, chargeBytes, chargeElems, fillChunked, copyChunked, importedFuncs: I, remap };
   const bodies = readVec(find(sections, 10) ?? new Uint8Array([0]), (r) => r.bytes(r.u32()));
   // The added functions first (they are few and small), so the section's count is known up front.
   const added: Uint8Array[] = [];
@@ -188,6 +199,7 @@ async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Ui
   const cap = opts.memoryPages * 65_536;
   added.push(allocShimBody(cap, Math.min(cap, opts.blockBytes ?? KERNEL_BLOCK_BYTES), blocksGlobal, fuelFn(KERNEL_OOM), layout.allocImport, meter));
   for (const idx of layout.logImports) added.push(chargedCallBody(signature(sections, layout.funcTypes[idx]!)[0], HOST_CALL_FUEL, idx, meter));
+  added.push(bulkChunkedBody("fill", meter, hasMemory), bulkChunkedBody("copy", meter, hasMemory));
   // One growing buffer for the section and one scratch buffer reused for every body: a buffer per
   // body cost more than the instrumentation itself on a large module.
   const section = new Writer().u32(bodies.length + added.length);
@@ -306,12 +318,22 @@ interface MeterCtx {
   growCheck: number;
   chargeBytes: number;
   chargeElems: number;
+  /** (d, v, n) and (d, s, n): memory.fill and memory.copy in metered chunks (bulkChunkedBody). */
+  fillChunked: number;
+  copyChunked: number;
   importedFuncs: number;
   remap: (idx: number) => number;
 }
 
 /** 0xfc sub-opcodes whose last operand is a length in bytes / in table elements. */
 const BULK_BYTES = new Set([8, 10, 11]); // memory.init, memory.copy, memory.fill
+const MEMORY_COPY = 10;
+const MEMORY_FILL = 11;
+/**
+ * Bytes of one chunk of a rewritten memory.fill / memory.copy: the meter (and with it the clock and
+ * the in-thread slice) runs between chunks, every 16 chunks at the latest (FUEL_SLICE).
+ */
+export const BULK_CHUNK_BYTES = 1 << 20;
 const BULK_ELEMS = new Set([12, 14, 15, 17]); // table.init, table.copy, table.grow, table.fill
 
 /** fuel -= cost; if (fuel < 0) fuel = refill(fuel) */
@@ -377,6 +399,14 @@ function instrumentBody(body: Uint8Array, m: MeterCtx, w: Writer): void {
     }
     if (ins.op === Op.Prefix) {
       const sub = new Reader(body, ins.immStart).u32();
+      // memory.fill / memory.copy (memory 0: the only one) become a call that runs them in chunks.
+      const chunked = sub === MEMORY_FILL ? m.fillChunked : sub === MEMORY_COPY ? m.copyChunked : undefined;
+      if (chunked !== undefined) {
+        copyTo(ins.start);
+        w.byte(Op.Call).u32(chunked);
+        copied = ins.end;
+        continue;
+      }
       const charge = BULK_BYTES.has(sub) ? m.chargeBytes : BULK_ELEMS.has(sub) ? m.chargeElems : undefined;
       if (charge !== undefined) {
         copyTo(ins.start);
@@ -456,6 +486,70 @@ function allocShimBody(cap: number, blockCap: number, blocks: number, kernelOom:
   w.byte(Op.GlobalGet).u32(g).byte(Op.Call).u32(m.refill).byte(Op.GlobalSet).u32(g).byte(Op.End);
   w.byte(Op.LocalGet).u32(0).byte(Op.Call).u32(alloc).byte(Op.End);
   return w.toBytes();
+}
+
+/**
+ * fill_chunked(d, v, n) / copy_chunked(d, s, n): memory.fill / memory.copy in BULK_CHUNK_BYTES chunks,
+ * each charged before it runs. One instruction of 60 MB was one stretch nothing could interrupt (it
+ * held the host's thread 230 ms in-thread). Out of bounds, the single original instruction runs (it
+ * traps before writing anything, as the spec says). A copy to a higher address (d > s) goes from the
+ * end, so an overlapping copy moves what memory.copy moves.
+ */
+function bulkChunkedBody(kind: "fill" | "copy", m: MeterCtx, hasMemory: boolean): Uint8Array {
+  const w = new Writer().u32(0);
+  // Without a memory there is no memory.fill/copy to rewrite (and memory.size would not validate).
+  if (!hasMemory) return w.byte(Op.Unreachable).byte(Op.End).toBytes();
+  const C = BULK_CHUNK_BYTES;
+  const op = () => (kind === "fill" ? w.byte(Op.Prefix).u32(MEMORY_FILL).byte(0) : w.byte(Op.Prefix).u32(MEMORY_COPY).byte(0).byte(0));
+  /** Runs the op on (d, x, n) as they are in the locals, charged. */
+  const run = (n: () => void) => {
+    w.byte(Op.LocalGet).u32(0).byte(Op.LocalGet).u32(1);
+    n();
+    w.byte(Op.Call).u32(m.chargeBytes);
+    op();
+  };
+  const whole = () => run(() => w.byte(Op.LocalGet).u32(2));
+  /** i64(local) + i64(n) > memory bytes */
+  const pastEnd = (local: number) => {
+    w.byte(Op.LocalGet).u32(local).byte(Op.I64ExtendI32U).byte(Op.LocalGet).u32(2).byte(Op.I64ExtendI32U).byte(Op.I64Add);
+    w.byte(Op.MemorySize).byte(0).byte(Op.I64ExtendI32U).byte(Op.I64Const).i64(16).byte(Op.I64Shl).byte(Op.I64GtU);
+  };
+  pastEnd(0);
+  if (kind === "copy") {
+    pastEnd(1);
+    w.byte(Op.I32Or);
+  }
+  w.byte(Op.If).byte(0x40);
+  whole();
+  w.byte(Op.Return).byte(Op.End);
+  const moreThanChunk = () => w.byte(Op.LocalGet).u32(2).byte(Op.I32Const).i32(C).byte(Op.I32GtU);
+  const step = (local: number, dir: typeof Op.I32Add | typeof Op.I32Sub) => w.byte(Op.LocalGet).u32(local).byte(Op.I32Const).i32(C).byte(dir).byte(Op.LocalSet).u32(local);
+  if (kind === "copy") {
+    // Backward: n -= C; copy(d + n, s + n, C), until one chunk is left.
+    w.byte(Op.LocalGet).u32(0).byte(Op.LocalGet).u32(1).byte(Op.I32GtU).byte(Op.If).byte(0x40);
+    w.byte(Op.Loop).byte(0x40);
+    moreThanChunk();
+    w.byte(Op.If).byte(0x40);
+    step(2, Op.I32Sub);
+    w.byte(Op.LocalGet).u32(0).byte(Op.LocalGet).u32(2).byte(Op.I32Add);
+    w.byte(Op.LocalGet).u32(1).byte(Op.LocalGet).u32(2).byte(Op.I32Add);
+    w.byte(Op.I32Const).i32(C).byte(Op.Call).u32(m.chargeBytes);
+    op();
+    w.byte(Op.Br).u32(1).byte(Op.End).byte(Op.End);
+    whole();
+    w.byte(Op.Return).byte(Op.End);
+  }
+  // Forward: op(d, x, C); d += C (s += C for a copy); n -= C, until one chunk is left.
+  w.byte(Op.Loop).byte(0x40);
+  moreThanChunk();
+  w.byte(Op.If).byte(0x40);
+  run(() => w.byte(Op.I32Const).i32(C));
+  step(0, Op.I32Add);
+  if (kind === "copy") step(1, Op.I32Add);
+  step(2, Op.I32Sub);
+  w.byte(Op.Br).u32(1).byte(Op.End).byte(Op.End);
+  whole();
+  return w.byte(Op.End).toBytes();
 }
 
 /** A kernel log line crosses to the host's logger (from a worker, as a message): it costs a host call. */
