@@ -123,7 +123,7 @@ describe("plugin KV limits", () => {
     // And their ids in all: each is a lookup in the commit's statements.
     const many = Array.from({ length: KV_LIMITS.callSweepIds / 4 }, (_, i) => `s${i}`);
     for (let i = 0; i < 4; i++) kv.deleteForSessions("", "entry:", JSON.stringify(many), many, false, false);
-    assert.throws(() => kv.deleteForSessions("", "entry:", '["b"]', ["b"], false, false), failsAs("quota", /may name at most 200000 ids in all/));
+    assert.throws(() => kv.deleteForSessions("", "entry:", '["b"]', ["b"], false, false), failsAs("quota", /may name at most 500000 ids in all/));
     kv.end(false);
   });
 
