@@ -103,17 +103,21 @@ export class CompactionEngine {
   }
 
   /** A provider compacted its context itself: mirror it in storage (kind provider_native). */
-  async applyNative(sessionId: string, rows: MessageRow[], native: NativeCompaction): Promise<CompactOutcome> {
+  async applyNative(sessionId: string, seen: ReadonlyArray<Pick<MessageRow, "seq" | "tokens">>, native: NativeCompaction): Promise<CompactOutcome> {
     const req: CompactRequest = { session_id: sessionId, kind: "provider_native", reason: reasonForTrigger(native.trigger) };
     const session = await this.session(sessionId);
-    const replaced = rows.slice(0, native.replaced);
-    if (native.replaced > rows.length || replaced.length === 0 || native.summary.trim() === "") {
+    // `seen` is the stored history the provider was given; it replaced the first `replaced` of it.
+    const named = seen.slice(0, native.replaced);
+    if (native.replaced > seen.length || named.length === 0 || native.summary.trim() === "") {
       log("warn", "ignoring provider compaction that does not match the stored history", { session: sessionId, replaced: native.replaced });
-      const before = sumTokens(rows);
+      const before = sumTokens(seen);
       return this.outcome(req, sessionId, "", before, before, null, "empty", "provider compaction did not match the history");
     }
-    const plan: Plan = { remove: replaced, rewrite: [], summary: { seq: replaced.at(-1)!.seq, content: storedText(native.summary) }, messages_removed: replaced.length };
-    return this.apply(req, session, await this.rows(sessionId), plan);
+    const rows = await this.rows(sessionId);
+    const last = named.at(-1)!.seq;
+    const replaced = rows.filter((r) => r.seq <= last);
+    const plan: Plan = { remove: replaced, rewrite: [], summary: { seq: last, content: storedText(native.summary) }, messages_removed: replaced.length };
+    return this.apply(req, session, rows, plan);
   }
 
   /** null: nothing to compact; undefined: the provider cannot do this kind. */

@@ -26,6 +26,9 @@ export interface NewMessage {
   tool_name?: string | null;
 }
 
+/** A stored message as a running turn sees it (SessionService.turnHistory). */
+export type TurnMessage = Pick<MessageRow, "seq" | "role" | "content" | "tool_name" | "tokens">;
+
 export interface ListFilter {
   profile?: string | undefined;
   archived?: boolean | undefined;
@@ -115,6 +118,15 @@ export class SessionService {
     return (await storage.rows<MessageRow>("select * from messages where session_id = ? order by seq desc limit ?", [id, limit])).reverse();
   }
 
+  /**
+   * The history as a turn uses it (provider messages, hook payloads, token counts): the columns it
+   * reads, no more. Rows cross from the native driver one column at a time, which on Deno is most of
+   * a history read's cost: 122 -> 86 us for 16 messages (Node 77 -> 50).
+   */
+  turnHistory(id: string): Promise<TurnMessage[]> {
+    return this.ctx.storage.rows<TurnMessage>("select seq, role, content, tool_name, tokens from messages where session_id = ? order by seq", [id]);
+  }
+
   /** Appends messages in one write transaction; fails with 404 if the session is gone meanwhile. */
   append(id: string, msgs: NewMessage[]): Promise<MessageRow[]> {
     return this.ctx.storage.write((trx) => appendIn(trx, id, msgs, this.ctx.now()));
@@ -128,7 +140,7 @@ export class SessionService {
    * `expectedTop` (409 session_busy: another process stored a turn of this session meanwhile, so
    * turns never interleave); then nothing is written.
    */
-  async appendOpen(id: string, msgs: NewMessage[], expectedTop: number): Promise<{ rows: MessageRow[]; token_estimate: number }> {
+  async appendOpen(id: string, msgs: NewMessage[], expectedTop: number): Promise<{ seqs: number[]; token_estimate: number }> {
     const now = this.ctx.now();
     const values = msgs.map((m) => {
       const content = storedText(m.content);
@@ -153,17 +165,7 @@ export class SessionService {
       if (s.ended_at !== null) throw conflict("session_ended", `session ${id} has ended (${s.end_reason ?? "ended"})`);
       throw conflict("session_busy", `session ${id} got another turn meanwhile (another process); nothing of this turn was stored: send it again`);
     }
-    const rows = inserted.rows.map((r) => ({
-      id: Number(r.id),
-      session_id: String(r.session_id),
-      seq: Number(r.seq),
-      role: String(r.role),
-      content: String(r.content),
-      tool_name: r.tool_name === null ? null : String(r.tool_name),
-      tokens: Number(r.tokens),
-      created_at: Number(r.created_at),
-    }));
-    return { rows: rows.sort((a, b) => a.seq - b.seq), token_estimate: Number(top.token_estimate) };
+    return { seqs: inserted.rows.map((r) => Number(r.seq)).sort((a, b) => a - b), token_estimate: Number(top.token_estimate) };
   }
 
   /** Drops messages from `seq` on (a failed turn's own messages). */
@@ -284,7 +286,7 @@ const APPEND_SQL = `insert into messages (session_id, seq, role, content, tool_n
   select ?1, ?4 + m.key + 1,
          m.value ->> '$.role', m.value ->> '$.content', m.value ->> '$.tool_name', m.value ->> '$.tokens', ?2
   from json_each(?3) m
-  returning id, session_id, seq, role, content, tool_name, tokens, created_at`;
+  returning seq`;
 const TOUCH_SQL = `update sessions set token_estimate = token_estimate + ?2, updated_at = ?3
   where id = ?1 and ended_at is null returning token_estimate`;
 // Fails the whole batch unless the session is open and its history still ends at ?2: nothing of a

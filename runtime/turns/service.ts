@@ -114,7 +114,7 @@ export class TurnService {
         session = await this.sessions.get(sessionId);
       }
     }
-    const turn = new TurnLog(this.sessions, sessionId, session.token_estimate, await this.sessions.history(sessionId));
+    const turn = new TurnLog(this.sessions, sessionId, session.token_estimate, await this.sessions.turnHistory(sessionId));
     turn.chain = await this.compactionChain(session.id, session.compacted_from);
     turn.add({ role: "user", content: text });
     const auto = async (kind: CompactOutcome["kind"], reason: CompactOutcome["reason"]) => {

@@ -4,8 +4,7 @@
 // summarize them away), so `compacting` stores them first and re-reads the history afterwards.
 import type { ChatMessage } from "../providers/types.ts";
 import { rowsToChat } from "../sessions/chat.ts";
-import type { NewMessage, SessionService } from "../sessions/service.ts";
-import type { MessageRow } from "../sessions/view.ts";
+import type { NewMessage, SessionService, TurnMessage } from "../sessions/service.ts";
 import { estimateTokens } from "../tokens.ts";
 
 export class TurnLog {
@@ -25,13 +24,13 @@ export class TurnLog {
     /** The session's stored token estimate. */
     private storedTokens: number,
     /** The stored history (before the turn's user message once that is stored). */
-    private history: MessageRow[],
+    private history: TurnMessage[],
   ) {
     this.top = history.at(-1)?.seq ?? 0;
   }
 
   /** The stored conversation before this turn. */
-  get before(): readonly MessageRow[] {
+  get before(): readonly TurnMessage[] {
     return this.history;
   }
 
@@ -53,9 +52,9 @@ export class TurnLog {
   /** Stores the pending messages (one write transaction); a no-op when there are none. */
   async flush(): Promise<void> {
     if (this.pending.length === 0) return;
-    const { rows, token_estimate } = await this.sessions.appendOpen(this.sessionId, this.pending, this.top);
-    this.firstSeq ??= rows[0]!.seq;
-    this.top = rows.at(-1)!.seq;
+    const { seqs, token_estimate } = await this.sessions.appendOpen(this.sessionId, this.pending, this.top);
+    this.firstSeq ??= seqs[0]!;
+    this.top = seqs.at(-1)!;
     this.pending = [];
     this.pendingTokens = 0;
     this.storedTokens = token_estimate;
@@ -69,7 +68,7 @@ export class TurnLog {
     await this.flush();
     const out = await compact(this.firstSeq ?? Infinity);
     if (out.compacted) {
-      const [session, rows] = await Promise.all([this.sessions.get(this.sessionId), this.sessions.history(this.sessionId)]);
+      const [session, rows] = await Promise.all([this.sessions.get(this.sessionId), this.sessions.turnHistory(this.sessionId)]);
       const userSeq = this.firstSeq ?? Infinity;
       this.storedTokens = session.token_estimate;
       this.top = rows.at(-1)?.seq ?? 0;
