@@ -88,7 +88,10 @@ export function readInput(): Uint8Array {
 /** Sets the call's output to `len` bytes at `ptr`. */
 export function outputRaw(ptr: usize, len: i32): void {
   // One host call copies it; through the kernel (worker mode) it is a block, a copy and output_set.
-  if (hookbox_output_write(<u64>ptr, <u64>len) == <u64>len) return;
+  // When this call's input read was declined (a worker: the host cannot reach this memory), the
+  // write would be declined too, and in a worker every host call is a round trip to the server's
+  // thread: it is not asked.
+  if (blockCopies && hookbox_output_write(<u64>ptr, <u64>len) == <u64>len) return;
   output_set(storeRaw(ptr, len), <u64>len);
 }
 
