@@ -26,6 +26,9 @@ export interface NewMessage {
   tool_name?: string | null;
 }
 
+/** A session as a running turn reads it (SessionService.turnSession). */
+export type TurnSession = Pick<SessionRow, "id" | "platform" | "user_id" | "parent_session_id" | "compacted_from" | "ended_at" | "end_reason" | "token_estimate">;
+
 /** A stored message as a running turn sees it (SessionService.turnHistory). */
 export type TurnMessage = Pick<MessageRow, "seq" | "role" | "content" | "tool_name" | "tokens">;
 
@@ -116,6 +119,13 @@ export class SessionService {
     const { storage } = this.ctx;
     if (limit === undefined) return storage.rows<MessageRow>("select * from messages where session_id = ? order by seq", [id]);
     return (await storage.rows<MessageRow>("select * from messages where session_id = ? order by seq desc limit ?", [id, limit])).reverse();
+  }
+
+  /** The columns of the session a turn uses (a turn reads it once or twice; see turnHistory for why fewer columns). */
+  async turnSession(id: string): Promise<TurnSession> {
+    const row = (await this.ctx.storage.rows<TurnSession>(TURN_SESSION_SQL, [id]))[0];
+    if (!row) throw notFound("session", id);
+    return row;
   }
 
   /**
@@ -278,6 +288,8 @@ export class SessionService {
     await this.ctx.dispatcher.emit("on_session_finalize", { session_id: id });
   }
 }
+
+const TURN_SESSION_SQL = "select id, platform, user_id, parent_session_id, compacted_from, ended_at, end_reason, token_estimate from sessions where id = ?";
 
 // appendOpen's statements: ?1 session id, ?2 now, ?3 JSON array of {role, content, tool_name, tokens},
 // ?4 the seq the turn's history ended at. Both only act on an open session whose history is still the

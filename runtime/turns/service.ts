@@ -102,7 +102,7 @@ export class TurnService {
   }
 
   private async chat(sessionId: string, text: string, events: TurnEventSink | undefined): Promise<TurnResult> {
-    let session = await this.sessions.get(sessionId);
+    let session = await this.sessions.turnSession(sessionId);
     if (session.ended_at !== null) throw conflict("session_ended", `session ${sessionId} has ended (${session.end_reason ?? "ended"})`);
     const compactions: CompactOutcome[] = [];
     const budget = this.ctx.config.compaction.context_budget_tokens;
@@ -111,7 +111,7 @@ export class TurnService {
       const out = await this.compaction.compactLocked({ session_id: sessionId, kind: "summarize", reason: "pre_api", protect_from_seq: Infinity });
       if (out.compacted) {
         compactions.push(out);
-        session = await this.sessions.get(sessionId);
+        session = await this.sessions.turnSession(sessionId);
       }
     }
     const turn = new TurnLog(this.sessions, sessionId, session.token_estimate, await this.sessions.turnHistory(sessionId));
