@@ -169,13 +169,28 @@ export function bindHostApi(h: HostContext): HostBinding {
   };
 }
 
+/**
+ * A request cut off by the call's deadline fails the call as a timeout (so the hook's cool-off
+ * applies), not as a trap: it is the plugin's time limit that ran out, as if its own code had run on.
+ */
 async function fetchLimited(req: v.InferOutput<typeof HttpRequest>, deadline: number): Promise<{ status: number; body: string }> {
+  const ms = Math.max(1, Math.min(deadline - Date.now(), 2 ** 31 - 1));
+  const signal = AbortSignal.timeout(ms);
+  try {
+    return await fetchWithin(req, signal);
+  } catch (err) {
+    if (signal.aborted && !(err instanceof PluginCallError)) throw new PluginCallError("timeout", `hookbox_http: ${new URL(req.url).host} did not answer within the call's time limit (${ms} ms left)`);
+    throw err;
+  }
+}
+
+async function fetchWithin(req: v.InferOutput<typeof HttpRequest>, signal: AbortSignal): Promise<{ status: number; body: string }> {
   const res = await fetch(req.url, {
     method: req.method,
     headers: req.headers,
     body: req.body,
     redirect: "manual", // a redirect could lead to a host that is not granted
-    signal: AbortSignal.timeout(Math.max(1, Math.min(deadline - Date.now(), 2 ** 31 - 1))),
+    signal,
   });
   // A declared length within the limit is read in one go; otherwise chunk by chunk, counted. Not a
   // compressed body: its length is the compressed one, and text() would inflate all of it first.

@@ -188,6 +188,7 @@ describe("async host functions (plugin runs in a worker)", () => {
         for (let i = 0; i < 8; i++) res.write(big.slice(0, big.length / 8)); // chunked: no length
         return res.end();
       }
+      if (req.url === "/slow") return void setTimeout(() => res.end("too late"), 8_000).unref(); // past the plugin's 2 s
       res.end("hello from the granted host");
     });
     await new Promise<void>((r) => web.listen(0, "127.0.0.1", r));
@@ -205,7 +206,7 @@ describe("async host functions (plugin runs in a worker)", () => {
       dir,
       enabled: ["httpsnoop", "ungranted"],
       grants: { httpsnoop: [`http:127.0.0.1:${port}`], ungranted: ["sessions:read"] },
-      limits: { ungranted: { memory_pages: 8 } }, // 512 KiB
+      limits: { ungranted: { memory_pages: 8 }, httpsnoop: { timeout_seconds: 2 } }, // 512 KiB
     });
   });
   after(async () => {
@@ -221,9 +222,17 @@ describe("async host functions (plugin runs in a worker)", () => {
     assert.match(ok.body.output, /hello from the granted host/);
     for (const url of ["http://example.com@127.0.0.1:1/", "http://example.com.evil.test/", `http://127.0.0.1:${port + 1}/`]) {
       const denied = await command(s, "httpsnoop", { raw_args: url });
-      assert.match(JSON.stringify(denied.body), /denied/, url);
+      // The kind survives the trip back from a worker (Node) as it does in-thread (Deno).
+      assert.match(JSON.stringify(denied.body), /failed \(denied\): hookbox_http needs capability/, url);
     }
     assert.equal((await command(s, "httpsnoop", { raw_args: `http://127.0.0.1:${port}/again` })).status, 200, "rebuilt after a denial");
+  });
+
+  it("fails a request the call's time limit cuts off as a timeout, not a trap", async () => {
+    const res = await command(s, "httpsnoop", { raw_args: `http://127.0.0.1:${port}/slow` });
+    assert.equal(res.status, 422, JSON.stringify(res.body));
+    assert.match(JSON.stringify(res.body), /failed \(timeout\)/);
+    assert.equal((await command(s, "httpsnoop", { raw_args: `http://127.0.0.1:${port}/small` })).status, 200, "answers again after the timeout");
   });
 
   it("refuses a response over 1 MiB, whether its length is declared, compressed or not declared", async () => {

@@ -167,6 +167,11 @@ export class WasmPlugin {
   private inputRead = false;
   /** The running call has called an async host function (its effect, e.g. a request, is out). */
   private awaitedHost = false;
+  /**
+   * What a host function of the running call failed with: the call's failure whatever reaches the
+   * caller (from a worker only the message comes back, so "denied" or "timeout" read as a trap).
+   */
+  private hostFailure: PluginCallError | undefined;
   /** The running call's output, when the plugin set it through hookbox_output_write. */
   private output: Uint8Array | undefined;
   private readonly wasi: Record<string, HostFunction>;
@@ -355,6 +360,7 @@ export class WasmPlugin {
       this.output = undefined;
       this.inputRead = false;
       this.awaitedHost = false;
+      this.hostFailure = undefined;
       // The kernel wraps the bytes it is given without a copy and the plugin may write to that
       // block: each call gets its own copy, so no plugin changes what a later one reads.
       const own = this.privateInput(this.input);
@@ -516,6 +522,7 @@ export class WasmPlugin {
 
   private kindOf(err: unknown): PluginCallError {
     if (err instanceof PluginCallError) return err;
+    if (this.hostFailure) return this.hostFailure;
     if (err instanceof WasiExit) return new PluginCallError("trap", err.message);
     if (this.meter.memoryRefused) return this.meter.memoryError();
     if (err instanceof SliceExpired) return new PluginCallError("timeout", `${err.message}; a WASI module cannot move to a worker thread`);
@@ -626,9 +633,13 @@ export class WasmPlugin {
       if (answersBlock && typeof result === "bigint" && result >= FIRST_BLOCK) this.meter.chargeAnswer(Number(ctx.length(result)));
       return result;
     };
+    const failed = (err: unknown) => {
+      if (err instanceof PluginCallError) this.hostFailure ??= err;
+      return err;
+    };
     // An async function (Extism tells them by their constructor) suspends an in-thread call.
     if (awaited || isAsync(fn)) {
-      return async (ctx: CallContext, ...args: any[]) => {
+      const hostCall = async (ctx: CallContext, args: unknown[]) => {
         charge(ctx, args);
         this.awaitedHost = true;
         // The call may be abandoned meanwhile (its worker terminated): then this host call fails at
@@ -652,10 +663,22 @@ export class WasmPlugin {
         if (generation !== this.generation) throw new PluginCallError("unavailable", "host call answered after its call was abandoned");
         return answered(ctx, result);
       };
+      // Stays an async function: Extism tells async host functions by their constructor.
+      return async (ctx: CallContext, ...args: any[]) => {
+        try {
+          return await hostCall(ctx, args);
+        } catch (err) {
+          throw failed(err);
+        }
+      };
     }
     return (ctx: CallContext, ...args: any[]) => {
-      charge(ctx, args);
-      return answered(ctx, fn(ctx, ...args));
+      try {
+        charge(ctx, args);
+        return answered(ctx, fn(ctx, ...args));
+      } catch (err) {
+        throw failed(err);
+      }
     };
   }
 
