@@ -242,6 +242,11 @@ export class HookDispatcher {
     return report;
   }
 
+  /** The check emit applies to every output of `hook` (throws PluginCallError "bad_output" to refuse one). */
+  outputCheck(hook: HookName): (output: string | undefined) => HookOutput | undefined {
+    return this.outputReader(hook);
+  }
+
   private readonly outputReaders = new Map<HookName, (output: string | undefined) => HookOutput | undefined>();
 
   /**

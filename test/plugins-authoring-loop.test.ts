@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { runCli } from "../runtime/cli.ts";
 import { parseConfig } from "../runtime/config.ts";
-import { command, startPluginServer, type PluginServer } from "./helpers/plugins.ts";
+import { command, HOSTILE_DIR, startPluginServer, type PluginServer } from "./helpers/plugins.ts";
 import { skipUnlessBuilt } from "./helpers/toolchains.ts";
 import { watchPlugins } from "../runtime/plugins/watch.ts";
 import { buildPlugins } from "../runtime/plugins/scaffold.ts";
@@ -156,5 +156,22 @@ describe("hookbox plugins new -> build -> load -> call", () => {
     } finally {
       watcher.close();
     }
+  });
+});
+
+describe("hookbox plugins call checks a hook's output as the server does", () => {
+  let dir = "";
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), "hookbox-call-"));
+    loopDir = HOSTILE_DIR;
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("an output the server would refuse fails as bad_output, not ok", async () => {
+    const payload = join(dir, "payload.json");
+    writeFileSync(payload, JSON.stringify({ session_id: "s-1", user_message: "hi", conversation_history: [], platform: "cli" }));
+    const r = await cli("plugins", "call", "badjson", "pre_llm_call", "--payload", payload);
+    assert.equal(r.code, 1, r.out);
+    assert.match(r.out, /badjson pre_llm_call: FAILED \(bad_output\)/);
   });
 });

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as v from "valibot";
-import { HOOK_NAMES, isHookName, payloadSchema, SCHEMA_VERSION } from "../../hooks/catalogue.ts";
+import { HOOK_NAMES, isHookName, payloadSchema, SCHEMA_VERSION, type HookName } from "../../hooks/catalogue.ts";
 import { PluginCallError } from "../../hooks/failures.ts";
 import type { Config } from "../config.ts";
 import { createCore } from "../core.ts";
@@ -95,7 +95,8 @@ export async function callPlugin(config: Config, name: string, target: CallTarge
     let failure: PluginCallError | undefined;
     const t0 = performance.now();
     try {
-      result = await plugins.invoke(name, fn, input);
+      // A hook's output passes the check the server applies (a refused one fails as bad_output).
+      result = await plugins.invoke(name, fn, input, target.kind === "hook" ? core.dispatcher.outputCheck(target.hook as HookName) : undefined);
     } catch (err) {
       if (!(err instanceof PluginCallError)) throw err;
       failure = err;

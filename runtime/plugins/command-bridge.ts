@@ -84,13 +84,16 @@ export class CommandBridge {
     }
   }
 
-  /** One call of export `fn`, counted like a command; throws the PluginCallError. */
-  async invoke(e: PluginEntry, fn: string, input: string): Promise<{ output: string | undefined; fuel: number; ms: number }> {
+  /**
+   * One call of export `fn`, counted like a command; throws the PluginCallError. `accept` checks the
+   * output inside the call, as a hook's is (a refused output fails the call and drops its KV writes).
+   */
+  async invoke(e: PluginEntry, fn: string, input: string, accept?: AcceptOutput): Promise<{ output: string | undefined; fuel: number; ms: number }> {
     const sandbox = e.sandbox;
     if (!sandbox) throw new PluginCallError("unavailable", `plugin ${e.name} is not active`);
     const t0 = performance.now();
     try {
-      const r = await callRetrying(sandbox, fn, input, Date.now() + e.limits!.timeoutMs);
+      const r = await callRetrying(sandbox, fn, input, Date.now() + e.limits!.timeoutMs, accept);
       const ms = performance.now() - t0;
       this.dispatcher.recordExternalCall(e.name, ms, undefined, r.fuel);
       return { output: r.output, fuel: r.fuel, ms };

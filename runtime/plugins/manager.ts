@@ -10,7 +10,7 @@ import { grantedOf } from "../../host-api/capabilities.ts";
 import type { MissingCommand } from "../commands/registry.ts";
 import type { Core } from "../core.ts";
 import { log } from "../log.ts";
-import type { WasmPlugin } from "../sandbox/wasm-plugin.ts";
+import type { AcceptOutput, WasmPlugin } from "../sandbox/wasm-plugin.ts";
 import { CommandBridge } from "./command-bridge.ts";
 import type { PluginEntry } from "./entry.ts";
 import { PluginNotFoundError, type PluginHost, type PluginInfo } from "./host.ts";
@@ -121,10 +121,10 @@ export class PluginManager implements PluginHost {
    * One call of export `fn` with `input` outside the dispatcher (`hookbox plugins call`): the real
    * sandbox, limits and host API; counted in the plugin's stats like a command.
    */
-  async invoke(name: string, fn: string, input: string): Promise<{ output: string | undefined; fuel: number; ms: number }> {
+  async invoke(name: string, fn: string, input: string, accept?: AcceptOutput): Promise<{ output: string | undefined; fuel: number; ms: number }> {
     const e = this.entry(name);
     if (!e.sandbox) throw new PluginCallError("unavailable", `plugin ${name} is not active: ${this.info(e).reason ?? "not loaded"}`);
-    return this.bridge.invoke(e, fn, input);
+    return this.bridge.invoke(e, fn, input, accept);
   }
 
   list(): PluginInfo[] {
