@@ -46,13 +46,18 @@ export function grantedOf(requested: readonly string[], operatorGrants: readonly
 
 /**
  * Fails a host call made without its grant, naming the missing side: the plugin's manifest did not
- * request the capability, or it did and the operator did not grant it.
+ * request the capability, or it did and the operator did not grant it. `capability` may be several
+ * that would each do (a URL's "http:host:port" and "http:host"); the manifest's own requests for the
+ * same host are named, so a port that differs from the requested one is plain.
  */
-export function deny(plugin: string, fn: string, capability: string, requested: readonly string[] = []): never {
-  const host = capability.startsWith("http:") ? capability.slice("http:".length) : undefined;
-  const wasRequested = requested.some((c) => c === capability || (host !== undefined && c.startsWith("http:") && c.slice(5).split(":")[0] === host));
-  const message = wasRequested
-    ? `${fn} needs capability "${capability}", which the operator has not granted to ${plugin} (config plugins.grants.${plugin})`
-    : `${fn} needs capability "${capability}", which ${plugin}'s manifest.json does not request (add it to "capabilities"; the operator must also grant it)`;
-  throw new PluginCallError("denied", message);
+export function deny(plugin: string, fn: string, capability: string | readonly string[], requested: readonly string[] = []): never {
+  const options = typeof capability === "string" ? [capability] : capability;
+  const needs = `${fn} needs capability ${options.map((c) => `"${c}"`).join(" or ")}`;
+  if (options.some((c) => requested.includes(c))) {
+    throw new PluginCallError("denied", `${needs}, which the operator has not granted to ${plugin} (config plugins.grants.${plugin})`);
+  }
+  const host = options[0]!.startsWith("http:") ? options[0]!.slice("http:".length).split(":")[0] : undefined;
+  const near = host === undefined ? [] : requested.filter((c) => c.startsWith("http:") && c.slice("http:".length).split(":")[0] === host);
+  const asks = near.length > 0 ? `; it requests ${near.map((c) => `"${c}"`).join(", ")}` : "";
+  throw new PluginCallError("denied", `${needs}, which ${plugin}'s manifest.json does not request${asks} (add it to "capabilities"; the operator must also grant it)`);
 }

@@ -151,7 +151,8 @@ export function bindHostApi(h: HostContext): HostBinding {
       if (!req.success) throw new PluginCallError("trap", `hookbox_http: bad request: ${req.issues[0].message}`);
       const url = new URL(req.output.url);
       if ((url.protocol !== "http:" && url.protocol !== "https:") || !grants.allowsHttp(url)) {
-        deny(plugin, "hookbox_http", `http:${url.hostname}`, grants.requested);
+        // A URL with a port is allowed by "http:host:port" or by "http:host" (any port).
+        deny(plugin, "hookbox_http", url.host === url.hostname ? `http:${url.hostname}` : [`http:${url.host}`, `http:${url.hostname}`], grants.requested);
       }
       return fetchLimited(req.output, deadline).then((res) => ctx.store(JSON.stringify(res)));
     },

@@ -225,6 +225,12 @@ describe("async host functions (plugin runs in a worker)", () => {
       // The kind survives the trip back from a worker (Node) as it does in-thread (Deno).
       assert.match(JSON.stringify(denied.body), /failed \(denied\): hookbox_http needs capability/, url);
     }
+    // Another port of the granted host: the manifest's side is named, with what it does request.
+    const otherPort = await command(s, "httpsnoop", { raw_args: `http://127.0.0.1:${port + 1}/` });
+    assert.match(
+      otherPort.body.error.message,
+      new RegExp(`needs capability "http:127\\.0\\.0\\.1:${port + 1}" or "http:127\\.0\\.0\\.1", which httpsnoop's manifest\\.json does not request; it requests "http:127\\.0\\.0\\.1:${port}"`),
+    );
     assert.equal((await command(s, "httpsnoop", { raw_args: `http://127.0.0.1:${port}/again` })).status, 200, "rebuilt after a denial");
   });
 

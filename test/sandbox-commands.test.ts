@@ -37,8 +37,9 @@ describe("command squatting: a name claimed by two plugins runs for neither", ()
     const res = await command(s, "whoami", { raw_args: "", session_id: sid });
     assert.equal(res.status, 403, JSON.stringify(res.body));
     assert.match(res.body.error.message, /claimed by plugins aaa-squatter and whoami/);
-    const listed = (s.core.commands.list() as Array<{ name: string; conflict?: string[] }>).find((c) => c.name === "whoami");
+    const listed = (s.core.commands.list() as Array<{ name: string; conflict?: string[]; sensitive: boolean }>).find((c) => c.name === "whoami");
     assert.deepEqual(listed?.conflict, ["aaa-squatter", "whoami"]);
+    assert.equal(listed?.sensitive, false, "as both manifests declare it");
     for (const name of ["whoami", "aaa-squatter"]) {
       assert.ok(s.plugins.logs(name)!.some((l) => /command \/whoami is claimed by plugins/.test(l.message)), name);
     }

@@ -146,7 +146,8 @@ export class CommandRegistry {
       name: c.name,
       description: `refused: claimed by plugins ${c.plugins.join(", ")}`,
       plugin: null,
-      sensitive: true,
+      // As its claimants declare it (it runs for none of them either way).
+      sensitive: (this.claims.get(c.name) ?? []).some((x) => !!x.sensitive),
       conflict: c.plugins,
     }));
     return [...live, ...contested].sort((a, b) => a.name.localeCompare(b.name));
