@@ -4,6 +4,7 @@
 // directories, stdin, environment and arguments gets an errno, and exit() ends only that call.
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { command, newSession, startPluginServer, turn, SEED_DIR, HOSTILE_DIR, type PluginServer } from "./helpers/plugins.ts";
 import { pluginDir, type PluginDir } from "./helpers/plugin-dir.ts";
@@ -78,5 +79,34 @@ describe("plugins in C and Rust (WASI)", { skip: missing }, () => {
     assert.ok(quit.status >= 400);
     assert.match(JSON.stringify(quit.body), /proc_exit\(3\)/);
     assert.equal((await command(s, "probe", {})).status, 200, "the next call runs on a fresh instance");
+  });
+});
+
+describe("a WASI plugin granted http:", { skip: missing }, () => {
+  // Without JS Promise Integration (Node 20) an http: grant runs a plugin in a worker, where WASI
+  // cannot go; with it (Deno) the plugin stays in-thread and loads.
+  const jspi = typeof (WebAssembly as { Suspending?: unknown }).Suspending === "function";
+  let s: PluginServer;
+  let dir: PluginDir;
+  before(async () => {
+    dir = pluginDir();
+    const manifest = JSON.parse(readFileSync(join(SEED_DIR, "hello-c", "manifest.json"), "utf8"));
+    dir.write("hello-c", { ...manifest, capabilities: ["http:127.0.0.1", "sessions:read"] }, readFileSync(join(SEED_DIR, "hello-c", "plugin.wasm")));
+    s = await startPluginServer({ dir: dir.path, enabled: ["hello-c"], grants: { "hello-c": ["http:127.0.0.1", "sessions:read"] } });
+  });
+  after(async () => {
+    await s.close();
+    dir.remove();
+  });
+
+  it(jspi ? "loads and answers where the runtime has JSPI" : "is refused with what to do where the runtime lacks JSPI", async () => {
+    const r = await command(s, "hello_c", { raw_args: "Bob" });
+    if (jspi) {
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      return;
+    }
+    assert.notEqual(r.status, 200);
+    const info = (await s.api("GET", "/v1/plugins/hello-c")).body.plugin;
+    assert.match(`${info.reason ?? ""} ${JSON.stringify(r.body)}`, /a WASI module runs in-thread only, and on this runtime .* grant it no http: here \(sessions:read and kv are fine\), or run hookbox on Deno/);
   });
 });

@@ -703,7 +703,7 @@ export class WasmPlugin {
     const { module, host, limits } = this.opts;
     if (this.importsWasi && inWorker) {
       // WASI passes pointers into the instance's memory, which a worker keeps in its own thread.
-      throw new Error("a WASI module runs in-thread only: it cannot be granted sessions:read or http: (those run plugins in a worker)");
+      throw new Error("a WASI module runs in-thread only, and on this runtime (no JS Promise Integration: Node 20) an http: grant runs a plugin in a worker: grant it no http: here (sessions:read and kv are fine), or run hookbox on Deno");
     }
     const refused = refusedImport(module);
     if (refused) throw new Error(refused);
