@@ -89,6 +89,17 @@ describe("manual compaction: every kind, every manual entry point", () => {
     const next = res.body.session_id;
     assert.notEqual(next, id);
     assert.deepEqual(rec.of("post_compaction").map(compactionFields), [{ kind: "summarize", reason: "manual", session_id: next, old_session_id: id }]);
+    // The old session ends and the new one starts as with /reset, before post_compaction links them.
+    assert.deepEqual(
+      rec.events.map((e: any) => [e.hook, e.session_id, e.reason ?? e.old_session_id ?? ""]),
+      [
+        ["on_session_end", id, "compacted"],
+        ["on_session_finalize", id, ""],
+        ["on_session_start", next, ""],
+        ["post_compaction", next, "manual"],
+      ],
+    );
+    assert.equal(rec.of("on_session_start")[0]!.profile, "default", "the successor's payload matches the catalogue");
     const fresh = (await t.api("GET", `/v1/sessions/${next}`)).body.session;
     assert.equal(fresh.compacted_from, id);
     const old = (await t.api("GET", `/v1/sessions/${id}`)).body.session;

@@ -10,7 +10,7 @@ import { estimateTokens } from "../tokens.ts";
 import { SummaryAborted, type NativeCompaction, type Provider } from "../providers/types.ts";
 import { rowsToChat } from "../sessions/chat.ts";
 import { refreshTokens } from "../sessions/service.ts";
-import type { MessageRow, SessionRow } from "../sessions/view.ts";
+import { sourceOf, type MessageRow, type SessionRow } from "../sessions/view.ts";
 import { log } from "../log.ts";
 import { storedText } from "../sessions/stored-text.ts";
 
@@ -220,6 +220,14 @@ export class CompactionEngine {
     if (targetId === null) return this.outcome(req, session.id, "", before, before, null, "gone", "session was deleted meanwhile");
     if (targetId === undefined) return this.outcome(req, session.id, "", before, before, null, "empty", "conversation changed meanwhile; nothing compacted");
     const out = this.outcome(req, targetId, rotate ? session.id : "", before, after, plan.messages_removed, null, null);
+    if (rotate) {
+      // A rotation ends one session and starts another: their lifecycle hooks fire as for /reset
+      // (a plugin that tracks open sessions sees both), then post_compaction links the two.
+      const { dispatcher, model } = this.ctx;
+      await dispatcher.emit("on_session_end", { session_id: session.id, reason: "compacted" });
+      await dispatcher.emit("on_session_finalize", { session_id: session.id });
+      await dispatcher.emit("on_session_start", { session_id: targetId, profile: session.profile, platform: session.platform, source: sourceOf(session), model });
+    }
     await this.ctx.dispatcher.emit("post_compaction", {
       session_id: out.session_id,
       old_session_id: out.old_session_id,
