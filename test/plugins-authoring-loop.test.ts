@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { runCli } from "../runtime/cli.ts";
 import { parseConfig } from "../runtime/config.ts";
-import { command, HOSTILE_DIR, startPluginServer, type PluginServer } from "./helpers/plugins.ts";
+import { command, HOSTILE_DIR, SEED_DIR, startPluginServer, type PluginServer } from "./helpers/plugins.ts";
 import { skipUnlessBuilt } from "./helpers/toolchains.ts";
 import { watchPlugins } from "../runtime/plugins/watch.ts";
 import { buildPlugins } from "../runtime/plugins/scaffold.ts";
@@ -173,5 +173,28 @@ describe("hookbox plugins call checks a hook's output as the server does", () =>
     const r = await cli("plugins", "call", "badjson", "pre_llm_call", "--payload", payload);
     assert.equal(r.code, 1, r.out);
     assert.match(r.out, /badjson pre_llm_call: FAILED \(bad_output\)/);
+  });
+});
+
+describe("hookbox plugins call NAME tool TOOL", () => {
+  let dir = "";
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), "hookbox-call-"));
+    loopDir = SEED_DIR;
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("runs a plugin tool with arguments from --payload, checked against its schema first", async () => {
+    const args = join(dir, "args.json");
+    writeFileSync(args, JSON.stringify({ text: "one two\nthree" }));
+    const r = await cli("plugins", "call", "text-stats", "tool", "text_stats", "--payload", args);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /text-stats tool_text_stats: ok/);
+    assert.match(r.out, /^output: {"words":3,"lines":2,"chars":13}$/m);
+    writeFileSync(args, JSON.stringify({ txt: "x" }));
+    const bad = await cli("plugins", "call", "text-stats", "tool", "text_stats", "--payload", args);
+    assert.equal(bad.code, 1, bad.out);
+    assert.match(bad.err, /arguments do not match text_stats's parameters: .*text/);
+    assert.match((await cli("plugins", "call", "text-stats", "tool", "text_stat")).err, /has no tool text_stat \(did you mean text_stats\?\)/);
   });
 });

@@ -1,4 +1,5 @@
-// `hookbox plugins call NAME HOOK [--payload FILE|-]` and `hookbox plugins call NAME command CMD ARGS`:
+// `hookbox plugins call NAME HOOK [--payload FILE|-]`, `hookbox plugins call NAME command CMD ARGS` and
+// `hookbox plugins call NAME tool TOOL [--payload FILE|-]` (the tool's arguments, checked against its schema):
 // one call of one plugin on a temporary database, with the plugin's real sandbox, limits and host
 // API, reported as output, fuel, time, KV writes and the plugin's log. The plugin runs whether or
 // not plugins.enabled lists it; it gets the operator's grants for it, or (none configured) what its
@@ -17,7 +18,10 @@ import { readManifest, scanPluginDir } from "./loader.ts";
 import type { PluginLogEntry } from "./logs.ts";
 import { startPluginHost, type PluginManager } from "./manager.ts";
 
-export type CallTarget = { kind: "hook"; hook: string; payload: string } | { kind: "command"; command: string; rawArgs: string };
+export type CallTarget =
+  | { kind: "hook"; hook: string; payload: string }
+  | { kind: "command"; command: string; rawArgs: string }
+  | { kind: "tool"; tool: string; args: string };
 
 export interface CallReport {
   plugin: string;
@@ -55,18 +59,18 @@ export async function callPlugin(config: Config, name: string, target: CallTarge
     if (!manifest.hooks.includes(hook)) {
       throw new AppError(400, "bad_request", `${name} does not subscribe to ${hook} (its hooks: ${manifest.hooks.join(", ") || "none"})`);
     }
-    let fields: unknown;
-    try {
-      fields = JSON.parse(target.payload);
-    } catch (err) {
-      throw new AppError(400, "bad_request", `payload is not JSON: ${(err as Error).message}`);
-    }
-    if (typeof fields !== "object" || fields === null || Array.isArray(fields)) throw new AppError(400, "bad_request", "payload must be a JSON object");
-    const full = { hook, schema_version: SCHEMA_VERSION, ...fields };
+    const full = { hook, schema_version: SCHEMA_VERSION, ...jsonObject(target.payload, "payload") };
     const check = v.safeParse(payloadSchema(hook), full);
     if (!check.success) for (const i of check.issues) payload_warnings.push(`${v.getDotPath(i) ?? "(root)"}: ${i.message}`);
     fn = hook;
     input = JSON.stringify(full);
+  } else if (target.kind === "tool") {
+    const { tool } = target;
+    const names = manifest.tools.map((t) => t.name);
+    if (!names.includes(tool)) throw new AppError(400, "bad_request", `${name} has no tool ${tool}${suggest(tool, names)} (its tools: ${names.join(", ") || "none"})`);
+    fn = `tool_${tool}`;
+    // As a turn calls it (tools/registry.ts), with the CLI standing in for the session and the call.
+    input = JSON.stringify({ args: jsonObject(target.args, "the tool's arguments"), session_id: null, turn_id: "cli", tool_call_id: "cli" });
   } else {
     const { command } = target;
     const names = manifest.commands.map((c) => c.name);
@@ -91,6 +95,11 @@ export async function callPlugin(config: Config, name: string, target: CallTarge
     const plugins = core.plugins as PluginManager;
     const info = plugins.get(name);
     if (info?.status !== "active") throw new AppError(422, "plugin_failed", `${name} did not load: ${info?.reason ?? "unknown reason"}`);
+    if (target.kind === "tool") {
+      // A turn refuses arguments that do not match the tool's schema before the plugin runs.
+      const problem = core.tools.check(target.tool, JSON.parse(input).args);
+      if (problem) throw new AppError(400, "bad_request", `arguments do not match ${target.tool}'s parameters: ${problem}`);
+    }
     let result: { output: string | undefined; fuel: number; ms: number } | undefined;
     let failure: PluginCallError | undefined;
     const t0 = performance.now();
@@ -127,6 +136,17 @@ export async function callPlugin(config: Config, name: string, target: CallTarge
     await core.close();
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+function jsonObject(text: string, what: string): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new AppError(400, "bad_request", `${what} is not JSON: ${(err as Error).message}`);
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) throw new AppError(400, "bad_request", `${what} must be a JSON object`);
+  return value as Record<string, unknown>;
 }
 
 /** The report as lines for a terminal. */

@@ -96,11 +96,11 @@ function registerAuthorCommands(plugins: Command, ctx: CliContext): void {
     });
   plugins
     .command("call")
-    .description("one call of a plugin (a hook, or `command CMD ARGS...`) on a temporary database with its real limits; prints output, fuel, time, KV writes and logs")
+    .description("one call of a plugin (a hook, `command CMD ARGS...` or `tool TOOL`) on a temporary database with its real limits; prints output, fuel, time, KV writes and logs")
     .argument("<name>", "plugin")
-    .argument("<hook>", 'hook name, or "command"')
-    .argument("[args...]", "for command: the command name, then its arguments")
-    .option("--payload <file>", 'hook payload fields as a JSON object, from a file or "-" for stdin (default {})')
+    .argument("<hook>", 'hook name, "command" or "tool"')
+    .argument("[args...]", "for command: the command name, then its arguments; for tool: the tool name")
+    .option("--payload <file>", 'hook payload fields, or a tool\'s arguments, as a JSON object, from a file or "-" for stdin (default {})')
     .option("--json", "print the report as JSON")
     .action(async (name: string, hook: string, args: string[], o: { payload?: string; json?: boolean }) => {
       let target: CallTarget;
@@ -109,6 +109,11 @@ function registerAuthorCommands(plugins: Command, ctx: CliContext): void {
         if (!command) throw ctx.usage("plugins call NAME command needs the command name");
         if (o.payload !== undefined) throw ctx.usage("--payload is for hooks; a command takes its arguments after its name");
         target = { kind: "command", command, rawArgs: rest.join(" ") };
+      } else if (hook === "tool") {
+        const [tool, ...rest] = args;
+        if (!tool) throw ctx.usage("plugins call NAME tool needs the tool name (its arguments go in --payload)");
+        if (rest.length) throw ctx.usage("a tool takes its arguments as a JSON object in --payload, not after its name");
+        target = { kind: "tool", tool, args: o.payload === undefined ? "{}" : await readPayload(o.payload) };
       } else {
         if (args.length) throw ctx.usage(`a hook call takes no arguments after the hook (use --payload)`);
         target = { kind: "hook", hook, payload: o.payload === undefined ? "{}" : await readPayload(o.payload) };
