@@ -159,32 +159,22 @@ describe("hookbox plugins new -> build -> load -> call", () => {
   });
 });
 
-describe("hookbox plugins call checks a hook's output as the server does", () => {
+describe("hookbox plugins call: hook outputs as the server checks them, plugin tools", () => {
   let dir = "";
-  before(() => {
-    dir = mkdtempSync(join(tmpdir(), "hookbox-call-"));
-    loopDir = HOSTILE_DIR;
-  });
+  before(() => void (dir = mkdtempSync(join(tmpdir(), "hookbox-call-"))));
   after(() => rmSync(dir, { recursive: true, force: true }));
 
   it("an output the server would refuse fails as bad_output, not ok", async () => {
+    loopDir = HOSTILE_DIR;
     const payload = join(dir, "payload.json");
     writeFileSync(payload, JSON.stringify({ session_id: "s-1", user_message: "hi", conversation_history: [], platform: "cli" }));
     const r = await cli("plugins", "call", "badjson", "pre_llm_call", "--payload", payload);
     assert.equal(r.code, 1, r.out);
     assert.match(r.out, /badjson pre_llm_call: FAILED \(bad_output\)/);
   });
-});
-
-describe("hookbox plugins call NAME tool TOOL", () => {
-  let dir = "";
-  before(() => {
-    dir = mkdtempSync(join(tmpdir(), "hookbox-call-"));
-    loopDir = SEED_DIR;
-  });
-  after(() => rmSync(dir, { recursive: true, force: true }));
 
   it("runs a plugin tool with arguments from --payload, checked against its schema first", async () => {
+    loopDir = SEED_DIR;
     const args = join(dir, "args.json");
     writeFileSync(args, JSON.stringify({ text: "one two\nthree" }));
     const r = await cli("plugins", "call", "text-stats", "tool", "text_stats", "--payload", args);
