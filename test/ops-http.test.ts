@@ -168,6 +168,10 @@ describe("operations endpoints", () => {
     assert.deepEqual(res.body.error.issues[0].path, "profle");
     const nested = await s.api("POST", "/v1/sessions", { source: { user: "x" } });
     assert.match(nested.body.error.message, /source\.user: unknown field "user" \(did you mean user_id\?\)/);
+    // Fields a body may never carry (a command's caller identity comes from its session) are not offered.
+    const cmd = await s.api("POST", "/v1/commands/help", { args: "x" });
+    assert.equal(cmd.body.error.message, 'invalid body: args: unknown field "args"; allowed: raw_args, session_id');
+    assert.match((await s.api("POST", "/v1/commands/help", { platform: "x" })).body.error.message, /identity comes from the session/);
   });
 
   it("suggests the nearest plugin for a misspelt name", async () => {

@@ -44,9 +44,11 @@ export function describeIssue(schema: v.GenericSchema, issue: v.BaseIssue<unknow
   const keys = (issue.path ?? []).map((p) => p.key as string | number);
   const path = v.getDotPath(issue) ?? "";
   const field = String(keys.at(-1));
-  const allowed = issue.expected === "never" && keys.length > 0 ? objectsAt(schema as unknown as AnySchema, keys.slice(0, -1)).flatMap((o) => Object.keys(o.entries!)) : [];
-  // A strict object's extra key (a field declared v.never() keeps its own message).
-  if (issue.expected === "never" && keys.length > 0 && !allowed.includes(field)) {
+  const entries = issue.expected === "never" && keys.length > 0 ? objectsAt(schema as unknown as AnySchema, keys.slice(0, -1)).flatMap((o) => Object.entries(o.entries!)) : [];
+  // A strict object's extra key (a field declared v.never() keeps its own message, and is not
+  // offered as allowed: the body may never carry it).
+  if (issue.expected === "never" && keys.length > 0 && !entries.some(([k]) => k === field)) {
+    const allowed = entries.filter(([, e]) => unwrap(e).type !== "never").map(([k]) => k);
     const known = allowed.length ? `; allowed: ${[...new Set(allowed)].join(", ")}` : "";
     return { path, message: `unknown field "${field}"${suggest(field, allowed)}${known}` };
   }
