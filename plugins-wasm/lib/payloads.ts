@@ -253,6 +253,19 @@ export class CommandPayload {
   get source(): CommandPayloadSource { const at = getObject(this.buf, "source", this.at); return at < 0 ? new CommandPayloadSource(new Uint8Array(0)) : new CommandPayloadSource(this.buf, at); }
 }
 
+/** Input of a tool export (`tool_<name>`): read an argument with `getString(p.args.buf, "text", p.args.at)`. */
+export class ToolPayload {
+  constructor(readonly buf: Uint8Array, readonly at: i32 = 0) {}
+  /** object (fields read through ToolPayloadArgs) */
+  get args(): ToolPayloadArgs { const at = getObject(this.buf, "args", this.at); return at < 0 ? new ToolPayloadArgs(new Uint8Array(0)) : new ToolPayloadArgs(this.buf, at); }
+  /** string, or null */
+  get session_id(): string | null { return getString(this.buf, "session_id", this.at); }
+  /** string ("" when absent) */
+  get turn_id(): string { const s = getString(this.buf, "turn_id", this.at); return s === null ? "" : s; }
+  /** string ("" when absent) */
+  get tool_call_id(): string { const s = getString(this.buf, "tool_call_id", this.at); return s === null ? "" : s; }
+}
+
 /** View of an object field (an absent field reads as an empty object: every getter gives its default). */
 export class OnSessionStartPayloadSource {
   constructor(readonly buf: Uint8Array, readonly at: i32 = 0) {}
@@ -284,4 +297,9 @@ export class CommandPayloadSource {
   get chat_id(): string | null { return getString(this.buf, "chat_id", this.at); }
   /** string, or null */
   get thread_id(): string | null { return getString(this.buf, "thread_id", this.at); }
+}
+
+/** View of an object field (an absent field reads as an empty object: every getter gives its default). */
+export class ToolPayloadArgs {
+  constructor(readonly buf: Uint8Array, readonly at: i32 = 0) {}
 }

@@ -1,12 +1,11 @@
 // text-stats: an example plugin tool. The manifest declares `text_stats` with the JSON Schema of its
 // arguments; the host checks the arguments against it before this export runs, so `text` is a
 // string here. Input: {args, session_id, turn_id, tool_call_id}. Output: the result as JSON.
-import { beginCall, getObject, getString, outputString } from "../lib";
+import { beginCall, getString, outputString, ToolPayload } from "../lib";
 
 export function tool_text_stats(): i32 {
-  const input = beginCall();
-  const args = getObject(input, "args");
-  const found: string | null = args < 0 ? null : getString(input, "text", args);
+  const args = new ToolPayload(beginCall()).args;
+  const found = getString(args.buf, "text", args.at);
   if (found === null) {
     outputString('"error: text is missing"');
     return 0;

@@ -27,6 +27,14 @@ const COMMAND_FIELDS: Record<string, Schema> = {
   source: { type: "nullable", wrapped: { type: "object", entries: { user_id: nullableString, chat_id: nullableString, thread_id: nullableString } } },
 };
 
+/** A tool export's input (tools/registry.ts): `args` is the tool's own object, read through `args.buf` / `args.at`. */
+const TOOL_FIELDS: Record<string, Schema> = {
+  args: { type: "object", entries: {} },
+  session_id: nullableString,
+  turn_id: { type: "string" },
+  tool_call_id: { type: "string" },
+};
+
 const pascal = (s: string) => s.replace(/(^|_)([a-z])/g, (_m, _u, c: string) => c.toUpperCase());
 
 /** The getter for one field: its AssemblyScript type and body. */
@@ -86,6 +94,11 @@ export function generatePayloads(): string {
     out.push(...viewClass(`${pascal(hook)}Payload`, entries, nested, [`/** Payload of ${hook}. */`]));
   }
   out.push(...viewClass("CommandPayload", COMMAND_FIELDS, nested, ["/** Input of a command export (`command_<name>`). */"]));
+  out.push(
+    ...viewClass("ToolPayload", TOOL_FIELDS, nested, [
+      "/** Input of a tool export (`tool_<name>`): read an argument with `getString(p.args.buf, \"text\", p.args.at)`. */",
+    ]),
+  );
   // Nested object views (source, usage, ...), generated after the classes that found them.
   for (const done = new Set<string>(); done.size < nested.size; ) {
     for (const [cls, schema] of [...nested]) {
