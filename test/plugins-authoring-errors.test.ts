@@ -67,7 +67,7 @@ describe("plugin errors name their cause", () => {
   });
 
   it("a denied host call says whether the manifest did not request it or the operator did not grant it", () => {
-    const text = (requested: string[], capability: string) => {
+    const text = (requested: string[], capability: string | string[]) => {
       try {
         deny("p", "hookbox_x", capability, requested);
       } catch (err) {
@@ -77,7 +77,9 @@ describe("plugin errors name their cause", () => {
     };
     assert.match(text([], "kv"), /p's manifest\.json does not request \(add it to "capabilities"/);
     assert.match(text(["kv"], "kv"), /the operator has not granted to p \(config plugins\.grants\.p\)/);
-    assert.match(text(["http:api.example.com:8443"], "http:api.example.com"), /operator has not granted/);
+    // A request on the port the manifest asks for blames the operator; on another port, the manifest.
+    assert.match(text(["http:api.example.com:8443"], ["http:api.example.com:8443", "http:api.example.com"]), /operator has not granted/);
+    assert.match(text(["http:api.example.com:8443"], "http:api.example.com"), /does not request; it requests "http:api\.example\.com:8443"/);
     assert.match(text(["http:other.example"], "http:api.example.com"), /does not request/);
   });
 
