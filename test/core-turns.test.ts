@@ -75,6 +75,14 @@ for (const db of TEST_DBS) {
       assert.equal(clock.body.tool_calls[0].result, new Date(NOW).toISOString());
       const roles = (await t.api("GET", `/v1/sessions/${id}/messages`)).body.messages.map((m: any) => m.role);
       assert.deepEqual(roles, ["user", "tool", "assistant", "user", "tool", "assistant"]);
+      // A bad expression is a failed tool call, not a result that says "error".
+      rec.clear();
+      const bad = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "calc 2 ** 3" });
+      assert.deepEqual(
+        bad.body.tool_calls.map((r: any) => [r.status, r.result]),
+        [["error", "error: unexpected *"]],
+      );
+      assert.deepEqual(rec.of("post_tool_call").map((e) => [e.status, e.error]), [["error", "unexpected *"]]);
     });
 
     it("ends, finalizes and resets sessions", async () => {

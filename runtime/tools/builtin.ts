@@ -10,13 +10,11 @@ export function builtinTools(now: () => number): Tool[] {
         description: "Evaluates an arithmetic expression with + - * / % and parentheses.",
         parameters: { type: "object", properties: { expression: { type: "string" } }, required: ["expression"] },
       },
+      // A bad expression throws: the tool step reports it as status "error" (the model still reads
+      // "error: ..."), so post_tool_call and the stats see a failure, not a result.
       run(args) {
-        if (typeof args.expression !== "string") return "error: expression must be a string";
-        try {
-          return `${args.expression} = ${evaluate(args.expression)}`;
-        } catch (err) {
-          return `error: ${(err as Error).message}`;
-        }
+        if (typeof args.expression !== "string") throw new Error("expression must be a string");
+        return `${args.expression} = ${evaluate(args.expression)}`;
       },
     },
     {
