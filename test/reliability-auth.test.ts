@@ -117,6 +117,10 @@ describe("reliability: bearer token on every route", () => {
       assert.notEqual(res.status, 401, `${r.method} ${r.path}`);
       assert.ok(res.status < 500, `${r.method} ${r.path}: ${res.status}`);
     }
+    // The scheme's name is case-insensitive (RFC 7235); the token is not.
+    for (const scheme of ["bearer", "BEARER", "Bearer"]) {
+      assert.equal((await raw(t.url, "GET", "/v1/sessions", undefined, `${scheme} ${TOKEN}`)).status, 200, scheme);
+    }
   });
 });
 

@@ -9,12 +9,15 @@ import { wantsEventStream } from "./turn-stream.ts";
 
 const digest = (s: string) => createHash("sha256").update(s).digest();
 
-/** With a configured token every endpoint wants `Authorization: Bearer <token>`. */
+/** With a configured token every endpoint wants `Authorization: Bearer <token>` (the scheme in any case, RFC 7235). */
 export function bearerAuth(token: string | undefined): MiddlewareHandler {
-  const want = token ? digest(`Bearer ${token}`) : undefined;
+  const want = token ? digest(token) : undefined;
   return async (c, next) => {
     if (!want) return next();
-    const got = digest(c.req.header("authorization") ?? "");
+    const header = c.req.header("authorization") ?? "";
+    const scheme = /^bearer /i.exec(header);
+    // Compared as digests (equal length, constant time) whatever the header holds.
+    const got = digest(scheme ? header.slice(scheme[0].length) : `\u0000${header}`);
     if (!timingSafeEqual(got, want)) {
       return c.json(errorBody("unauthorized", "missing or wrong bearer token"), 401, { "www-authenticate": "Bearer" });
     }
