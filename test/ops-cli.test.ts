@@ -110,6 +110,12 @@ describe("hookbox CLI (operator)", () => {
     assert.match(none.out, /^nothing compacted \(empty\): .*kept as they are/);
     assert.equal((await cli("sessions", "show", "s_missing2")).code, 1);
     assert.equal((await cli("turn", "s_missing3", "hello")).code, 1);
+    // The message rules of POST .../turns: nothing is stored for an empty or overlong message.
+    const empty = await cli("turn", s, "");
+    assert.equal(empty.code, 1);
+    assert.match(empty.err, /invalid message: .*1/);
+    assert.match((await cli("turn", s, "x".repeat(100_001))).err, /invalid message: .*100000/);
+    assert.equal(JSON.parse((await cli("sessions", "messages", s, "--json")).out).length, 3, "the first turn's three messages only");
   });
 
   it("plugins reset clears persisted enable/disable overrides", async () => {

@@ -9,6 +9,8 @@ import type { SweepName, SweepParams } from "../maintenance/sweeps.ts";
 import { pageCursor } from "../sessions/service.ts";
 import { messageView, sessionView } from "../sessions/view.ts";
 import { positiveNumber, wholeNumber, type CliContext } from "./context.ts";
+import { TurnMessageText } from "../http/sessions.ts";
+import { check } from "../http/validate.ts";
 
 export function registerSessionCommands(program: Command, ctx: CliContext): void {
   const { io } = ctx;
@@ -102,7 +104,9 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
     .argument("<message...>")
     .option("--json", "print the whole turn result as JSON")
     .action(async (id: string, words: string[], o: { json?: boolean }) => {
-      const res = await (await ctx.core()).turns.run(id, words.join(" "));
+      // The same rules as POST /v1/sessions/:id/turns (not empty, at most 100,000 characters).
+      const message = check(TurnMessageText, words.join(" "), "message", "invalid_message");
+      const res = await (await ctx.core()).turns.run(id, message);
       if (o.json) io.out(JSON.stringify(res, null, 2));
       else io.out(res.type === "reply" ? res.reply : res.output);
     });

@@ -26,8 +26,11 @@ export const ListQuery = v.strictObject({
 export const MessagesQuery = v.strictObject({ limit: v.optional(QueryInt(1, 10_000)) });
 // A NUL is refused: the embedded database's reader ends a text at it, so the rest of the message
 // would be lost to every later read (history, compaction, sessions:read), as plugin KV refuses it.
+/** A turn's message, over HTTP and from the CLI alike. */
+export const TurnMessageText = v.pipe(v.string(), v.minLength(1), v.maxLength(100_000), v.check((m) => !m.includes("\u0000"), "a NUL character (U+0000) cannot be stored"));
+
 export const TurnBody = v.strictObject({
-  message: v.pipe(v.string(), v.minLength(1), v.maxLength(100_000), v.check((m) => !m.includes("\u0000"), "a NUL character (U+0000) cannot be stored")),
+  message: TurnMessageText,
 });
 export const CompressBody = v.strictObject({ kind: v.optional(v.picklist(COMPACTION_KINDS), "summarize"), rotate: v.optional(v.boolean(), false) });
 export const EndBody = v.strictObject({ reason: v.optional(v.pipe(v.string(), v.regex(/^[a-z0-9_-]{1,64}$/, "reasons are 1-64 chars of [a-z0-9_-]")), "user") });
