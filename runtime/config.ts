@@ -199,7 +199,17 @@ function unknownEnv(env: Record<string, string | undefined>): string[] {
 
 /** Parses config input (file contents or an object built by a test), with env overrides applied. */
 export function parseConfig(input: unknown, env: Record<string, string | undefined> = {}, origin = "config"): Config {
+  // Valibot takes an array for an object: a file holding [] would run on the defaults unnoticed.
+  if (Array.isArray(input)) throw new ConfigError(`${origin}: (root): must be a JSON object, not an array`);
   const { merged, fromEnv } = applyEnv(input, env);
+  /** The variable that set `path` or an object above it (HOOKBOX_PLUGINS_GRANTS for plugins.grants.x.0). */
+  const envFor = (path: string): string | undefined => {
+    for (let p = path; p !== ""; p = p.includes(".") ? p.slice(0, p.lastIndexOf(".")) : "") {
+      const name = fromEnv.get(p);
+      if (name) return name;
+    }
+    return undefined;
+  };
   // A provider given without a type is the default (local) one when every setting given is one of
   // its own (e.g. only HOOKBOX_PROVIDER_CONTEXT_WINDOW_TOKENS); otherwise the type must be said.
   const provider = (merged as { provider?: unknown } | null)?.provider;
@@ -219,16 +229,21 @@ export function parseConfig(input: unknown, env: Record<string, string | undefin
       .map((i) => {
         const { path, message } = describeIssue(ConfigSchema, i);
         // A value from the environment is named by its variable, not blamed on the file.
-        const name = fromEnv.get(path);
+        const name = envFor(path);
         return name ? `environment: ${name} (${path}): ${message}` : `${origin}: ${path || "(root)"}: ${message}`;
       })
       .join("; ");
     throw new ConfigError(where);
   }
-  const warnings: string[] = unknownEnv(env);
+  // Each warning is logged with where its value came from: the environment or the file.
+  const warnings = unknownEnv(env).map((text) => ({ text, fromEnv: true }));
   const { hook_callback_timeout, ...plugins } = res.output.plugins;
-  const c: Config = { ...res.output, plugins: { ...plugins, hook_callback_timeout: hookTimeout(hook_callback_timeout, warnings) }, warnings };
-  for (const w of warnings) log("warn", w, { origin });
+  const timeoutWarnings: string[] = [];
+  const hookTimeoutSeconds = hookTimeout(hook_callback_timeout, timeoutWarnings);
+  const timeoutVar = envFor("plugins.hook_callback_timeout");
+  for (const w of timeoutWarnings) warnings.push(timeoutVar ? { text: `${timeoutVar}: ${w}`, fromEnv: true } : { text: w, fromEnv: false });
+  const c: Config = { ...res.output, plugins: { ...plugins, hook_callback_timeout: hookTimeoutSeconds }, warnings: warnings.map((w) => w.text) };
+  for (const w of warnings) log("warn", w.text, { origin: w.fromEnv ? "environment" : origin });
   checkBindHost(c);
   return c;
 }

@@ -152,6 +152,16 @@ describe("configuration (operator)", () => {
     // A bad value from the environment is not blamed on the config file; one from the file is.
     assert.throws(() => parseConfig({ port: 80 }, { HOOKBOX_PORT: "http" }, "hookbox.config.json"), (e: Error) => /^environment: HOOKBOX_PORT \(port\): /.test(e.message));
     assert.throws(() => parseConfig({ port: "http" }, {}, "hookbox.config.json"), (e: Error) => /^hookbox\.config\.json: port: /.test(e.message));
+    // Inside a JSON variable's value too; a warning about a variable's value names the variable.
+    assert.throws(
+      () => parseConfig({}, { HOOKBOX_PLUGINS_GRANTS: '{"whoami":["kvv"]}' }, "hookbox.config.json"),
+      (e: Error) => /^environment: HOOKBOX_PLUGINS_GRANTS \(plugins\.grants\.whoami\.0\): unknown capability "kvv"/.test(e.message),
+    );
+    assert.deepEqual(parseConfig({}, { HOOKBOX_PLUGINS_HOOK_CALLBACK_TIMEOUT: "9999" }, "hookbox.config.json").warnings, [
+      "HOOKBOX_PLUGINS_HOOK_CALLBACK_TIMEOUT: plugins.hook_callback_timeout 9999 is above 600 s; clamped to 600",
+    ]);
+    // A file holding an array is not a config (valibot alone would take it for an empty object).
+    assert.throws(() => parseConfig([], {}, "d.json"), (e: Error) => /^d\.json: \(root\): must be a JSON object, not an array/.test(e.message));
     assert.equal(parseConfig({}, { HOOKBOX_DB_SYNCHRONOUS: "NORMAL" }).db_synchronous, "normal");
     // A path without a scheme is refused with the fix, not opened as a URL that fails later.
     assert.throws(() => parseConfig({}, { HOOKBOX_DB_URL: "./data/hookbox.db" }), /HOOKBOX_DB_URL \(db_url\): "\.\/data\/hookbox\.db" is not a database URL: file:PATH for an embedded file \(e\.g\. file:\.\/data\/hookbox\.db\)/);
@@ -212,5 +222,10 @@ describe("configuration (operator)", () => {
     const lines: string[] = [];
     assert.equal(await runCli(["config"], { out: (l) => lines.push(l), err: (l) => lines.push(l) }, { config: typo }), 1);
     assert.equal(lines.at(-1), 'hookbox: plugins.enabled: no plugin named "whoamii" in ./plugins-wasm (did you mean whoami?)');
+    // A plugins.dir that does not exist is said (a mistyped path loaded no plugin, silently).
+    const nowhere = parseConfig({ plugins: { dir: "/nonexistent-hookbox-plugins", enabled: [] } });
+    const said: string[] = [];
+    assert.equal(await runCli(["config"], { out: (l) => said.push(l), err: (l) => said.push(l) }, { config: nowhere }), 0);
+    assert.deepEqual(JSON.parse(said.join("\n")).warnings, ["plugins.dir /nonexistent-hookbox-plugins does not exist: no plugin will load"]);
   });
 });

@@ -1,10 +1,22 @@
 // The checks of the configuration against plugins.dir that serve (and every CLI command that opens
 // the core) makes before it starts; `hookbox config` makes them too, so it fails where serve would.
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
 import { checkCommandUsers, checkPluginNames, type Config } from "../config.ts";
+import { log } from "../log.ts";
 import { declaredCommands, scanPluginDir } from "../plugins/loader.ts";
 
-/** The config's plugin and command names against plugins.dir; throws ConfigError naming each problem. */
+/**
+ * The config's plugin and command names against plugins.dir; throws ConfigError naming each problem.
+ * A plugins.dir that does not exist is a warning (added to config.warnings, and logged): a mistyped
+ * path otherwise started a server with no plugins and said nothing.
+ */
 export function checkAgainstPluginDir(config: Config): void {
+  if (!existsSync(config.plugins.dir)) {
+    const warning = `plugins.dir ${resolve(config.plugins.dir)} does not exist: no plugin will load`;
+    config.warnings.push(warning);
+    log("warn", warning, { origin: "plugins.dir" });
+  }
   const plugins = scanPluginDir(config.plugins.dir);
   checkPluginNames(config, plugins.map((p) => p.folder));
   checkCommandUsers(config, declaredCommands(plugins));

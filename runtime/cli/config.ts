@@ -14,8 +14,15 @@ export function registerConfig(program: Command, ctx: CliContext): void {
       if (o.env) for (const s of ENV_SETTINGS) ctx.io.out(`${s.env}\t${s.path.join(".")}`);
       else {
         const config = ctx.config();
+        // Checked first (its warnings are printed with the rest), refused after printing.
+        let refusal: unknown;
+        try {
+          checkAgainstPluginDir(config);
+        } catch (err) {
+          refusal = err;
+        }
         ctx.io.out(JSON.stringify(maskSecrets(config), null, 2));
-        checkAgainstPluginDir(config);
+        if (refusal) throw refusal;
       }
     });
 }

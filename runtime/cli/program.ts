@@ -45,7 +45,7 @@ function buildProgram(ctx: CliContext): Command {
     .configureOutput({ writeOut: (s) => ctx.io.out(s.trimEnd()), writeErr: (s) => ctx.io.err(s.trimEnd()) });
   registerServe(program, ctx);
   registerSessionCommands(program, ctx);
-  registerPluginCommands(program.command("plugins").description("list, enable, disable and reset plugins"), ctx);
+  registerPluginCommands(program.command("plugins").description("list, enable, disable and reset plugins; scaffold, build and call them; read their logs"), ctx);
   registerConfig(program, ctx);
   // Commander's own errors ("error: unknown option ...") become one line plus a hint naming the command.
   const withHints = (cmd: Command) => {
