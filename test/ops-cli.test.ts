@@ -131,6 +131,14 @@ describe("hookbox CLI (operator)", () => {
       { name: "b", enabled: 1, quarantined: "x" },
     ]);
     assert.match((await cli("plugins", "reset")).out, /override cleared: b/);
+    // A name that is no plugin and has no override is an error, as for enable (a typo cleared nothing).
+    const typo = await cli("plugins", "reset", "whoamii");
+    assert.equal(typo.code, 1);
+    assert.match(typo.err, /plugin whoamii not found/);
+    // A profile the API would refuse is refused here too, not listed as nothing.
+    const bad = await cli("sessions", "list", "--profile", "bad name");
+    assert.equal(bad.code, 1);
+    assert.match(bad.err, /invalid --profile: profiles are 1-64 chars/);
   });
 });
 

@@ -10,7 +10,7 @@ import { pageCursor } from "../sessions/service.ts";
 import { messageView, sessionView } from "../sessions/view.ts";
 import { positiveNumber, wholeNumber, type CliContext } from "./context.ts";
 import { TurnMessageText } from "../http/sessions.ts";
-import { check } from "../http/validate.ts";
+import { check, Profile } from "../http/validate.ts";
 
 export function registerSessionCommands(program: Command, ctx: CliContext): void {
   const { io } = ctx;
@@ -25,6 +25,8 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
     .option("--after <cursor>", "the page after this cursor (printed after a full page) or session id")
     .option("--json", "print JSON")
     .action(async (o: { profile?: string; archived?: string; limit: number; after?: string; json?: boolean }) => {
+      // The profile rule of GET /v1/sessions?profile= (a bad name listed nothing, with exit 0).
+      if (o.profile !== undefined) check(Profile, o.profile, "--profile", "invalid_query");
       const core = await ctx.core();
       const rows = await core.sessions.list({ profile: o.profile, archived: o.archived === undefined ? undefined : o.archived === "true", limit: o.limit, after: o.after });
       if (o.json) io.out(JSON.stringify(rows.map(sessionView)));

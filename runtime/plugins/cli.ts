@@ -48,8 +48,15 @@ export function registerPluginCommands(plugins: Command, ctx: CliContext): void 
     .description("clear the enable/disable overrides (of NAMEs, or of all plugins): the config decides again")
     .argument("[names...]")
     .action(async (names: string[]) => {
+      const core = await ctx.core();
+      // A name that is neither a plugin nor has an override (one of a plugin since removed) is an
+      // error, as for enable/disable: a typo cleared nothing, with exit 0.
+      const stored = await core.storage.db.selectFrom("plugin_state").select("name").execute();
+      const known = [...new Set([...core.plugins.list().map((p) => p.name), ...stored.map((r) => r.name)])];
+      const unknown = names.find((n) => !known.includes(n));
+      if (unknown !== undefined) throw new AppError(404, "not_found", `plugin ${unknown} not found${suggest(unknown, known)}`);
       // Through storage.write, like every write: the synchronous reader's next read sees it.
-      const rows = await (await ctx.core()).storage.write((trx) => {
+      const rows = await core.storage.write((trx) => {
         let q = trx.updateTable("plugin_state").set({ enabled: null }).where("enabled", "is not", null);
         if (names.length) q = q.where("name", "in", names);
         return q.returning("name").execute();
