@@ -68,6 +68,11 @@ for (const db of TEST_DBS) {
       const orphans = rows.filter((r) => ids.some((id) => r.key.includes(id)));
       assert.deepEqual(orphans, []);
       assert.ok(rows.some((r) => r.key.includes(keep)));
+      // An archived session still exists: it stays indexed through archive and unarchive.
+      assert.equal((await s.api("POST", `/v1/sessions/${keep}/archive`, {})).status, 200);
+      assert.ok(JSON.parse((await command(s, "index", {})).body.output).sessions.includes(keep), "archived");
+      assert.equal((await s.api("POST", `/v1/sessions/${keep}/unarchive`, {})).status, 200);
+      assert.ok(JSON.parse((await command(s, "index", {})).body.output).sessions.includes(keep), "unarchived");
     });
 
     it("archiving a session closes its task", async () => {

@@ -1,7 +1,8 @@
 // sidecar-index: one plugin-wide KV entry per live session, "entry:<session_id>" =
 // {"session_id","platform","profile","llm_calls","compactions","compacted_from"}. A rotating
 // compaction moves the entry to the new id; on_session_delete drops the entry of every id in
-// deleted_ids (cascaded children and chain rows included), so no entry outlives its session.
+// deleted_ids (cascaded children and chain rows included), so no entry outlives its session; an
+// archive (reason "archive") keeps them: the sessions still exist.
 // Entries are updated with kv_cas against the text read: when another process (a second server on
 // the same database) updated one meanwhile, the call is run again, so no count is lost.
 import {
@@ -117,6 +118,9 @@ export function post_compaction(): i32 {
 
 export function on_session_delete(): i32 {
   const input = beginCall();
+  // An archived session still exists (and may be unarchived, which fires nothing): its entry stays.
+  const reason = getString(input, "reason");
+  if (reason !== null && reason == "archive") return 0;
   const at = findField(input, "deleted_ids");
   if (at < 0) return 0;
   const end = skipValue(input, at);
