@@ -282,6 +282,8 @@ for (const db of TEST_DBS) {
       assert.equal(await runCli(["sessions", "delete", a], io, { core: t.core }), 1, "already gone");
       assert.equal(await runCli(["sessions", "archive", b], io, { core: t.core }), 0);
       assert.equal(await runCli(["sessions", "archive", b], io, { core: t.core }), 1, "already archived: no flip");
+      assert.equal(await runCli(["sessions", "unarchive", b], io, { core: t.core }), 0);
+      assert.equal(await runCli(["sessions", "unarchive", b], io, { core: t.core }), 1, "not archived: nothing to do, as for archive");
       assert.equal(deletes().length, 2);
       clock.advance(3 * 3600_000);
       const empty = await create();

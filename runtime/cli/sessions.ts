@@ -78,6 +78,9 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
     .action(async (ids: string[]) => {
       const core = await ctx.core();
       await requireExisting(core, ids);
+      // As archive refuses an archived session (exit 1, nothing done), unarchive refuses one that is not.
+      const open = (await core.storage.db.selectFrom("sessions").select("id").where("id", "in", ids).where("archived", "=", 0).execute()).map((r) => r.id);
+      if (open.length > 0) throw new AppError(409, "not_archived", `not archived: ${open.join(", ")}`);
       for (const id of ids) io.out(`unarchived ${(await core.sessions.unarchive(id)).id}`);
     });
 
