@@ -128,6 +128,11 @@ describe("operations endpoints", () => {
     const list = doc.paths["/v1/sessions"].get.parameters.map((p: any) => `${p.in}:${p.name}`).sort();
     assert.deepEqual(list, ["query:after", "query:archived", "query:limit", "query:profile"]);
     assert.deepEqual(doc.paths["/healthz"].get.security, [], "probes need no token");
+    // A turn may stream; every POST and DELETE may carry an Idempotency-Key.
+    const turn = doc.paths["/v1/sessions/{id}/turns"].post;
+    assert.deepEqual(Object.keys(turn.responses["200"].content).sort(), ["application/json", "text/event-stream"]);
+    assert.ok(turn.parameters.some((p: any) => p.in === "header" && p.name === "Idempotency-Key"));
+    assert.ok(!doc.paths["/v1/sessions"].get.parameters.some((p: any) => p.name === "Idempotency-Key"), "not on a GET");
     assert.deepEqual(doc.security, [{ bearer: [] }]);
   });
 

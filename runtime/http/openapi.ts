@@ -24,6 +24,8 @@ interface RouteDoc {
   public?: boolean;
   /** Success body is not JSON. */
   produces?: string;
+  /** With `Accept: text/event-stream` the success body is a stream of server-sent events (these). */
+  streams?: string;
 }
 
 const CONVERT: ConversionConfig = {
@@ -59,7 +61,12 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
   "POST /v1/sessions/adopt": { summary: "Move sessions (and their children) to a profile", tag: "sessions", body: AdoptBody },
   "GET /v1/sessions/:id": { summary: "Get a session", tag: "sessions" },
   "GET /v1/sessions/:id/messages": { summary: "A session's messages in order", tag: "sessions", query: MessagesQuery },
-  "POST /v1/sessions/:id/turns": { summary: "Run a turn (or a /command)", tag: "sessions", body: TurnBody },
+  "POST /v1/sessions/:id/turns": {
+    summary: "Run a turn (or a /command)",
+    tag: "sessions",
+    body: TurnBody,
+    streams: "events turn, injected, delta, tool_call, tool_result, then answer (the whole result, as the JSON reply) or error",
+  },
   "POST /v1/sessions/:id/compress": { summary: "Compact the stored conversation", tag: "sessions", body: CompressBody },
   "POST /v1/sessions/:id/archive": { summary: "Archive a session", tag: "sessions", body: Empty },
   "POST /v1/sessions/:id/unarchive": { summary: "Unarchive a session", tag: "sessions", body: Empty },
@@ -122,9 +129,24 @@ export function openApiDocument(version: string, tokenRequired: boolean): Json {
         params.push({ name, in: "query", required: false, schema: jsonSchema(schema) });
       }
     }
+    // Any POST or DELETE may be retried safely with an Idempotency-Key (guards.ts).
+    if (method === "POST" || method === "DELETE") {
+      params.push({
+        name: "Idempotency-Key",
+        in: "header",
+        required: false,
+        description: "the first answer to a key is stored; a retry with the same request gets it back and runs nothing, the same key with another request is refused (422)",
+        schema: { type: "string", pattern: "^[\\x21-\\x7e]{1,200}$" },
+      });
+    }
     const ok = doc.produces
       ? { description: "OK", content: { [doc.produces]: { schema: { type: "string" } } } }
-      : { description: "OK", content: { "application/json": { schema: { type: "object" } } } };
+      : doc.streams
+        ? {
+            description: `OK: the JSON result; with Accept: text/event-stream, server-sent ${doc.streams}`,
+            content: { "application/json": { schema: { type: "object" } }, "text/event-stream": { schema: { type: "string" } } },
+          }
+        : { description: "OK", content: { "application/json": { schema: { type: "object" } } } };
     const op: Json = {
       operationId: `${method.toLowerCase()}${path.replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ""))}`,
       summary: doc.summary,
