@@ -9,6 +9,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { AddressInfo } from "node:net";
 import { gzipSync } from "node:zlib";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { fileURLToPath } from "node:url";
 import { seed } from "./helpers/seed.ts";
 import { command, newSession, seedLongHistory, pluginInfo, startPluginServer, turn, HOSTILE_DIR, type PluginServer } from "./helpers/plugins.ts";
 
@@ -239,6 +242,19 @@ describe("async host functions (plugin runs in a worker)", () => {
     assert.equal(res.status, 422, JSON.stringify(res.body));
     assert.match(JSON.stringify(res.body), /failed \(timeout\)/);
     assert.equal((await command(s, "httpsnoop", { raw_args: `http://127.0.0.1:${port}/small` })).status, 200, "answers again after the timeout");
+  });
+
+  // Node only: the plugin runs in a worker there (no JSPI), and the flag is Node's.
+  it("a worker keeps the process's --disable-warning: no non-JSON warning line on stderr", { skip: "Deno" in globalThis }, async () => {
+    const cli = fileURLToPath(new URL("../runtime/cli.ts", import.meta.url));
+    // Not spawnSync: this process's test server must answer the plugin's request meanwhile.
+    const run = await promisify(execFile)(process.execPath, ["--disable-warning=ExperimentalWarning", "--import", "tsx", cli, "plugins", "call", "httpsnoop", "command", "httpsnoop", `http://127.0.0.1:${port}/x`], {
+      env: { ...process.env, HOOKBOX_PLUGINS_DIR: dir, HOOKBOX_LOG: "warn" },
+      encoding: "utf8",
+      timeout: 60_000,
+    });
+    assert.match(run.stdout, /hello from the granted host/);
+    assert.doesNotMatch(run.stderr, /ExperimentalWarning/);
   });
 
   it("refuses a response over 1 MiB, whether its length is declared, compressed or not declared", async () => {

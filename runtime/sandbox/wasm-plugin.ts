@@ -14,6 +14,7 @@
 // Every host function the module imports is wrapped: it charges fuel (HOST_CALL_FUEL plus the size
 // of the blocks it is handed) and checks the clock. The kernel's alloc and log imports are charged
 // and capped inside the module (instrument.ts), in either mode.
+import process from "node:process";
 import createPlugin, { type CallContext, type Plugin } from "@extism/extism";
 import { PluginCallError } from "../../hooks/failures.ts";
 import { createWasi, WasiExit } from "../../host-api/wasi.ts";
@@ -25,6 +26,13 @@ import { countWork, DEMOTION_MS, INLINE_SLICE_MS, needsTurn, SliceExpired, yield
 import { FUEL_MODULE, KERNEL_MODULE } from "./instrument.ts";
 import { LogBudget } from "./log-budget.ts";
 import { INITIALIZE_EXPORT } from "./wasi-adapt.ts";
+
+/**
+ * A plugin worker keeps the process's own warning settings and nothing else of its command line:
+ * with `--disable-warning=ExperimentalWarning` (npm start) the worker's WASI import no longer wrote a
+ * non-JSON warning line into the JSON log on stderr. (Deno refuses the flag in a worker and has none.)
+ */
+const WORKER_EXEC_ARGV = process.execArgv.filter((a) => a.startsWith("--disable-warning="));
 
 export const HOST_MODULE = "extism:host/user";
 /**
@@ -727,7 +735,7 @@ export class WasmPlugin {
             [WASI_SANDBOX_MODULE]: this.chargedAll(this.wasi, generation),
           },
           runInWorker: inWorker,
-          ...(inWorker ? { nodeWorkerArgs: { execArgv: [] } } : {}),
+          ...(inWorker ? { nodeWorkerArgs: { execArgv: WORKER_EXEC_ARGV } } : {}),
           // The module's alloc shim (instrument.ts) charges and caps the blocks it asks for, in
           // either mode; the SDK's own maxPages would re-sum every block on each alloc and keep
           // the refused one. Vars are refused (kv instead).
