@@ -197,18 +197,35 @@ function unknownEnv(env: Record<string, string | undefined>): string[] {
     .map((name) => `${name} is not a hookbox setting and is ignored${suggest(name, known)}`);
 }
 
+/** Whether `input` (the file's settings) holds a value at the dotted `path`. */
+function hasPath(input: unknown, path: string): boolean {
+  let at: unknown = input;
+  for (const key of path.split(".")) {
+    if (typeof at !== "object" || at === null || !(key in at)) return false;
+    at = (at as Record<string, unknown>)[key];
+  }
+  return true;
+}
+
 /** Parses config input (file contents or an object built by a test), with env overrides applied. */
 export function parseConfig(input: unknown, env: Record<string, string | undefined> = {}, origin = "config"): Config {
   // Valibot takes an array for an object: a file holding [] would run on the defaults unnoticed.
   if (Array.isArray(input)) throw new ConfigError(`${origin}: (root): must be a JSON object, not an array`);
   const { merged, fromEnv } = applyEnv(input, env);
-  /** The variable that set `path` or an object above it (HOOKBOX_PLUGINS_GRANTS for plugins.grants.x.0). */
+  /**
+   * The variable that set `path` or an object above it (HOOKBOX_PLUGINS_GRANTS for plugins.grants.x.0);
+   * for a setting that is missing from an object only the environment made (HOOKBOX_PROVIDER_TYPE=openai
+   * with no provider in the file: provider.base_url), the variables that made it.
+   */
   const envFor = (path: string): string | undefined => {
     for (let p = path; p !== ""; p = p.includes(".") ? p.slice(0, p.lastIndexOf(".")) : "") {
       const name = fromEnv.get(p);
       if (name) return name;
     }
-    return undefined;
+    const parent = path.includes(".") ? path.slice(0, path.lastIndexOf(".")) : "";
+    if (parent === "" || hasPath(input, parent)) return undefined;
+    const makers = [...fromEnv].filter(([p]) => p.startsWith(`${parent}.`)).map(([, name]) => name);
+    return makers.length > 0 ? makers.join(", ") : undefined;
   };
   // A provider given without a type is the default (local) one when every setting given is one of
   // its own (e.g. only HOOKBOX_PROVIDER_CONTEXT_WINDOW_TOKENS); otherwise the type must be said.

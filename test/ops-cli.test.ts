@@ -168,6 +168,12 @@ describe("configuration (operator)", () => {
     assert.deepEqual(parseConfig({}, { HOOKBOX_PLUGINS_HOOK_CALLBACK_TIMEOUT: "9999" }, "hookbox.config.json").warnings, [
       "HOOKBOX_PLUGINS_HOOK_CALLBACK_TIMEOUT: plugins.hook_callback_timeout 9999 is above 600 s; clamped to 600",
     ]);
+    // A setting missing from an object only the environment made is the environment's to fix.
+    assert.throws(
+      () => parseConfig({}, { HOOKBOX_PROVIDER_TYPE: "openai" }, "hookbox.config.json"),
+      (e: Error) => /^environment: HOOKBOX_PROVIDER_TYPE \(provider\.base_url\): /.test(e.message),
+    );
+    assert.throws(() => parseConfig({ provider: { type: "openai" } }, {}, "hookbox.config.json"), (e: Error) => /^hookbox\.config\.json: provider\.base_url: /.test(e.message));
     // A file holding an array is not a config (valibot alone would take it for an empty object).
     assert.throws(() => parseConfig([], {}, "d.json"), (e: Error) => /^d\.json: \(root\): must be a JSON object, not an array/.test(e.message));
     assert.equal(parseConfig({}, { HOOKBOX_DB_SYNCHRONOUS: "NORMAL" }).db_synchronous, "normal");
