@@ -56,8 +56,9 @@ export function deny(plugin: string, fn: string, capability: string | readonly s
   if (options.some((c) => requested.includes(c))) {
     throw new PluginCallError("denied", `${needs}, which the operator has not granted to ${plugin} (config plugins.grants.${plugin})`);
   }
-  const host = options[0]!.startsWith("http:") ? options[0]!.slice("http:".length).split(":")[0] : undefined;
-  const near = host === undefined ? [] : requested.filter((c) => c.startsWith("http:") && c.slice("http:".length).split(":")[0] === host);
+  const hostOf = (c: string) => (c.startsWith("http:") ? c.slice("http:".length).split(":")[0] : undefined);
+  const host = hostOf(options[0]!);
+  const near = host === undefined ? [] : requested.filter((c) => hostOf(c) === host);
   const asks = near.length > 0 ? `; it requests ${near.map((c) => `"${c}"`).join(", ")}` : "";
   throw new PluginCallError("denied", `${needs}, which ${plugin}'s manifest.json does not request${asks} (add it to "capabilities"; the operator must also grant it)`);
 }

@@ -10,7 +10,8 @@ import { estimateTokens } from "../tokens.ts";
 import { SummaryAborted, type NativeCompaction, type Provider } from "../providers/types.ts";
 import { rowsToChat } from "../sessions/chat.ts";
 import { refreshTokens } from "../sessions/service.ts";
-import { sourceOf, type MessageRow, type SessionRow } from "../sessions/view.ts";
+import type { MessageRow, SessionRow } from "../sessions/view.ts";
+import { emitSessionEnd, emitSessionStart } from "../sessions/lifecycle.ts";
 import { log } from "../log.ts";
 import { storedText } from "../sessions/stored-text.ts";
 
@@ -223,10 +224,8 @@ export class CompactionEngine {
     if (rotate) {
       // A rotation ends one session and starts another: their lifecycle hooks fire as for /reset
       // (a plugin that tracks open sessions sees both), then post_compaction links the two.
-      const { dispatcher, model } = this.ctx;
-      await dispatcher.emit("on_session_end", { session_id: session.id, reason: "compacted" });
-      await dispatcher.emit("on_session_finalize", { session_id: session.id });
-      await dispatcher.emit("on_session_start", { session_id: targetId, profile: session.profile, platform: session.platform, source: sourceOf(session), model });
+      await emitSessionEnd(this.ctx, session.id, "compacted");
+      await emitSessionStart(this.ctx, { ...session, id: targetId });
     }
     await this.ctx.dispatcher.emit("post_compaction", {
       session_id: out.session_id,

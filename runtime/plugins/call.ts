@@ -52,6 +52,7 @@ export async function callPlugin(config: Config, name: string, target: CallTarge
 
   let fn: string;
   let input: string;
+  let toolArgs: Record<string, unknown> | undefined;
   const payload_warnings: string[] = [];
   if (target.kind === "hook") {
     const { hook } = target;
@@ -70,7 +71,8 @@ export async function callPlugin(config: Config, name: string, target: CallTarge
     if (!names.includes(tool)) throw new AppError(400, "bad_request", `${name} has no tool ${tool}${suggest(tool, names)} (its tools: ${names.join(", ") || "none"})`);
     fn = `tool_${tool}`;
     // As a turn calls it (tools/registry.ts), with the CLI standing in for the session and the call.
-    input = JSON.stringify({ args: jsonObject(target.args, "the tool's arguments"), session_id: null, turn_id: "cli", tool_call_id: "cli" });
+    toolArgs = jsonObject(target.args, "the tool's arguments");
+    input = JSON.stringify({ args: toolArgs, session_id: null, turn_id: "cli", tool_call_id: "cli" });
   } else {
     const { command } = target;
     const names = manifest.commands.map((c) => c.name);
@@ -97,7 +99,7 @@ export async function callPlugin(config: Config, name: string, target: CallTarge
     if (info?.status !== "active") throw new AppError(422, "plugin_failed", `${name} did not load: ${info?.reason ?? "unknown reason"}`);
     if (target.kind === "tool") {
       // A turn refuses arguments that do not match the tool's schema before the plugin runs.
-      const problem = core.tools.check(target.tool, JSON.parse(input).args);
+      const problem = core.tools.check(target.tool, toolArgs!);
       if (problem) throw new AppError(400, "bad_request", `arguments do not match ${target.tool}'s parameters: ${problem}`);
     }
     let result: { output: string | undefined; fuel: number; ms: number } | undefined;

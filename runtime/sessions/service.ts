@@ -11,6 +11,7 @@ import { AppError, conflict, notFound } from "../errors.ts";
 import { estimateTokens } from "../tokens.ts";
 import { sqlJson } from "../storage/sql-json.ts";
 import { sourceOf, type MessageRow, type SessionRow } from "./view.ts";
+import { emitSessionEnd, emitSessionStart } from "./lifecycle.ts";
 import { storedText } from "./stored-text.ts";
 
 export interface NewSession {
@@ -70,13 +71,7 @@ export class SessionService {
       };
       return trx.insertInto("sessions").values(values).returningAll().executeTakeFirstOrThrow();
     });
-    await this.ctx.dispatcher.emit("on_session_start", {
-      session_id: row.id,
-      profile: row.profile,
-      platform: row.platform,
-      source: sourceOf(row),
-      model: this.ctx.model,
-    });
+    await emitSessionStart(this.ctx, row);
     return row;
   }
 
@@ -192,7 +187,7 @@ export class SessionService {
     return this.ctx.sessionLocks.run(id, async () => {
       const changed = await this.markEnded(id, reason);
       const session = await this.get(id);
-      if (changed) await this.emitEnd(id, reason);
+      if (changed) await emitSessionEnd(this.ctx, id, reason);
       return { session, changed };
     });
   }
@@ -206,7 +201,7 @@ export class SessionService {
       const old = await this.get(id);
       if (old.ended_at !== null) throw conflict("session_ended", `session ${id} has ended; reset starts from an open session`);
       await this.markEnded(id, "reset");
-      await this.emitEnd(id, "reset");
+      await emitSessionEnd(this.ctx, id, "reset");
       const fresh = await this.create({
         profile: old.profile,
         platform: old.platform,
@@ -283,10 +278,6 @@ export class SessionService {
     return res.numUpdatedRows > 0n;
   }
 
-  private async emitEnd(id: string, reason: string): Promise<void> {
-    await this.ctx.dispatcher.emit("on_session_end", { session_id: id, reason });
-    await this.ctx.dispatcher.emit("on_session_finalize", { session_id: id });
-  }
 }
 
 const TURN_SESSION_SQL = "select id, platform, user_id, parent_session_id, compacted_from, ended_at, end_reason, token_estimate from sessions where id = ?";
