@@ -30,7 +30,7 @@ export class Grants {
   }
 
   /**
-   * Granted host functions that are asynchronous (need the plugin to run in a worker): only HTTP.
+   * Granted host functions that are asynchronous (the call suspends, or runs in a worker where the runtime cannot suspend): only HTTP.
    * sessions:read reads the database synchronously, in-thread, like KV.
    */
   get needsAsyncHost(): boolean {

@@ -8,7 +8,7 @@ const decoder = new TextDecoder();
 // 0.7 us a read (a DataView alone: 0.07), and a small plugin call reads several blocks (its KV key
 // and scope, the answer it copies out, the output it writes). The SDK keeps its blocks behind a
 // module-private symbol, "get-block" (@extism/extism 2.0.0-rc13): looked up once on the context's
-// prototype; read() stays the way where it is missing or the block is shared memory (a worker's).
+// prototype; read() stays the way where it is missing (a worker's host call: worker-instance.ts).
 let known: { proto: object; symbol: symbol | null } | undefined;
 
 function getBlock(ctx: CallContext): symbol | null {
@@ -46,7 +46,7 @@ export function readBlock(ctx: CallContext, offset: bigint, what: string): Uint8
  * 256 KiB value limit refused it, 0.4 s of the host's thread a call.
  */
 export function readText(ctx: CallContext, offset: bigint, what: string, maxBytes: number): string {
-  // The length first: in a worker, reading a block copies it.
+  // The length first: decoding a block that is refused anyway would hold the thread.
   const length = Number(ctx.length(offset));
   if (length > maxBytes) throw new PluginCallError("trap", `${what}: ${length} bytes, more than the ${maxBytes} it may take`);
   return decoder.decode(readBlock(ctx, offset, what));

@@ -233,3 +233,35 @@ describe("sandboxed calls", () => {
     await plugin.close();
   });
 });
+
+// A CLI run (hookbox plugins call, turn...) ends when its work is done, whether or not it closed
+// every plugin: an idle worker does not hold the process, and one running a call does.
+describe("worker threads and the process", () => {
+  it("a process whose worker instance answered and sits idle exits by itself; the call's answer was awaited", async () => {
+    const { spawn } = await import("node:child_process");
+    const { fileURLToPath } = await import("node:url");
+    const root = fileURLToPath(new URL("..", import.meta.url));
+    const script = `
+      import { compileInstrumented } from "./runtime/sandbox/module-cache.ts";
+      import { WasmPlugin } from "./runtime/sandbox/wasm-plugin.ts";
+      import { limitsModule } from "./test/helpers/wat-modules.ts";
+      const module = await compileInstrumented(limitsModule(), { memoryPages: 4 });
+      const host = { functions: { hookbox_log: () => undefined }, begin() {}, end() {} };
+      const plugin = new WasmPlugin({ name: "wat", module, limits: { fuel: 200000, memoryPages: 4, timeoutMs: 5000, maxOutputBytes: 64 }, host, inWorker: true });
+      const r = await plugin.call("count", "", Date.now() + 5000);
+      console.log("answered", r.fuel > 0);
+    `;
+    const isDeno = "Deno" in globalThis;
+    const argv = isDeno ? ["eval", "--ext=ts", script] : ["--import", "tsx", "--input-type=module", "-e", script];
+    const child = spawn(process.execPath, argv, { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, DENO_NO_UPDATE_CHECK: "1" } });
+    let out = "";
+    child.stdout!.on("data", (b: Buffer) => (out += b.toString()));
+    child.stderr!.on("data", (b: Buffer) => (out += b.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
+    const code = await exited;
+    clearTimeout(timer);
+    assert.equal(code, 0, `the process did not end by itself: ${out}`);
+    assert.match(out, /answered true/);
+  });
+});

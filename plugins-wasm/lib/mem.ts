@@ -52,9 +52,8 @@ export function loadBlock(off: u64): Uint8Array {
 }
 
 // Whole-block copies between linear memory and an Extism block in one host call, used only when the
-// input came in one copy too (in-thread). In a worker they are never tried: the SDK ships a new
-// block to the host at the first host call after its alloc, so a failed try would ship it empty and
-// the kernel loop's bytes would never reach the host.
+// input came in one copy too: a host that declined that (one without the plugin's memory at hand)
+// would decline these too, and each try is a host call.
 let blockCopies = false;
 // @ts-ignore: decorator
 @external("extism:host/user", "hookbox_block_read")
@@ -87,10 +86,9 @@ export function readInput(): Uint8Array {
 
 /** Sets the call's output to `len` bytes at `ptr`. */
 export function outputRaw(ptr: usize, len: i32): void {
-  // One host call copies it; through the kernel (worker mode) it is a block, a copy and output_set.
-  // When this call's input read was declined (a worker: the host cannot reach this memory), the
-  // write would be declined too, and in a worker every host call is a round trip to the server's
-  // thread: it is not asked.
+  // One host call copies it; through the kernel it is a block, a copy and output_set. When this
+  // call's input read was declined (the host cannot reach this memory), the write would be declined
+  // too: it is not asked.
   if (blockCopies && hookbox_output_write(<u64>ptr, <u64>len) == <u64>len) return;
   output_set(storeRaw(ptr, len), <u64>len);
 }

@@ -10,7 +10,7 @@ const BLOCK_OFFSET_MASK = (1n << 48n) - 1n;
 
 /**
  * The block at `block` (from its start, exactly `len` long) and linear memory at `at` as two views
- * of `len` bytes, or undefined: no memory (worker mode, where a block also reads as a copy), a bad
+ * of `len` bytes, or undefined: no memory in this thread (its instance is in a worker), a bad
  * range. Then the functions return 0 and the plugin falls back to the kernel's loads and stores.
  */
 function views(memory: WebAssembly.Memory | undefined, ctx: CallContext, block: bigint, at: bigint, len: bigint): [Uint8Array, Uint8Array] | undefined {

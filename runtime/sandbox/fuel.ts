@@ -14,11 +14,9 @@ import { SliceExpired } from "./inline-slice.ts";
 export const FUEL_SLICE = 1_000_000;
 
 /**
- * Units per refill in a worker. There a refill is a host call to this thread, and the Extism SDK
- * sends a block across only at the first host call after it was made (later writes to it stay in
- * the worker): a refill in the middle of writing a block would leave this side a stale copy. So a
- * worker's module refills only when its budget runs out; the worker's deadline timer
- * (wasm-plugin.ts) and the clock check of every charged host call bound its time instead.
+ * Units per refill in a worker. There a refill is a round trip to the server's thread
+ * (worker-instance.ts), and the server's thread is not held by the call: a worker's module refills
+ * rarely; its deadline timer (wasm-plugin.ts) and the clock check of every host call bound its time.
  */
 export const WORKER_GRANT = 2 ** 30;
 
@@ -26,10 +24,10 @@ export const WORKER_GRANT = 2 ** 30;
 export const HOST_CALL_FUEL = 1_000;
 
 /**
- * Default cap on one kernel block, whatever the memory allowance: in a worker, every block a call
- * made crosses to the host's thread at its next host call, copied there (a 60 MB block held that
- * thread for 0.45 s). Far above what a plugin hands the host (a KV value: 256 KiB; a sweep's ids:
- * 4 MiB; an output: max_output_bytes, for which the loader raises it).
+ * Default cap on one kernel block, whatever the memory allowance: a block handed to a host function
+ * from a worker crosses to the server's thread whole, copied there. Far above what a plugin hands
+ * the host (a KV value: 256 KiB; a sweep's ids: 4 MiB; an output: max_output_bytes, for which the
+ * loader raises it).
  */
 export const KERNEL_BLOCK_BYTES = 16 * 1024 * 1024;
 

@@ -10,8 +10,8 @@
 // is wrapped so that `end(left)` reports the rest at each call's end and answers the next call's
 // grant, which the wrapper keeps in an added global: the next call starts from it without asking the
 // host (`begin()` is called only when no grant is kept: an instance's first call). No SDK access to
-// module globals is needed, and it works in an Extism worker too, where every host call is a round
-// trip between threads (one per call, not three). An export that returns an i32 reports it through
+// module globals is needed, and in a worker thread the end is served there (worker-thread.ts), so a
+// warm call makes no round trip to the server's thread for its fuel. An export that returns an i32 reports it through
 // `finish(code, left)` instead of `end`: Extism's JS SDK ignores the status code, the sandbox fails
 // the call on a non-zero one.
 //
@@ -21,8 +21,7 @@
 // like a loop header) and passes the length through unchanged.
 //
 // The counter starts at START_FUEL: a start function runs that much at instantiation without the
-// host (an Extism worker cannot serve host calls while it instantiates); beyond it, it asks the
-// host's refill like any call, which in-thread checks the deadline and in a worker fails the load.
+// host; beyond it, it asks the host's refill like any call, which checks the deadline.
 //
 // Memory: the memory section gets a maximum; and every memory.grow first calls an added
 // `grow_check(delta)` that tells the host (`oom(delta)`) when the grow will be refused, so the trap

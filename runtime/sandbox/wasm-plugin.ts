@@ -4,35 +4,31 @@
 //
 // In-thread by default (~µs per call). A plugin whose granted host functions are asynchronous (http
 // fetches) stays in-thread where the runtime can suspend the call while it awaits (CAN_SUSPEND), and
-// runs in an Extism worker elsewhere; so does, for a while, a plugin whose in-thread call outgrew
-// its slice (inline-slice.ts: the call runs again there, and the server's thread is never held
-// longer than the slice). hookbox owns every deadline itself: in-thread the fuel meter checks the
+// runs in a worker thread of its own elsewhere (worker-instance.ts: tens of µs per host call); so
+// does, for a while, a plugin whose in-thread call outgrew its slice (inline-slice.ts: the call runs
+// again there, and the server's thread is never held longer than the slice). hookbox owns every deadline itself: in-thread the fuel meter checks the
 // clock at each refill and host call; a worker or suspended call that has not answered by its
 // deadline plus WORKER_GRACE_MS is abandoned (the call fails as `timeout`, the lock is released)
 // and its instance discarded (a worker is terminated).
 //
 // Every host function the module imports is wrapped: it charges fuel (HOST_CALL_FUEL plus the size
-// of the blocks it is handed) and checks the clock. The kernel's alloc and log imports are charged
-// and capped inside the module (instrument.ts), in either mode.
-import process from "node:process";
+// of the blocks it is handed) and checks the clock; in a worker it runs here, on the server's
+// thread, as the worker's host call. The kernel's alloc and log imports are charged and capped
+// inside the module (instrument.ts), in either mode.
 import createPlugin, { type CallContext, type Plugin } from "@extism/extism";
 import { PluginCallError } from "../../hooks/failures.ts";
 import { createWasi, WasiExit } from "../../host-api/wasi.ts";
 import type { HostBinding, HostFunction } from "../../host-api/binding.ts";
 import { blockCopyFunctions } from "./block-copy.ts";
+import { CallIo } from "./call-io.ts";
 import { directCaller, type DirectCaller } from "./direct-call.ts";
-import { FuelMeter, HOST_CALL_FUEL } from "./fuel.ts";
+import { FuelMeter, HOST_CALL_FUEL, WORKER_GRANT } from "./fuel.ts";
 import { countWork, DEMOTION_MS, INLINE_SLICE_MS, needsTurn, SliceExpired, yieldTurn } from "./inline-slice.ts";
 import { FUEL_MODULE, KERNEL_MODULE } from "./instrument.ts";
 import { LogBudget } from "./log-budget.ts";
 import { INITIALIZE_EXPORT } from "./wasi-adapt.ts";
-
-/**
- * A plugin worker keeps the process's own warning settings and nothing else of its command line:
- * with `--disable-warning=ExperimentalWarning` (npm start) the worker's WASI import no longer wrote a
- * non-JSON warning line into the JSON log on stderr. (Deno refuses the flag in a worker and has none.)
- */
-const WORKER_EXEC_ARGV = process.execArgv.filter((a) => a.startsWith("--disable-warning="));
+import { WorkerInstance } from "./worker-instance.ts";
+import type { Tally } from "./worker-thread.ts";
 
 export const HOST_MODULE = "extism:host/user";
 /**
@@ -44,20 +40,21 @@ export const WASI_SANDBOX_MODULE = "hookbox:wasi";
 /**
  * Host functions the sandbox itself provides (beside host-api's): `hookbox_input_read(dest, len)`
  * copies the call's whole input into the plugin's linear memory at `dest` and returns `len`, or 0
- * when it cannot (worker mode, bad range): the plugin then falls back to the kernel's input_load_u64.
+ * when it cannot (bad range): the plugin then falls back to the kernel's input_load_u64.
  * plugins-wasm/lib's beginCall() calls it first thing, so a library plugin's export that never calls
  * it forgot beginCall(). `hookbox_abort(message)` ends the call as a trap carrying the message
  * (lib's abort handler: `throw new Error("x")` arrives as "abort: x at file:line:col").
  * `hookbox_block_write(block, src, len)` fills a whole block (`len` bytes, allocated by the plugin
  * through the metered alloc) from linear memory at `src` in one copy; `hookbox_block_read(block,
  * dest, len)` copies a whole block to linear memory. Both return `len`, or 0 when they cannot
- * (worker mode, bad range): the plugin then uses the kernel's store_u64/load_u64, a host call per
+ * (bad range): the plugin then uses the kernel's store_u64/load_u64, a host call per
  * 8 bytes (30,000 for a 10,000-id list). `hookbox_output_write(src, len)` makes `len` bytes of linear
  * memory at `src` the call's output (it takes precedence over output_set's) and returns `len`, or 0
- * when it cannot (worker mode, bad range, more than max_output_bytes): the plugin then sets it
+ * when it cannot (bad range, more than max_output_bytes): the plugin then sets it
  * through the kernel (alloc, copy, output_set), which also clears what an earlier
  * hookbox_output_write set. One copy, no block: the kernel's way costs a host block and the SDK's
- * output wrapper (about 1 us a call).
+ * output wrapper (about 1 us a call). All four need the instance's memory: for a worker instance
+ * the worker serves them (call-io.ts, block-copy.ts), without a crossing.
  */
 export const SANDBOX_FUNCTION_NAMES = ["hookbox_input_read", "hookbox_abort", "hookbox_block_read", "hookbox_block_write", "hookbox_output_write"] as const;
 
@@ -97,7 +94,7 @@ export interface SandboxOptions {
   limits: SandboxLimits;
   host: HostBinding;
   /**
-   * Always run in an Extism worker (tests of the worker path). Otherwise the sandbox picks: a plugin
+   * Always run in a worker thread (tests of the worker path). Otherwise the sandbox picks: a plugin
    * with async host functions runs in a worker only where CAN_SUSPEND is false.
    */
   inWorker?: boolean;
@@ -107,7 +104,7 @@ export interface SandboxOptions {
  * Whether this runtime can suspend a WASM call while an async host function awaits (JS Promise
  * Integration: Deno 2; not Node 20). Then a plugin with async host functions (http:) runs
  * in-thread like any other, and its awaits leave the thread free; without
- * it such a plugin runs in an Extism worker, a few round trips between threads per call.
+ * it such a plugin runs in a worker thread, one round trip between threads per host call.
  */
 export const CAN_SUSPEND =
   typeof (WebAssembly as { Suspending?: unknown }).Suspending === "function" && typeof (WebAssembly as { promising?: unknown }).promising === "function";
@@ -141,16 +138,14 @@ function utf8(text: string): Uint8Array {
   return lastBytes;
 }
 
+/** An instance: in-thread (the SDK's) or in a worker thread of its own (worker-instance.ts). */
+type Instance = Plugin | WorkerInstance;
+
 export class WasmPlugin {
-  private instance: Plugin | undefined;
+  private instance: Instance | undefined;
   /** Whether the live (or building) instance runs in a worker. */
   private instanceInWorker = false;
-  /**
-   * A worker instance's kernel reset after its last call (see invokeLater): started when that call came
-   * back, so its round trip to the worker is not part of the caller's wait; the next call awaits it.
-   */
-  private resetting: Promise<unknown> | undefined;
-  private building: Promise<Plugin> | undefined;
+  private building: Promise<Instance> | undefined;
   /** Calls run in a worker until then (epoch ms): an in-thread call outgrew its slice. */
   private workerUntil = 0;
   /** WASI passes pointers into the instance's memory, which a worker keeps in its own thread. */
@@ -160,8 +155,6 @@ export class WasmPlugin {
   private busy = false;
   private readonly waiting: Array<() => void> = [];
   private closed = false;
-  /** The running call's input and the instance's memory, for hookbox_input_read (in-thread only). */
-  private input: Uint8Array | undefined;
   /** The running in-thread call's time on the thread (performance.now()), for countWork. */
   private onThreadFrom: number | undefined;
   private onThreadUntil: number | undefined;
@@ -172,16 +165,15 @@ export class WasmPlugin {
   private memory: WebAssembly.Memory | undefined;
   /** Built with plugins-wasm/lib (imports hookbox_input_read): every export must call beginCall(). */
   private readonly usesLib: boolean;
-  private inputRead = false;
+  /** The running call's input and output (hookbox_input_read, hookbox_output_write): in-thread instances. */
+  private readonly io: CallIo;
   /** The running call has called an async host function (its effect, e.g. a request, is out). */
   private awaitedHost = false;
   /**
    * What a host function of the running call failed with: the call's failure whatever reaches the
-   * caller (from a worker only the message comes back, so "denied" or "timeout" read as a trap).
+   * caller (an error thrown through a suspended or worker call may arrive as another).
    */
   private hostFailure: PluginCallError | undefined;
-  /** The running call's output, when the plugin set it through hookbox_output_write. */
-  private output: Uint8Array | undefined;
   private readonly wasi: Record<string, HostFunction>;
   private readonly logBudget = new LogBudget();
   /** This instance's own copy of the call input, reused while the length stays the same. */
@@ -195,6 +187,7 @@ export class WasmPlugin {
 
   constructor(private readonly opts: SandboxOptions) {
     this.meter = new FuelMeter(opts.limits.fuel, opts.limits.memoryPages);
+    this.io = new CallIo(() => this.memory, opts.limits.maxOutputBytes, (units) => this.meter.charge(units));
     const imports = WebAssembly.Module.imports(opts.module);
     this.usesLib = imports.some((i) => i.module === HOST_MODULE && i.name === "hookbox_input_read");
     this.importsWasi = imports.some((i) => i.module === WASI_SANDBOX_MODULE);
@@ -355,7 +348,7 @@ export class WasmPlugin {
    * it can be (in-thread, no async host function, the direct caller known, nothing to commit);
    * any failure goes through failed(), asynchronously.
    */
-  private invoke(plugin: Plugin, fn: string, input: string, deadline: number, accept: AcceptOutput | undefined, inWorker: boolean, now: number): Promise<SandboxResult> | SandboxResult {
+  private invoke(plugin: Instance, fn: string, input: string, deadline: number, accept: AcceptOutput | undefined, inWorker: boolean, now: number): Promise<SandboxResult> | SandboxResult {
     this.meter.start(deadline, this.stretch(inWorker, now));
     this.opts.host.begin(deadline);
     // In-thread, this call's time on the thread counts towards the next turn of the event loop: from
@@ -364,14 +357,13 @@ export class WasmPlugin {
     this.onThreadUntil = undefined;
     let out: Uint8Array | undefined;
     try {
-      this.input = utf8(input);
-      this.output = undefined;
-      this.inputRead = false;
+      const bytes = utf8(input);
+      this.io.begin(bytes);
       this.awaitedHost = false;
       this.hostFailure = undefined;
       // The kernel wraps the bytes it is given without a copy and the plugin may write to that
       // block: each call gets its own copy, so no plugin changes what a later one reads.
-      const own = this.privateInput(this.input);
+      const own = this.privateInput(bytes);
       const direct = inWorker || this.suspends ? undefined : this.direct;
       if (!direct) {
         return this.invokeLater(plugin, fn, own, deadline, inWorker).then(
@@ -384,29 +376,22 @@ export class WasmPlugin {
     } catch (err) {
       return this.failed(err, false);
     }
-    return this.complete(fn, this.output ?? out, accept);
+    return this.complete(fn, this.io.output ?? out, accept);
   }
 
-  /** invoke()'s run of the export through the SDK's async call (a worker, a suspending call, a first call): the output. */
-  private async invokeLater(plugin: Plugin, fn: string, own: Uint8Array, deadline: number, inWorker: boolean): Promise<Uint8Array | undefined> {
-    const reset = this.resetting;
-    this.resetting = undefined;
+  /** invoke()'s run of the export in a worker, suspending, or through the SDK's call (a first call): the output. */
+  private async invokeLater(plugin: Instance, fn: string, own: Uint8Array, deadline: number, inWorker: boolean): Promise<Uint8Array | undefined> {
     // In-thread with async host functions (CAN_SUSPEND), from the second call on: the export runs
     // suspending through the direct caller; else through the SDK's call().
     const direct = inWorker ? undefined : this.direct;
-    const call = direct
-      ? direct.callSuspending(fn, own)
-      : (reset ? reset.then(() => plugin.call(fn, own)) : plugin.call(fn, own)).then((out) => out?.bytes());
+    const call =
+      plugin instanceof WorkerInstance ? plugin.call(fn, own)
+      : direct ? direct.callSuspending(fn, own)
+      : plugin.call(fn, own).then((out) => out?.bytes());
     // A worker, or a suspended in-thread call, may not come back by itself: raced against the deadline.
     const out = inWorker || this.suspends ? await this.withinDeadline(call, deadline) : await call;
     this.onThreadUntil = performance.now();
-    // A worker's kernel keeps every block of earlier calls (the SDK resets it in-thread only) and
-    // keeps their memory: reset before the next call, a round trip started now, off the caller's wait.
-    if (inWorker) {
-      this.resetting = plugin.reset();
-      this.resetting.catch(() => undefined); // a failed reset fails the next call, not the process
-    }
-    return this.output ?? out;
+    return this.io.output ?? out;
   }
 
   /** finish(), a failure of it going through failed(). */
@@ -440,8 +425,7 @@ export class WasmPlugin {
   /** The call has come back: its thread time counted, its state dropped, its writes dropped unless `ok`. */
   private settle(ok: boolean): void {
     if (this.onThreadFrom !== undefined) countWork((this.onThreadUntil ?? performance.now()) - this.onThreadFrom - this.meter.suspendedMs);
-    this.input = undefined;
-    this.output = undefined;
+    this.io.end();
     this.meter.stop();
     if (!ok) this.opts.host.end(false);
     const dropped = this.logBudget.takeDropped();
@@ -514,7 +498,7 @@ export class WasmPlugin {
   private checkReturn(fn: string): void {
     const code = this.meter.returnCode;
     if (code !== 0) throw new PluginCallError("trap", `${fn} returned ${code} (non-zero is a failure) without an error message`);
-    if (this.usesLib && !this.inputRead) {
+    if (this.usesLib && !this.io.inputRead) {
       throw new PluginCallError(
         "trap",
         `${fn} returned without calling beginCall() (plugins-wasm/lib): it must be the first call of every export, else the heap of earlier calls is never reset and memory runs out`,
@@ -534,16 +518,12 @@ export class WasmPlugin {
     if (err instanceof WasiExit) return new PluginCallError("trap", err.message);
     if (this.meter.memoryRefused) return this.meter.memoryError();
     if (err instanceof SliceExpired) return new PluginCallError("timeout", `${err.message}; a WASI module cannot move to a worker thread`);
-    // A worker's error arrives as a plain { message, originalStack } object.
-    const message = err instanceof Error ? err.message : typeof (err as { message?: unknown })?.message === "string" ? (err as { message: string }).message : String(err);
-    if (message.includes("canceled due to timeout")) {
-      return new PluginCallError("timeout", `ran past ${this.opts.limits.timeoutMs} ms`);
-    }
+    const message = err instanceof Error ? err.message : String(err);
     if (err instanceof RangeError && /call stack/i.test(message)) return new PluginCallError("trap", "stack overflow");
     return new PluginCallError("trap", message.replace(/^Plugin-originated error: /, "plugin error: "));
   }
 
-  private ensureInstance(deadline = Date.now() + this.opts.limits.timeoutMs): Promise<Plugin> {
+  private ensureInstance(deadline = Date.now() + this.opts.limits.timeoutMs): Promise<Instance> {
     if (this.instance) return Promise.resolve(this.instance);
     if (!this.building) this.instanceInWorker = this.wantsWorker();
     this.building ??= this.build(deadline, this.instanceInWorker).then(
@@ -575,50 +555,18 @@ export class WasmPlugin {
     return this.meter.functions.begin();
   };
 
-  /** A view of the whole linear memory, made again when a memory.grow detached it (length 0). */
-  private view = new Uint8Array(0);
-
-  /** The view, fresh, when `len` bytes at `at` lie inside linear memory; else undefined (worker mode, bad range). */
-  private viewOver(at: number, len: number): Uint8Array | undefined {
-    if (!this.memory) return undefined;
-    if (this.view.byteLength === 0) this.view = new Uint8Array(this.memory.buffer);
-    return at >= 0 && len >= 0 && at + len <= this.view.byteLength ? this.view : undefined;
-  }
-
   /**
-   * The sandbox's own input and output functions for one instance (`generation`). They take no
-   * blocks, so they are charged here (HOST_CALL_FUEL, the output's bytes) rather than by the
-   * generic wrapper, which looks for block arguments in every call.
+   * The sandbox's own input and output functions (call-io.ts) for one instance (`generation`). They
+   * take no blocks, so they charge themselves (HOST_CALL_FUEL, the output's bytes) rather than go
+   * through the generic wrapper, which looks for block arguments in every call.
    */
   private ioFunctions(generation: number): Record<string, HostFunction> {
     const live = () => {
       if (generation !== this.generation) throw new PluginCallError("unavailable", "host call from an abandoned instance");
-      this.meter.charge(HOST_CALL_FUEL);
     };
     return {
-      // Extism's kernel hands the input over 8 bytes per host call (a BigInt each way): a 300 KB
-      // on_session_delete payload (10k ids) took ~37k calls per plugin and dominated a bulk delete.
-      hookbox_input_read: (_ctx: CallContext, dest: bigint, len: bigint): bigint => {
-        live();
-        this.inputRead = true;
-        const { input } = this;
-        const at = Number(dest);
-        const view = input && len === BigInt(input.byteLength) ? this.viewOver(at, input.byteLength) : undefined;
-        if (!view) return 0n;
-        view.set(input!, at);
-        return len;
-      },
-      hookbox_output_write: (_ctx: CallContext, src: bigint, len: bigint): bigint => {
-        live();
-        this.output = undefined; // declined below: the plugin falls back to output_set, which then counts
-        const at = Number(src);
-        const n = Number(len);
-        const view = this.input && n <= this.opts.limits.maxOutputBytes ? this.viewOver(at, n) : undefined;
-        if (!view) return 0n;
-        this.meter.charge(Math.floor(n / 16));
-        this.output = view.slice(at, at + n);
-        return len;
-      },
+      hookbox_input_read: (_ctx: CallContext, dest: bigint, len: bigint): bigint => (live(), this.io.readInput(dest, len)),
+      hookbox_output_write: (_ctx: CallContext, src: bigint, len: bigint): bigint => (live(), this.io.writeOutput(src, len)),
     };
   }
 
@@ -690,6 +638,15 @@ export class WasmPlugin {
     };
   }
 
+  /** What a worker's own functions did (worker-thread.ts Tally), settled with this side's meter. */
+  private account(tally: Tally, generation: number): void {
+    if (generation !== this.generation) throw new PluginCallError("unavailable", "host call from an abandoned instance");
+    if (tally.fuel > 0) this.meter.charge(tally.fuel);
+    if (tally.inputRead) this.io.inputRead = true;
+    const { end } = tally;
+    if (end) end.code === undefined ? this.meter.functions.end(undefined, end.left) : this.meter.functions.finish(undefined, end.code, end.left);
+  }
+
   private chargedAll(fns: Record<string, HostFunction>, generation: number): Record<string, HostFunction> {
     const { asyncFunctions: awaited, blockAnswers } = this.opts.host;
     return Object.fromEntries(
@@ -707,7 +664,7 @@ export class WasmPlugin {
     error: (m: string) => this.log("error", "log", String(m)),
   } as unknown as Console;
 
-  private async build(deadline: number, inWorker: boolean): Promise<Plugin> {
+  private async build(deadline: number, inWorker: boolean): Promise<Instance> {
     const { module, host, limits } = this.opts;
     if (this.importsWasi && inWorker) {
       // WASI passes pointers into the instance's memory, which a worker keeps in its own thread.
@@ -724,42 +681,44 @@ export class WasmPlugin {
     if (hostLog) user.hookbox_log = (ctx: CallContext, ...args: any[]) => (this.logBudget.take() ? hostLog(ctx, ...args) : undefined);
     // The start function runs during instantiation: metered, deadlined and sliced like a call.
     this.meter.start(deadline, this.stretch(inWorker));
-    let plugin: Plugin;
+    const functions = {
+      [HOST_MODULE]: { ...this.chargedAll(user, generation), ...this.ioFunctions(generation) },
+      [FUEL_MODULE]: { ...this.meter.functions, begin: this.beginFn },
+      [WASI_SANDBOX_MODULE]: this.chargedAll(this.wasi, generation),
+    };
+    let plugin: Instance;
     try {
-      const creating = createPlugin(
-        { wasm: [{ module }] },
-        {
-          functions: {
-            [HOST_MODULE]: { ...this.chargedAll(user, generation), ...this.ioFunctions(generation) },
-            [FUEL_MODULE]: { ...this.meter.functions, begin: this.beginFn },
-            [WASI_SANDBOX_MODULE]: this.chargedAll(this.wasi, generation),
-          },
-          runInWorker: inWorker,
-          ...(inWorker ? { nodeWorkerArgs: { execArgv: WORKER_EXEC_ARGV } } : {}),
-          // The module's alloc shim (instrument.ts) charges and caps the blocks it asks for, in
-          // either mode; the SDK's own maxPages would re-sum every block on each alloc and keep
-          // the refused one. Vars are refused (kv instead).
-          memory: { maxVarBytes: 1 },
-          logger: this.extismLogger,
-          logLevel: "info",
-        },
-      );
-      plugin = inWorker ? await this.withinDeadline(creating, deadline).catch((err) => {
-        void creating.then((p) => p.close()).catch(() => undefined); // a late instance is not kept
-        throw err;
-      }) : await creating;
+      if (inWorker) {
+        const creating = WorkerInstance.start({
+          module,
+          functions,
+          local: { hostModule: HOST_MODULE, fuelModule: FUEL_MODULE, maxOutputBytes: limits.maxOutputBytes, kept: Math.min(WORKER_GRANT, limits.fuel) },
+          account: (tally) => this.account(tally, generation),
+          log: (level, message) => this.log(level, "log", message),
+        });
+        plugin = await this.withinDeadline(creating, deadline).catch((err) => {
+          void creating.then((p) => p.close()).catch(() => undefined); // a late instance is not kept
+          throw err;
+        });
+      } else {
+        // The module's alloc shim (instrument.ts) charges and caps the blocks it asks for, in
+        // either mode; the SDK's own maxPages would re-sum every block on each alloc and keep
+        // the refused one. Vars are refused (kv instead).
+        plugin = await createPlugin({ wasm: [{ module }] }, { functions, memory: { maxVarBytes: 1 }, logger: this.extismLogger, logLevel: "info" });
+      }
     } catch (err) {
       this.dropStartWrites();
-      // A worker cannot serve the meter's host calls before its instance exists, so a start
-      // function never moves there: it must finish within the slice, whatever the deadline.
+      // A start function is not run again in a worker: it must finish within the slice, whatever
+      // the deadline.
       if (err instanceof SliceExpired) throw new Error(`instantiation failed: the start function ran past the ${INLINE_SLICE_MS} ms in-thread slice`);
       throw new Error(`instantiation failed: ${this.classify(err).message}`);
     } finally {
       this.meter.stop();
     }
-    // A worker's instance lives in another thread: there the plugin falls back to the kernel path.
-    const exports = inWorker ? undefined : (await plugin.getInstance()).exports;
-    this.memory = exports?.memory as WebAssembly.Memory | undefined;
+    // A worker's instance and memory live in its thread (which serves the I/O functions there).
+    if (plugin instanceof WorkerInstance) return plugin;
+    const { exports } = await plugin.getInstance();
+    this.memory = exports.memory as WebAssembly.Memory | undefined;
     this.liveExports = exports;
     if (this.exports().includes(INITIALIZE_EXPORT)) await this.initialize(plugin, deadline, inWorker);
     return plugin;
@@ -793,7 +752,7 @@ export class WasmPlugin {
   private forgetInstance(): void {
     this.meter.forgetGrant();
     this.memory = undefined;
-    this.view = new Uint8Array(0);
+    this.io.forgetMemory();
     this.direct = undefined;
     this.liveExports = undefined;
   }
@@ -803,7 +762,6 @@ export class WasmPlugin {
     const p = this.instance;
     this.instance = undefined;
     this.forgetInstance();
-    this.resetting = undefined;
     this.generation++;
     const abandoned = new PluginCallError("unavailable", "host call of an abandoned call");
     for (const reject of this.pendingHostCalls) reject(abandoned);

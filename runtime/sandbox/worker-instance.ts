@@ -1,0 +1,209 @@
+// A plugin instance in a worker thread of its own (worker-thread.ts), driven from the server's
+// thread: calls go out as messages, and the worker's host calls come back here, where the host
+// functions run as they do in-thread, against a call context made of the blocks the call named.
+// A host call costs one message each way (tens of µs), whatever the plugin's memory holds.
+import process from "node:process";
+import { MessageChannel, Worker, type MessagePort } from "node:worker_threads";
+import type { CallContext } from "@extism/extism";
+import type { HostFunction } from "../../host-api/binding.ts";
+import { placeholder, PLACEHOLDER_INDEX, type FromWorker, type HostCallAnswer, type HostCallRequest, type Tally, type ToWorker, type WorkerStart } from "./worker-thread.ts";
+
+/**
+ * A worker keeps the process's own warning settings and nothing else of its command line: with
+ * `--disable-warning=ExperimentalWarning` (npm start) its output stays JSON. (Deno has no such flag.)
+ */
+const WORKER_EXEC_ARGV = process.execArgv.filter((a) => a.startsWith("--disable-warning="));
+
+/** The most of one block that crosses to this thread with a host call: above every host limit. */
+const MAX_SHIPPED_BYTES = 16 * 1024 * 1024;
+
+const decoder = new TextDecoder();
+const encoder = new TextEncoder();
+
+const WORKER_URL = new URL("./worker-thread.ts", import.meta.url).href;
+const IS_DENO = typeof (globalThis as { Deno?: unknown }).Deno !== "undefined";
+
+/** Node runs TypeScript through tsx, whose loader a worker does not inherit: the worker registers it first. */
+function startWorker(data: WorkerStart, transfer: MessagePort[]): Worker {
+  const options = { workerData: data, transferList: transfer as never[], execArgv: WORKER_EXEC_ARGV };
+  if (IS_DENO) return new Worker(new URL(WORKER_URL), options);
+  const tsx = import.meta.resolve("tsx/esm/api");
+  const boot = `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(WORKER_URL)}); })`;
+  return new Worker(boot, { ...options, eval: true });
+}
+
+export interface WorkerInstanceOptions {
+  module: WebAssembly.Module;
+  /** The host functions by import module, as the in-thread SDK would get them. */
+  functions: Record<string, Record<string, HostFunction>>;
+  /** What the worker serves itself (see WorkerStart). */
+  local: WorkerStart["local"];
+  /**
+   * Settles what the worker's own functions did since the last crossing (fuel, input read, the
+   * export's end), before the host call that follows or the call's result; may throw (out of fuel).
+   */
+  account(tally: Tally): void;
+  /** The SDK's log lines (kernel log_* functions) from the worker. */
+  log(level: "info" | "warn" | "error" | "debug", message: string): void;
+}
+
+export class WorkerInstance {
+  private pending: { resolve(out: Uint8Array | undefined): void; reject(err: Error): void } | undefined;
+  private ready: Promise<void>;
+  /**
+   * The first error a host function of the running call threw (typed: fuel, timeout, denied...):
+   * the worker unwinds the call with its message, and the call fails with the error itself.
+   */
+  private hostError: unknown;
+  private closed = false;
+
+  private constructor(
+    private readonly worker: Worker,
+    private readonly port: MessagePort,
+    private readonly flag: Int32Array,
+    private readonly opts: WorkerInstanceOptions,
+  ) {
+    let started!: { resolve(): void; reject(err: Error): void };
+    this.ready = new Promise<void>((resolve, reject) => (started = { resolve, reject }));
+    worker.on("message", (m: FromWorker) => {
+      if (m.type === "log") return opts.log(m.level, m.message);
+      if (m.type === "ready") return started.resolve();
+      const pending = this.pending;
+      this.pending = undefined;
+      this.hold(false);
+      const hostError = this.hostError;
+      this.hostError = undefined;
+      let settling: unknown;
+      try {
+        opts.account(m.tally);
+      } catch (err) {
+        settling = err;
+      }
+      // A call that came back is done unless settling its tally failed (as in-thread, a host error
+      // the module got past does not fail it); a failed one fails with the host's typed error, if
+      // one unwound it, else with the worker's, rebuilt from its name and message.
+      if (m.type === "done" && settling === undefined) return pending?.resolve(m.output ?? undefined);
+      const failed = m as Extract<FromWorker, { type: "failed" }>;
+      const err = ((m.type === "done" ? settling : hostError ?? settling) as Error | undefined) ?? (failed.name === "RangeError" ? new RangeError(failed.message) : new Error(failed.message));
+      if (pending) pending.reject(err);
+      else started.reject(err);
+    });
+    const exited = (why: string) => {
+      const err = new Error(`the plugin's worker thread ${why}`);
+      started.reject(err);
+      this.pending?.reject(err);
+      this.pending = undefined;
+      this.closed = true;
+      this.hold(false);
+    };
+    worker.on("error", (err: Error) => exited(`failed: ${err.message}`));
+    worker.on("exit", (code: number) => exited(`exited (code ${code})`));
+    port.on("message", (req: HostCallRequest) => void this.serve(req));
+  }
+
+  /** Starts a worker and builds the instance there (its start function runs, host calls served here). */
+  static async start(opts: WorkerInstanceOptions): Promise<WorkerInstance> {
+    const { port1, port2 } = new MessageChannel();
+    const flag = new SharedArrayBuffer(4);
+    const functions = Object.fromEntries(Object.entries(opts.functions).map(([ns, fns]) => [ns, Object.keys(fns)]));
+    const worker = startWorker({ module: opts.module, functions, port: port2, flag, maxShippedBytes: MAX_SHIPPED_BYTES, local: opts.local }, [port2]);
+    const instance = new WorkerInstance(worker, port1, new Int32Array(flag), opts);
+    try {
+      await instance.ready;
+    } catch (err) {
+      await instance.close();
+      throw err;
+    }
+    instance.hold(false);
+    return instance;
+  }
+
+  /** Runs export `fn` with `input` (the worker's kernel is reset by each call): its output, if any. */
+  call(fn: string, input: Uint8Array): Promise<Uint8Array | undefined> {
+    if (this.closed) return Promise.reject(new Error("the plugin's worker thread is closed"));
+    if (this.pending) return Promise.reject(new Error("plugin is not reentrant"));
+    return new Promise((resolve, reject) => {
+      this.pending = { resolve, reject };
+      this.hostError = undefined;
+      this.hold(true);
+      this.worker.postMessage({ type: "call", fn, input } satisfies ToWorker);
+    });
+  }
+
+  /**
+   * An idle worker does not keep the process alive (a CLI run ends without closing every plugin);
+   * one that is starting or running a call does, or the process could end while awaiting it.
+   */
+  private hold(busy: boolean): void {
+    if (busy) {
+      this.worker.ref();
+      this.port.ref();
+    } else {
+      this.worker.unref();
+      this.port.unref();
+    }
+  }
+
+  /** Terminates the worker, whatever it is doing (a stuck call included). */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.port.close();
+    await this.worker.terminate();
+  }
+
+  /** Runs one host call of the worker's and wakes it with the answer. */
+  private async serve(req: HostCallRequest): Promise<void> {
+    let answer: HostCallAnswer;
+    try {
+      const fn = this.opts.functions[req.ns]?.[req.name];
+      if (!fn) throw new Error(`host function "${req.ns}" "${req.name}" does not exist`);
+      this.opts.account(req.tally);
+      const ctx = new RemoteContext(req.blocks);
+      let result = fn(ctx as unknown as CallContext, ...req.args);
+      if (result instanceof Promise) result = await result;
+      answer = { result, stored: ctx.stored };
+    } catch (err) {
+      this.hostError ??= err;
+      answer = { error: err instanceof Error ? err.message : String(err) };
+    }
+    if (this.closed) return;
+    this.port.postMessage(answer);
+    Atomics.store(this.flag, 0, 1);
+    Atomics.notify(this.flag, 0);
+  }
+}
+
+/**
+ * The part of Extism's CallContext host functions use (length, read, store), over the blocks a
+ * worker's host call named: a block it did not name reads as no block; what the host function
+ * stores gets a placeholder address, stored in the worker's kernel when the answer arrives.
+ */
+class RemoteContext {
+  readonly stored: Uint8Array[] = [];
+  constructor(private readonly blocks: HostCallRequest["blocks"]) {}
+
+  private find(addr: bigint): { length: number; bytes: Uint8Array | null } | undefined {
+    const index = Number(BigInt(addr) >> 48n);
+    if (index === PLACEHOLDER_INDEX) {
+      const bytes = this.stored[Number(BigInt(addr) & 0xffffn)];
+      return bytes ? { length: bytes.byteLength, bytes } : undefined;
+    }
+    const block = this.blocks.find(([i]) => i === index);
+    return block && { length: block[1], bytes: block[2] };
+  }
+
+  length(addr: bigint): bigint {
+    return BigInt(this.find(addr)?.length ?? 0);
+  }
+
+  read(addr: bigint): { bytes(): Uint8Array; text(): string; string(): string } | null {
+    const bytes = this.find(addr)?.bytes;
+    if (!bytes) return null;
+    return { bytes: () => bytes, text: () => decoder.decode(bytes), string: () => decoder.decode(bytes) };
+  }
+
+  store(data: string | Uint8Array): bigint {
+    this.stored.push(typeof data === "string" ? encoder.encode(data) : data);
+    return placeholder(this.stored.length - 1);
+  }
+}
