@@ -4,10 +4,14 @@
 // test/sandbox-loader.test.ts and test/sandbox-commands.test.ts.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { callFailure } from "./helpers/call-failure.ts";
 import type { CallContext } from "@extism/extism";
 import type { HostBinding, HostFunction } from "../host-api/binding.ts";
-import { storeText } from "../host-api/memory.ts";
+import { readText, storeText } from "../host-api/memory.ts";
+import { HOST_FUNCTION_NAMES } from "../host-api/functions.ts";
+import { PluginCallError } from "../hooks/failures.ts";
 import { instrument, MAX_MODULE_BYTES } from "../runtime/sandbox/instrument.ts";
 import { compileInstrumented } from "../runtime/sandbox/module-cache.ts";
 import { CAN_SUSPEND, MAX_ERROR_CHARS, WasmPlugin, WORKER_GRACE_MS, type SandboxLimits } from "../runtime/sandbox/wasm-plugin.ts";
@@ -377,6 +381,31 @@ describe("hostile modules: hang (worker)", () => {
     assert.equal((await call).kind, "timeout");
     console.log(`worker spin: longest event-loop stall ${stall.toFixed(1)} ms`);
     assert.ok(stall < 250, `event loop stalled ${stall} ms`);
+    await plugin.close();
+  });
+});
+
+// After a call that failed and came back, the next instance is built in the same worker thread
+// (starting one costs 50-300 ms): it must start clean and read only its own call's input.
+describe("a worker instance rebuilt after a failed call", () => {
+  it("each call after a denial reads its own input (httpsnoop, a plugins-wasm/lib plugin)", async () => {
+    const wasm = readFileSync(fileURLToPath(new URL("../plugins-wasm/hostile/httpsnoop/plugin.wasm", import.meta.url)));
+    const module = await compileInstrumented(new Uint8Array(wasm), { memoryPages: 64 });
+    const denyNamingUrl: HostFunction = async (ctx: CallContext, req: bigint) => {
+      throw new PluginCallError("denied", `refused ${readText(ctx, req, "request", 10_000)}`);
+    };
+    const host: HostBinding = {
+      functions: { ...Object.fromEntries(HOST_FUNCTION_NAMES.map((n) => [n, () => 0n])), hookbox_http: denyNamingUrl },
+      asyncFunctions: new Set(["hookbox_http"]),
+      begin() {},
+      end() {},
+    };
+    const plugin = new WasmPlugin({ name: "httpsnoop", module, limits: LIMITS, host, inWorker: true });
+    for (const url of ["http://a.test/", "http://b.test/", "http://c.test/"]) {
+      const e = await callFailure(plugin.call("command_httpsnoop", JSON.stringify({ command: "httpsnoop", raw_args: url, args: [url] }), Date.now() + 5_000));
+      assert.equal(e.kind, "denied");
+      assert.match(e.message, new RegExp(`refused .*"${url.replace(/[./]/g, "\\$&")}"`));
+    }
     await plugin.close();
   });
 });

@@ -10,7 +10,7 @@ export class CallIo {
   output: Uint8Array | undefined;
   /** The running call has called hookbox_input_read (lib's beginCall()). */
   inputRead = false;
-  /** A view of the whole linear memory, made again when a memory.grow detached it (length 0). */
+  /** A view of the whole linear memory, made again for a new memory or when a memory.grow replaced its buffer. */
   private view = new Uint8Array(0);
 
   constructor(
@@ -31,16 +31,11 @@ export class CallIo {
     this.output = undefined;
   }
 
-  /** The memory was replaced (a new instance): the old view must not be used. */
-  forgetMemory(): void {
-    this.view = new Uint8Array(0);
-  }
-
   /** The view, fresh, when `len` bytes at `at` lie inside linear memory; else undefined (no memory here, bad range). */
   private viewOver(at: number, len: number): Uint8Array | undefined {
     const memory = this.memory();
     if (!memory) return undefined;
-    if (this.view.byteLength === 0) this.view = new Uint8Array(memory.buffer);
+    if (this.view.buffer !== memory.buffer) this.view = new Uint8Array(memory.buffer);
     return at >= 0 && len >= 0 && at + len <= this.view.byteLength ? this.view : undefined;
   }
 

@@ -145,6 +145,8 @@ export class WasmPlugin {
   private instance: Instance | undefined;
   /** Whether the live (or building) instance runs in a worker. */
   private instanceInWorker = false;
+  /** The idle worker of an instance discarded after a failed call: the next worker instance is built in it. */
+  private spare: WorkerInstance | undefined;
   private building: Promise<Instance> | undefined;
   /** Calls run in a worker until then (epoch ms): an in-thread call outgrew its slice. */
   private workerUntil = 0;
@@ -452,7 +454,8 @@ export class WasmPlugin {
     const e = this.classify(err);
     // Any fault may leave the module's globals or heap inconsistent: start the next call fresh.
     // A timed-out worker may be stuck: it is terminated without waiting for it.
-    if (e.kind !== "bad_output" && e.kind !== "conflict") await this.discardInstance(e.kind !== "timeout");
+    // A call that came back leaves its worker idle: the next instance is built in it.
+    if (e.kind !== "bad_output" && e.kind !== "conflict") await this.discardInstance(e.kind !== "timeout", e.kind !== "timeout");
     throw e;
   }
 
@@ -688,14 +691,20 @@ export class WasmPlugin {
     };
     let plugin: Instance;
     try {
+      const spare = this.spare;
+      this.spare = undefined;
+      if (!inWorker) void spare?.close().catch(() => undefined);
       if (inWorker) {
-        const creating = WorkerInstance.start({
-          module,
-          functions,
-          local: { hostModule: HOST_MODULE, fuelModule: FUEL_MODULE, maxOutputBytes: limits.maxOutputBytes, kept: Math.min(WORKER_GRANT, limits.fuel) },
-          account: (tally) => this.account(tally, generation),
-          log: (level, message) => this.log(level, "log", message),
-        });
+        const account = (tally: Tally) => this.account(tally, generation);
+        const creating = spare
+          ? spare.rebuild({ functions, account }).then(() => spare)
+          : WorkerInstance.start({
+              module,
+              functions,
+              local: { hostModule: HOST_MODULE, fuelModule: FUEL_MODULE, maxOutputBytes: limits.maxOutputBytes, kept: Math.min(WORKER_GRANT, limits.fuel) },
+              account,
+              log: (level, message) => this.log(level, "log", message),
+            });
         plugin = await this.withinDeadline(creating, deadline).catch((err) => {
           void creating.then((p) => p.close()).catch(() => undefined); // a late instance is not kept
           throw err;
@@ -752,23 +761,25 @@ export class WasmPlugin {
   private forgetInstance(): void {
     this.meter.forgetGrant();
     this.memory = undefined;
-    this.io.forgetMemory();
     this.direct = undefined;
     this.liveExports = undefined;
   }
 
   /** Drops the instance; `wait`: until it is closed (a worker terminated). */
-  private async discardInstance(wait = true): Promise<void> {
+  private async discardInstance(wait = true, keepWorker = false): Promise<void> {
     const p = this.instance;
     this.instance = undefined;
+    const dropped = [this.spare, p];
+    this.spare = keepWorker && p instanceof WorkerInstance && p.reusable ? p : undefined;
     this.forgetInstance();
     this.generation++;
     const abandoned = new PluginCallError("unavailable", "host call of an abandoned call");
     for (const reject of this.pendingHostCalls) reject(abandoned);
     this.pendingHostCalls.clear();
-    const closing = p?.close().catch(() => undefined);
+    const closing = Promise.all(dropped.map((d) => (d && d !== this.spare ? d.close() : undefined))).catch(() => undefined);
     if (wait) await closing;
   }
+
 }
 
 

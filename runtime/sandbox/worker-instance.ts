@@ -49,7 +49,8 @@ export interface WorkerInstanceOptions {
 
 export class WorkerInstance {
   private pending: { resolve(out: Uint8Array | undefined): void; reject(err: Error): void } | undefined;
-  private ready: Promise<void>;
+  /** The instance (re)building in the worker: settles at its "ready" or its failure. */
+  private starting: { resolve(): void; reject(err: Error): void } | undefined;
   /**
    * The first error a host function of the running call threw (typed: fuel, timeout, denied...):
    * the worker unwinds the call with its message, and the call fails with the error itself.
@@ -61,13 +62,11 @@ export class WorkerInstance {
     private readonly worker: Worker,
     private readonly port: MessagePort,
     private readonly flag: Int32Array,
-    private readonly opts: WorkerInstanceOptions,
+    private opts: WorkerInstanceOptions,
   ) {
-    let started!: { resolve(): void; reject(err: Error): void };
-    this.ready = new Promise<void>((resolve, reject) => (started = { resolve, reject }));
     worker.on("message", (m: FromWorker) => {
-      if (m.type === "log") return opts.log(m.level, m.message);
-      if (m.type === "ready") return started.resolve();
+      if (m.type === "log") return this.opts.log(m.level, m.message);
+      if (m.type === "ready") return this.started();
       const pending = this.pending;
       this.pending = undefined;
       this.hold(false);
@@ -75,7 +74,7 @@ export class WorkerInstance {
       this.hostError = undefined;
       let settling: unknown;
       try {
-        opts.account(m.tally);
+        this.opts.account(m.tally);
       } catch (err) {
         settling = err;
       }
@@ -86,11 +85,11 @@ export class WorkerInstance {
       const failed = m as Extract<FromWorker, { type: "failed" }>;
       const err = ((m.type === "done" ? settling : hostError ?? settling) as Error | undefined) ?? (failed.name === "RangeError" ? new RangeError(failed.message) : new Error(failed.message));
       if (pending) pending.reject(err);
-      else started.reject(err);
+      else this.started(err);
     });
     const exited = (why: string) => {
       const err = new Error(`the plugin's worker thread ${why}`);
-      started.reject(err);
+      this.started(err);
       this.pending?.reject(err);
       this.pending = undefined;
       this.closed = true;
@@ -108,14 +107,44 @@ export class WorkerInstance {
     const functions = Object.fromEntries(Object.entries(opts.functions).map(([ns, fns]) => [ns, Object.keys(fns)]));
     const worker = startWorker({ module: opts.module, functions, port: port2, flag, maxShippedBytes: MAX_SHIPPED_BYTES, local: opts.local }, [port2]);
     const instance = new WorkerInstance(worker, port1, new Int32Array(flag), opts);
+    await instance.whenBuilt();
+    return instance;
+  }
+
+  /** Whether the worker is alive and idle: then a fresh instance can be built in it (rebuild). */
+  get reusable(): boolean {
+    return !this.closed && !this.pending && !this.starting;
+  }
+
+  /**
+   * A fresh instance of the module in the same worker, with the host functions of the next
+   * generation: after a failed call that came back (a stuck one terminates its worker instead).
+   * Starting a worker thread costs 50-300 ms; this, the instantiation alone.
+   */
+  async rebuild(opts: Pick<WorkerInstanceOptions, "functions" | "account">): Promise<void> {
+    this.opts = { ...this.opts, ...opts };
+    this.worker.postMessage({ type: "rebuild" } satisfies ToWorker);
+    await this.whenBuilt();
+  }
+
+  /** Waits for the instance being built in the worker; on failure the worker is closed. */
+  private async whenBuilt(): Promise<void> {
+    this.hold(true);
     try {
-      await instance.ready;
+      await new Promise<void>((resolve, reject) => (this.starting = { resolve, reject }));
     } catch (err) {
-      await instance.close();
+      await this.close();
       throw err;
     }
-    instance.hold(false);
-    return instance;
+    this.hold(false);
+  }
+
+  /** The build in the worker ended: ready, or failed with `err`. */
+  private started(err?: Error): void {
+    const starting = this.starting;
+    this.starting = undefined;
+    if (err) starting?.reject(err);
+    else starting?.resolve();
   }
 
   /** Runs export `fn` with `input` (the worker's kernel is reset by each call): its output, if any. */

@@ -7,7 +7,7 @@
 // carrying only the blocks the call names. (The SDK's own worker sends every block of the call both
 // ways at each host call, serves the kernel across threads, and can miss a wake-up: a 500 ms stall.)
 import { parentPort, receiveMessageOnPort, workerData, type MessagePort } from "node:worker_threads";
-import createPlugin, { type CallContext } from "@extism/extism";
+import createPlugin, { type CallContext, type Plugin } from "@extism/extism";
 import { blockCopyFunctions } from "./block-copy.ts";
 import { CallIo } from "./call-io.ts";
 import { HOST_CALL_FUEL } from "./fuel.ts";
@@ -55,7 +55,7 @@ export interface HostCallRequest {
 export type HostCallAnswer = { result: unknown; stored: Uint8Array[] } | { error: string };
 
 /** Messages on the worker's own channel (parentPort), both ways. */
-export type ToWorker = { type: "call"; fn: string; input: Uint8Array };
+export type ToWorker = { type: "call"; fn: string; input: Uint8Array } | { type: "rebuild" };
 export type FromWorker =
   | { type: "ready" }
   | { type: "done"; output: Uint8Array | null; tally: Tally }
@@ -133,24 +133,36 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
   const functions = Object.fromEntries(
     Object.entries(start.functions).map(([ns, names]) => [ns, Object.fromEntries(names.map((name) => [name, local[ns]?.[name] ?? hostCall(ns, name)]))]),
   );
-  const building = createPlugin({ wasm: [{ module: start.module }] }, { functions, runInWorker: false, memory: { maxVarBytes: 1 }, logger, logLevel: "info" });
-
   const failure = (err: unknown): FromWorker => {
     const e = err instanceof Error ? err : new Error(String(err));
     return { type: "failed", name: e.name, message: e.message, tally: takeTally() };
   };
-  building.then(
-    async (plugin) => {
-      memory = (await plugin.getInstance()).exports.memory as WebAssembly.Memory | undefined;
-      parent.on("message", (m: ToWorker) => {
-        io.begin(m.input);
-        plugin.call(m.fn, m.input).then(
-          (out) => post({ type: "done", output: io.output ?? (out ? out.bytes() : null), tally: takeTally() }),
-          (err: unknown) => post(failure(err)),
-        ).finally(() => io.end());
-      });
-      post({ type: "ready" });
-    },
-    (err: unknown) => post(failure(err)),
-  );
+
+  let plugin: Plugin | undefined;
+  /** A fresh instance of the module (its start function runs): at start, and after a failed call. */
+  const build = () => {
+    plugin = undefined;
+    memory = undefined;
+    createPlugin({ wasm: [{ module: start.module }] }, { functions, runInWorker: false, memory: { maxVarBytes: 1 }, logger, logLevel: "info" }).then(
+      async (p) => {
+        plugin = p;
+        memory = (await p.getInstance()).exports.memory as WebAssembly.Memory | undefined;
+        post({ type: "ready" });
+      },
+      (err: unknown) => post(failure(err)),
+    );
+  };
+  parent.on("message", (m: ToWorker) => {
+    if (m.type === "rebuild") return build();
+    if (!plugin) return post(failure(new Error("no instance (it failed to start)")));
+    io.begin(m.input);
+    plugin
+      .call(m.fn, m.input)
+      .then(
+        (out) => post({ type: "done", output: io.output ?? (out ? out.bytes() : null), tally: takeTally() }),
+        (err: unknown) => post(failure(err)),
+      )
+      .finally(() => io.end());
+  });
+  build();
 }
