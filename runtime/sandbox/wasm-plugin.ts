@@ -150,8 +150,6 @@ export class WasmPlugin {
   private building: Promise<Instance> | undefined;
   /** Calls run in a worker until then (epoch ms): an in-thread call outgrew its slice. */
   private workerUntil = 0;
-  /** WASI passes pointers into the instance's memory, which a worker keeps in its own thread. */
-  private readonly importsWasi: boolean;
   private readonly meter: FuelMeter;
   /** Calls into one instance never overlap (Extism instances are not reentrant): FIFO hand-off. */
   private busy = false;
@@ -192,7 +190,6 @@ export class WasmPlugin {
     this.io = new CallIo(() => this.memory, opts.limits.maxOutputBytes, (units) => this.meter.charge(units));
     const imports = WebAssembly.Module.imports(opts.module);
     this.usesLib = imports.some((i) => i.module === HOST_MODULE && i.name === "hookbox_input_read");
-    this.importsWasi = imports.some((i) => i.module === WASI_SANDBOX_MODULE);
     this.suspends = (opts.host.asyncFunctions?.size ?? 0) > 0 || Object.values(opts.host.functions).some(isAsync);
     const wasi = createWasi({
       memory: () => this.memory,
@@ -220,7 +217,7 @@ export class WasmPlugin {
     return this.opts.inWorker === true || (this.suspends && !CAN_SUSPEND) || now < this.workerUntil;
   }
 
-  /** The plugin's calls run in a worker for DEMOTION_MS (WASI modules cannot: see classify). */
+  /** The plugin's calls run in a worker for DEMOTION_MS. */
   private demote(what: string): void {
     this.workerUntil = Date.now() + DEMOTION_MS;
     this.opts.host.log?.("warn", "log", `${what} ran past the ${INLINE_SLICE_MS} ms in-thread slice: its calls run in a worker thread for the next ${DEMOTION_MS / 1000} s`);
@@ -443,7 +440,7 @@ export class WasmPlugin {
       this.onThreadUntil ??= performance.now();
       this.settle(false);
     }
-    if (err instanceof SliceExpired && this.movable) {
+    if (err instanceof SliceExpired) {
       await this.discardInstance();
       if (!this.awaitedHost) throw err; // holding() tries again in a worker
       // Run again, it would repeat what the async host call did outside (an http: request): the
@@ -459,14 +456,9 @@ export class WasmPlugin {
     throw e;
   }
 
-  /** An in-thread stretch ends INLINE_SLICE_MS from now (a WASI module's too: it fails then). */
+  /** An in-thread stretch ends INLINE_SLICE_MS from now. */
   private stretch(inWorker: boolean, now = Date.now()): { sliceEnd: number } | "worker" {
     return inWorker ? "worker" : { sliceEnd: now + INLINE_SLICE_MS };
-  }
-
-  /** A module that can run in a worker (WASI ones cannot). */
-  private get movable(): boolean {
-    return !this.importsWasi;
   }
 
   /**
@@ -520,7 +512,6 @@ export class WasmPlugin {
     if (this.hostFailure) return this.hostFailure;
     if (err instanceof WasiExit) return new PluginCallError("trap", err.message);
     if (this.meter.memoryRefused) return this.meter.memoryError();
-    if (err instanceof SliceExpired) return new PluginCallError("timeout", `${err.message}; a WASI module cannot move to a worker thread`);
     const message = err instanceof Error ? err.message : String(err);
     if (err instanceof RangeError && /call stack/i.test(message)) return new PluginCallError("trap", "stack overflow");
     return new PluginCallError("trap", message.replace(/^Plugin-originated error: /, "plugin error: "));
@@ -669,10 +660,6 @@ export class WasmPlugin {
 
   private async build(deadline: number, inWorker: boolean): Promise<Instance> {
     const { module, host, limits } = this.opts;
-    if (this.importsWasi && inWorker) {
-      // WASI passes pointers into the instance's memory, which a worker keeps in its own thread.
-      throw new Error("a WASI module runs in-thread only, and on this runtime (no JS Promise Integration: Node 20) an http: grant runs a plugin in a worker: grant it no http: here (sessions:read and kv are fine), or run hookbox on Deno");
-    }
     const refused = refusedImport(module);
     if (refused) throw new Error(refused);
     const generation = ++this.generation;
@@ -701,9 +688,9 @@ export class WasmPlugin {
           : WorkerInstance.start({
               module,
               functions,
-              local: { hostModule: HOST_MODULE, fuelModule: FUEL_MODULE, maxOutputBytes: limits.maxOutputBytes, kept: Math.min(WORKER_GRANT, limits.fuel) },
+              local: { hostModule: HOST_MODULE, fuelModule: FUEL_MODULE, wasiModule: WASI_SANDBOX_MODULE, maxOutputBytes: limits.maxOutputBytes, kept: Math.min(WORKER_GRANT, limits.fuel) },
               account,
-              log: (level, message) => this.log(level, "log", message),
+              log: (level, source, message) => this.log(level, source, message),
             });
         plugin = await this.withinDeadline(creating, deadline).catch((err) => {
           void creating.then((p) => p.close()).catch(() => undefined); // a late instance is not kept
@@ -724,11 +711,12 @@ export class WasmPlugin {
     } finally {
       this.meter.stop();
     }
-    // A worker's instance and memory live in its thread (which serves the I/O functions there).
-    if (plugin instanceof WorkerInstance) return plugin;
-    const { exports } = await plugin.getInstance();
-    this.memory = exports.memory as WebAssembly.Memory | undefined;
-    this.liveExports = exports;
+    // A worker's instance and memory live in its thread (which serves the I/O and WASI functions there).
+    if (!(plugin instanceof WorkerInstance)) {
+      const { exports } = await plugin.getInstance();
+      this.memory = exports.memory as WebAssembly.Memory | undefined;
+      this.liveExports = exports;
+    }
     if (this.exports().includes(INITIALIZE_EXPORT)) await this.initialize(plugin, deadline, inWorker);
     return plugin;
   }
@@ -743,10 +731,10 @@ export class WasmPlugin {
   }
 
   /** A WASI reactor's start-up (its renamed `_initialize`), now that WASI sees its memory; metered. */
-  private async initialize(plugin: Plugin, deadline: number, inWorker: boolean): Promise<void> {
+  private async initialize(plugin: Instance, deadline: number, inWorker: boolean): Promise<void> {
     this.meter.start(deadline, this.stretch(inWorker));
     try {
-      await plugin.call(INITIALIZE_EXPORT);
+      await (plugin instanceof WorkerInstance ? this.withinDeadline(plugin.call(INITIALIZE_EXPORT, new Uint8Array(0)), deadline) : plugin.call(INITIALIZE_EXPORT));
     } catch (err) {
       this.dropStartWrites();
       this.forgetInstance();

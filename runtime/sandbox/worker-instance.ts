@@ -43,8 +43,8 @@ export interface WorkerInstanceOptions {
    * export's end), before the host call that follows or the call's result; may throw (out of fuel).
    */
   account(tally: Tally): void;
-  /** The SDK's log lines (kernel log_* functions) from the worker. */
-  log(level: "info" | "warn" | "error" | "debug", message: string): void;
+  /** The worker's log lines: the SDK's (kernel log_* functions) and the module's WASI stdout/stderr. */
+  log(level: "info" | "warn" | "error" | "debug", source: "log" | "stdout" | "stderr", message: string): void;
 }
 
 export class WorkerInstance {
@@ -65,7 +65,7 @@ export class WorkerInstance {
     private opts: WorkerInstanceOptions,
   ) {
     worker.on("message", (m: FromWorker) => {
-      if (m.type === "log") return this.opts.log(m.level, m.message);
+      if (m.type === "log") return this.opts.log(m.level, m.source, m.message);
       if (m.type === "ready") return this.started();
       const pending = this.pending;
       this.pending = undefined;

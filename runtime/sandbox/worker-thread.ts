@@ -8,6 +8,7 @@
 // ways at each host call, serves the kernel across threads, and can miss a wake-up: a 500 ms stall.)
 import { parentPort, receiveMessageOnPort, workerData, type MessagePort } from "node:worker_threads";
 import createPlugin, { type CallContext, type Plugin } from "@extism/extism";
+import { createWasi } from "../../host-api/wasi.ts";
 import { blockCopyFunctions } from "./block-copy.ts";
 import { CallIo } from "./call-io.ts";
 import { HOST_CALL_FUEL } from "./fuel.ts";
@@ -27,6 +28,8 @@ export interface WorkerStart {
   local: {
     hostModule: string;
     fuelModule: string;
+    /** The module's WASI imports (host-api/wasi.ts: capability-free, over its memory) are served here. */
+    wasiModule: string;
     maxOutputBytes: number;
     /** What the meter's end() answers in a worker: the grant the module keeps for its next call. */
     kept: number;
@@ -60,7 +63,7 @@ export type FromWorker =
   | { type: "ready" }
   | { type: "done"; output: Uint8Array | null; tally: Tally }
   | { type: "failed"; name: string; message: string; tally: Tally }
-  | { type: "log"; level: "info" | "warn" | "error" | "debug"; message: string };
+  | { type: "log"; level: "info" | "warn" | "error" | "debug"; source: "log" | "stdout" | "stderr"; message: string };
 
 /** A stored answer's address until the worker stores it: block index 0xFFFF, offset = its rank. */
 export const PLACEHOLDER_INDEX = 0xffff;
@@ -105,7 +108,7 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
     return result;
   };
 
-  const log = (level: "info" | "warn" | "error" | "debug") => (message: string) => post({ type: "log", level, message: String(message) });
+  const log = (level: "info" | "warn" | "error" | "debug") => (message: string) => post({ type: "log", level, source: "log", message: String(message) });
   const logger = { trace: log("debug"), debug: log("debug"), info: log("info"), log: log("info"), warn: log("warn"), error: log("error") } as unknown as Console;
 
   // Block copies cost what the server's wrapper charges a host call: HOST_CALL_FUEL plus 1 unit per 16 bytes of the block.
@@ -118,7 +121,15 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
     tally.end = { code, left };
     return start.local.kept;
   };
+  // WASI calls cost what the server's wrapper charges a host call that names no block.
+  const wasi = createWasi({
+    memory: () => memory,
+    output: (fd, line) => post({ type: "log", level: fd === 1 ? "info" : "warn", source: fd === 1 ? "stdout" : "stderr", message: line }),
+  });
   const local: Record<string, Record<string, (ctx: CallContext, ...args: any[]) => unknown>> = {
+    [start.local.wasiModule]: Object.fromEntries(
+      Object.entries(wasi).map(([name, fn]) => [name, (_ctx: CallContext, ...args: any[]) => ((tally.fuel += HOST_CALL_FUEL), fn(...args))]),
+    ),
     [start.local.hostModule]: {
       hookbox_input_read: (_ctx: CallContext, dest: bigint, len: bigint) => ((tally.inputRead = true), io.readInput(dest, len)),
       hookbox_output_write: (_ctx: CallContext, src: bigint, len: bigint) => io.writeOutput(src, len),
