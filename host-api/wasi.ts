@@ -5,8 +5,9 @@
 // node:wasi (host directories, process exit), so this table is given to the sandbox instead.
 //
 // WASI passes pointers into the plugin's own linear memory (not Extism's kernel memory): the sandbox
-// hands in `memory()`, which is undefined where the instance lives in another thread (worker mode):
-// there every call that must touch memory answers ENOSYS.
+// hands in `memory()`, served in the thread where the instance lives (a worker thread serves its
+// own: runtime/sandbox/worker-thread.ts); while it is undefined (a start function, before the
+// instance exists) every call that must touch memory answers ENOSYS.
 
 /** The import module standard toolchains emit. */
 export const WASI_MODULE = "wasi_snapshot_preview1";
