@@ -61,7 +61,7 @@ export function createWasi(host: WasiHost): Record<string, WasiFunction> {
   };
   const u32 = (v: DataView, ptr: number, value: number) => (check(v, ptr, 4), v.setUint32(ptr, value, true));
   const u64 = (v: DataView, ptr: number, value: bigint) => (check(v, ptr, 8), v.setBigUint64(ptr, value, true));
-  // Wraps a function that touches memory: a bad pointer is EFAULT, no memory (worker) is ENOSYS.
+  // Wraps a function that touches memory: a bad pointer is EFAULT, no memory (yet) is ENOSYS.
   const guarded =
     (fn: (v: DataView, ...args: any[]) => number): WasiFunction =>
     (...args) => {
