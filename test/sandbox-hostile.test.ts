@@ -236,6 +236,23 @@ describe("hostile modules: tampering", () => {
   });
 });
 
+// A worker thread serves some host functions itself (no crossing): their fuel is settled with the
+// meter every FUEL_SLICE units, so a module that calls only them runs out as it would in-thread.
+describe("hostile modules: host calls a worker serves itself", () => {
+  for (const inWorker of [false, true]) {
+    it(`a loop of them fails as fuel, not at the deadline (${inWorker ? "worker" : "in-thread"})`, async () => {
+      // 2 G units: 2 M such calls; the module's own code asks for fuel only every 1 G units (10^8
+      // iterations of its loop, seconds), so without the settling it would reach the deadline first.
+      const { plugin } = await sandbox("localcalls", { inWorker, limits: { fuel: 2_000_000_000 } });
+      for (const fn of ["spin_io", "spin_wasi"]) {
+        const e = await callFailure(plugin.call(fn, "", Date.now() + 5_000));
+        assert.equal(e.kind, "fuel", `${fn}: ${e.message}`);
+      }
+      await plugin.close();
+    });
+  }
+});
+
 // A worker instance serves these where its memory is, in the worker (worker-thread.ts): the same answers.
 describe("hostile modules: block copies", () => {
   for (const inWorker of [false, true]) {

@@ -28,7 +28,7 @@ import { FUEL_MODULE, KERNEL_MODULE } from "./instrument.ts";
 import { LogBudget } from "./log-budget.ts";
 import { INITIALIZE_EXPORT } from "./wasi-adapt.ts";
 import { WorkerInstance } from "./worker-instance.ts";
-import type { Tally } from "./worker-thread.ts";
+import type { Tally } from "./worker-protocol.ts";
 
 export const HOST_MODULE = "extism:host/user";
 /**
@@ -632,7 +632,7 @@ export class WasmPlugin {
     };
   }
 
-  /** What a worker's own functions did (worker-thread.ts Tally), settled with this side's meter. */
+  /** What a worker's own functions did (worker-protocol.ts Tally), settled with this side's meter. */
   private account(tally: Tally, generation: number): void {
     if (generation !== this.generation) throw new PluginCallError("unavailable", "host call from an abandoned instance");
     if (tally.fuel > 0) this.meter.charge(tally.fuel);
@@ -677,6 +677,7 @@ export class WasmPlugin {
       [WASI_SANDBOX_MODULE]: this.chargedAll(this.wasi, generation),
     };
     let plugin: Instance;
+    let late = false;
     try {
       const spare = this.spare;
       this.spare = undefined;
@@ -694,6 +695,7 @@ export class WasmPlugin {
             });
         plugin = await this.withinDeadline(creating, deadline).catch((err) => {
           void creating.then((p) => p.close()).catch(() => undefined); // a late instance is not kept
+          late = err instanceof PluginCallError && err.kind === "timeout";
           throw err;
         });
       } else {
@@ -707,6 +709,9 @@ export class WasmPlugin {
       // A start function is not run again in a worker: it must finish within the slice, whatever
       // the deadline.
       if (err instanceof SliceExpired) throw new Error(`instantiation failed: the start function ran past the ${INLINE_SLICE_MS} ms in-thread slice`);
+      // A worker that had not answered by the call's deadline (starting a thread, or a start function
+      // that spins): the call timed out, a PluginCallError like any other.
+      if (late) throw new PluginCallError("timeout", `instantiation in a worker thread did not finish by the call's deadline (${limits.timeoutMs} ms time limit)`);
       throw new Error(`instantiation failed: ${this.classify(err).message}`);
     } finally {
       this.meter.stop();

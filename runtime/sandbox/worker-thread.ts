@@ -6,71 +6,19 @@
 // and blocks (Atomics.wait) until the answer comes back on its own port: one message each way,
 // carrying only the blocks the call names. (The SDK's own worker sends every block of the call both
 // ways at each host call, serves the kernel across threads, and can miss a wake-up: a 500 ms stall.)
-import { parentPort, receiveMessageOnPort, workerData, type MessagePort } from "node:worker_threads";
+import { parentPort, receiveMessageOnPort, workerData } from "node:worker_threads";
 import createPlugin, { type CallContext, type Plugin } from "@extism/extism";
 import { createWasi } from "../../host-api/wasi.ts";
 import { blockCopyFunctions } from "./block-copy.ts";
 import { CallIo } from "./call-io.ts";
-import { HOST_CALL_FUEL } from "./fuel.ts";
+import { FUEL_SLICE, HOST_CALL_FUEL } from "./fuel.ts";
+import { placeholder, SETTLE, WORKER_PROTOCOL, type FromWorker, type HostCallAnswer, type HostCallRequest, type Tally, type ToWorker, type WorkerStart } from "./worker-protocol.ts";
 
-/** What the server's thread hands the worker at its start. */
-export interface WorkerStart {
-  module: WebAssembly.Module;
-  /** The module's host functions, by import module: each becomes a stub here. */
-  functions: Record<string, string[]>;
-  /** Host calls go out and their answers come back on this port (read synchronously). */
-  port: MessagePort;
-  /** [0]: set to 1 by the server's thread once an answer is on the port. */
-  flag: SharedArrayBuffer;
-  /** A block handed to a host function crosses whole up to this many bytes (its length always). */
-  maxShippedBytes: number;
-  /** Where the functions served here are imported from, and what they need. */
-  local: {
-    hostModule: string;
-    fuelModule: string;
-    /** The module's WASI imports (host-api/wasi.ts: capability-free, over its memory) are served here. */
-    wasiModule: string;
-    maxOutputBytes: number;
-    /** What the meter's end() answers in a worker: the grant the module keeps for its next call. */
-    kept: number;
-  };
-}
-
-/** What the functions served in the worker did since the last crossing, for the server's meter. */
-export interface Tally {
-  /** Fuel they cost (HOST_CALL_FUEL each, plus the bytes they copied). */
-  fuel: number;
-  inputRead: boolean;
-  /** The export's end (meter end/finish): its status code (finish only) and the fuel it had left. */
-  end?: { code?: number; left: number };
-}
-
-/** A host call, worker to server: the arguments and the blocks they name (index, length, bytes). */
-export interface HostCallRequest {
-  tally: Tally;
-  ns: string;
-  name: string;
-  args: unknown[];
-  blocks: Array<[index: number, length: number, bytes: Uint8Array | null]>;
-}
-
-/** Its answer: the result, the blocks the host function stored (result names them by placeholder). */
-export type HostCallAnswer = { result: unknown; stored: Uint8Array[] } | { error: string };
-
-/** Messages on the worker's own channel (parentPort), both ways. */
-export type ToWorker = { type: "call"; fn: string; input: Uint8Array } | { type: "rebuild" };
-export type FromWorker =
-  | { type: "ready" }
-  | { type: "done"; output: Uint8Array | null; tally: Tally }
-  | { type: "failed"; name: string; message: string; tally: Tally }
-  | { type: "log"; level: "info" | "warn" | "error" | "debug"; source: "log" | "stdout" | "stderr"; message: string };
-
-/** A stored answer's address until the worker stores it: block index 0xFFFF, offset = its rank. */
-export const PLACEHOLDER_INDEX = 0xffff;
-export const placeholder = (rank: number): bigint => (BigInt(PLACEHOLDER_INDEX) << 48n) | BigInt(rank);
 const FIRST_BLOCK = 1n << 48n;
+const SETTLE_FUEL = FUEL_SLICE;
 
-if (parentPort) serve(parentPort, workerData as WorkerStart);
+// Serves only in a worker that worker-instance.ts started (this module is also imported for types).
+if (parentPort && (workerData as Partial<WorkerStart> | null)?.protocol === WORKER_PROTOCOL) serve(parentPort, workerData as WorkerStart);
 
 function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void {
   const flag = new Int32Array(start.flag);
@@ -82,8 +30,27 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
     tally = { fuel: 0, inputRead: false };
     return t;
   };
+  /** One crossing: the request goes out with the tally, and this thread waits for its answer. */
+  const cross = (req: Omit<HostCallRequest, "tally">): { result: unknown; stored: Uint8Array[] } => {
+    Atomics.store(flag, 0, 0);
+    start.port.postMessage({ ...req, tally: takeTally() } satisfies HostCallRequest);
+    Atomics.wait(flag, 0, 0);
+    const answer = receiveMessageOnPort(start.port)?.message as HostCallAnswer | undefined;
+    if (!answer) throw new Error(`host function ${req.name}: no answer from the host`);
+    if ("error" in answer) throw new Error(answer.error);
+    return answer;
+  };
+  /**
+   * Fuel the functions served here cost: tallied, and settled by a crossing once it reaches
+   * SETTLE_FUEL, so a module calling only them still runs out of fuel about when it would in-thread
+   * (its own code refills only every WORKER_GRANT units).
+   */
+  const charge = (units: number) => {
+    tally.fuel += units;
+    if (tally.fuel >= SETTLE_FUEL) cross({ ns: SETTLE, name: SETTLE, args: [], blocks: [] });
+  };
   let memory: WebAssembly.Memory | undefined;
-  const io = new CallIo(() => memory, start.local.maxOutputBytes, (units) => void (tally.fuel += units));
+  const io = new CallIo(() => memory, start.local.maxOutputBytes, charge);
 
   const hostCall = (ns: string, name: string) => (ctx: CallContext, ...args: unknown[]) => {
     const blocks: HostCallRequest["blocks"] = [];
@@ -94,12 +61,7 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
       const bytes = block.bytes();
       blocks.push([Number(a >> 48n), bytes.byteLength, bytes.byteLength <= start.maxShippedBytes ? bytes : null]);
     }
-    Atomics.store(flag, 0, 0);
-    start.port.postMessage({ tally: takeTally(), ns, name, args, blocks } satisfies HostCallRequest);
-    Atomics.wait(flag, 0, 0);
-    const answer = receiveMessageOnPort(start.port)?.message as HostCallAnswer | undefined;
-    if (!answer) throw new Error(`host function ${name}: no answer from the host`);
-    if ("error" in answer) throw new Error(answer.error);
+    const answer = cross({ ns, name, args, blocks });
     let { result } = answer;
     answer.stored.forEach((bytes, rank) => {
       const at = ctx.store(bytes);
@@ -114,7 +76,7 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
   // Block copies cost what the server's wrapper charges a host call: HOST_CALL_FUEL plus 1 unit per 16 bytes of the block.
   const copies = blockCopyFunctions(() => memory);
   const charged = (fn: (ctx: CallContext, block: bigint, at: bigint, len: bigint) => bigint) => (ctx: CallContext, block: bigint, at: bigint, len: bigint) => {
-    tally.fuel += HOST_CALL_FUEL + Math.floor(Number(ctx.length(block)) / 16);
+    charge(HOST_CALL_FUEL + Math.floor(Number(ctx.length(block)) / 16));
     return fn(ctx, block, at, len);
   };
   const ended = (left: number, code?: number) => {
@@ -128,7 +90,7 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
   });
   const local: Record<string, Record<string, (ctx: CallContext, ...args: any[]) => unknown>> = {
     [start.local.wasiModule]: Object.fromEntries(
-      Object.entries(wasi).map(([name, fn]) => [name, (_ctx: CallContext, ...args: any[]) => ((tally.fuel += HOST_CALL_FUEL), fn(...args))]),
+      Object.entries(wasi).map(([name, fn]) => [name, (_ctx: CallContext, ...args: any[]) => (charge(HOST_CALL_FUEL), fn(...args))]),
     ),
     [start.local.hostModule]: {
       hookbox_input_read: (_ctx: CallContext, dest: bigint, len: bigint) => ((tally.inputRead = true), io.readInput(dest, len)),

@@ -1,0 +1,66 @@
+// The messages between the server's thread (worker-instance.ts) and a plugin's worker thread
+// (worker-thread.ts), and the conventions both sides keep.
+import type { MessagePort } from "node:worker_threads";
+
+export const WORKER_PROTOCOL = "hookbox-plugin-worker/1";
+
+/** A crossing that only settles the tally (its namespace and name). */
+export const SETTLE = "";
+
+/** What the server's thread hands the worker at its start. */
+export interface WorkerStart {
+  /** Marks a plugin worker (worker-thread.ts serves only then). */
+  protocol: typeof WORKER_PROTOCOL;
+  module: WebAssembly.Module;
+  /** The module's host functions, by import module: each becomes a stub here. */
+  functions: Record<string, string[]>;
+  /** Host calls go out and their answers come back on this port (read synchronously). */
+  port: MessagePort;
+  /** [0]: set to 1 by the server's thread once an answer is on the port. */
+  flag: SharedArrayBuffer;
+  /** A block handed to a host function crosses whole up to this many bytes (its length always). */
+  maxShippedBytes: number;
+  /** Where the functions served here are imported from, and what they need. */
+  local: {
+    hostModule: string;
+    fuelModule: string;
+    /** The module's WASI imports (host-api/wasi.ts: capability-free, over its memory) are served here. */
+    wasiModule: string;
+    maxOutputBytes: number;
+    /** What the meter's end() answers in a worker: the grant the module keeps for its next call. */
+    kept: number;
+  };
+}
+
+/** What the functions served in the worker did since the last crossing, for the server's meter. */
+export interface Tally {
+  /** Fuel they cost (HOST_CALL_FUEL each, plus the bytes they copied). */
+  fuel: number;
+  inputRead: boolean;
+  /** The export's end (meter end/finish): its status code (finish only) and the fuel it had left. */
+  end?: { code?: number; left: number };
+}
+
+/** A host call, worker to server: the arguments and the blocks they name (index, length, bytes). */
+export interface HostCallRequest {
+  tally: Tally;
+  ns: string;
+  name: string;
+  args: unknown[];
+  blocks: Array<[index: number, length: number, bytes: Uint8Array | null]>;
+}
+
+/** Its answer: the result, the blocks the host function stored (result names them by placeholder). */
+export type HostCallAnswer = { result: unknown; stored: Uint8Array[] } | { error: string };
+
+/** Messages on the worker's own channel (parentPort), both ways. */
+export type ToWorker = { type: "call"; fn: string; input: Uint8Array } | { type: "rebuild" };
+export type FromWorker =
+  | { type: "ready" }
+  | { type: "done"; output: Uint8Array | null; tally: Tally }
+  | { type: "failed"; name: string; message: string; tally: Tally }
+  | { type: "log"; level: "info" | "warn" | "error" | "debug"; source: "log" | "stdout" | "stderr"; message: string };
+
+/** A stored answer's address until the worker stores it: block index 0xFFFF, offset = its rank. */
+export const PLACEHOLDER_INDEX = 0xffff;
+export const placeholder = (rank: number): bigint => (BigInt(PLACEHOLDER_INDEX) << 48n) | BigInt(rank);
