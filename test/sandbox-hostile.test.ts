@@ -41,6 +41,23 @@ async function sandbox(
   return { plugin: new WasmPlugin({ name, module, limits, host, inWorker: opts.inWorker ?? false }), logs, ends };
 }
 
+/**
+ * Calls `fn` of hostile module `name` (it must succeed by the deadline) and checks that at most the
+ * burst, plus the bucket's refill while the call ran, of its `line`s reached the host, and that the
+ * drop was reported. (About 10 ms in-thread; a call that outgrew its slice on a busy machine runs
+ * again in a worker.)
+ */
+async function assertRateLimited(name: string, fn: string, line: string, inWorker: boolean, deadlineMs: number): Promise<void> {
+  const { plugin, logs } = await sandbox(name, { inWorker });
+  const t0 = performance.now();
+  await plugin.call(fn, "", Date.now() + deadlineMs);
+  const seconds = (performance.now() - t0) / 1000;
+  const lines = logs.filter((l) => l === line).length;
+  assert.ok(lines <= LOG_BURST + LOG_LINES_PER_SECOND * seconds + 5, `${lines} lines reached the host in ${seconds.toFixed(2)} s`);
+  assert.ok(logs.some((l) => /log lines dropped \(rate limit\)/.test(l)));
+  await plugin.close();
+}
+
 /** The longest gap between event-loop turns while `work` runs (a blocked loop shows up here). */
 async function longestStall(work: Promise<unknown>): Promise<number> {
   let last = performance.now();
@@ -183,16 +200,7 @@ describe("hostile modules: host memory and outputs", () => {
   // ends within its deadline (the Extism SDK's own worker sent every block both ways per host call).
   for (const inWorker of [false, true]) {
     it(`a log flood is rate limited and the drop is counted (${inWorker ? "worker" : "in-thread"})`, async () => {
-      const { plugin, logs } = await sandbox("hostcalls", { inWorker });
-      const t0 = performance.now();
-      await plugin.call("log_flood", "", Date.now() + 10_000);
-      const seconds = (performance.now() - t0) / 1000;
-      const lines = logs.filter((l) => l === "line").length;
-      // The burst, plus the bucket's refill while the call ran: about 10 ms in-thread, but a call that
-      // outgrew its slice on a busy machine runs again in a worker, a round trip per line (seconds).
-      assert.ok(lines <= LOG_BURST + LOG_LINES_PER_SECOND * seconds + 5, `${lines} lines reached the host in ${seconds.toFixed(2)} s`);
-      assert.ok(logs.some((l) => /log lines dropped \(rate limit\)/.test(l)));
-      await plugin.close();
+      await assertRateLimited("hostcalls", "log_flood", "line", inWorker, 10_000);
     });
   }
 
@@ -248,6 +256,23 @@ describe("hostile modules: host calls a worker serves itself", () => {
         const e = await callFailure(plugin.call(fn, "", Date.now() + 5_000));
         assert.equal(e.kind, "fuel", `${fn}: ${e.message}`);
       }
+      await plugin.close();
+    });
+  }
+});
+
+// What crosses between a worker thread and the server's thread stays bounded: log lines past the
+// rate limit never become messages, and the blocks a host call names cross once, shared.
+describe("hostile modules: floods across threads", () => {
+  for (const inWorker of [false, true]) {
+    it(`3.2 M WASI lines in one call: rate limited, the call ends well within its deadline (${inWorker ? "worker" : "in-thread"})`, async () => {
+      await assertRateLimited("wasilines", "short", "a", inWorker, 2_000);
+    });
+
+    it(`an 8 MiB block named by four arguments of every host call runs out of fuel, not time (${inWorker ? "worker" : "in-thread"})`, async () => {
+      const { plugin } = await sandbox("bigargs", { inWorker, limits: { memoryPages: 256 }, functions: { hookbox_kv_cas: () => 0n } });
+      const e = await callFailure(plugin.call("go", "", Date.now() + 2_000));
+      assert.equal(e.kind, "fuel", e.message);
       await plugin.close();
     });
   }

@@ -2,6 +2,7 @@
 // its typed failure while the instance keeps serving.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { existsSync, readdirSync } from "node:fs";
 import { callFailure } from "./helpers/call-failure.ts";
 import { PluginCallError } from "../hooks/failures.ts";
 import { instrument } from "../runtime/sandbox/instrument.ts";
@@ -231,6 +232,24 @@ describe("sandboxed calls", () => {
     await Promise.all([plugin.call("log", "", soon()), plugin.call("log", "", soon()), plugin.call("count", "", soon())]);
     assert.deepEqual(logs, [1, 1]);
     await plugin.close();
+  });
+});
+
+// Linux: the process's threads, one per worker thread among them.
+const threads = () => readdirSync("/proc/self/task").length;
+
+describe("worker threads and closing", { skip: !existsSync("/proc/self/task") }, () => {
+  it("a plugin closed while its worker instance is being built keeps no worker thread", async () => {
+    const first = await sandbox({}, true); // lazy threads of the first worker start (and its bundle) now
+    await first.plugin.warm();
+    await first.plugin.close();
+    const before = threads();
+    const { plugin } = await sandbox({}, true);
+    const warming = plugin.warm().catch((err: Error) => err);
+    await plugin.close();
+    assert.match(String(await warming), /closed/);
+    for (let i = 0; i < 100 && threads() > before; i++) await new Promise((r) => setTimeout(r, 30));
+    assert.ok(threads() <= before, `${threads()} threads, ${before} before`);
   });
 });
 

@@ -522,8 +522,13 @@ export class WasmPlugin {
     if (!this.building) this.instanceInWorker = this.wantsWorker();
     this.building ??= this.build(deadline, this.instanceInWorker).then(
       (p) => {
-        this.instance = p;
         this.building = undefined;
+        // Closed while it was being built: not kept (its worker thread would outlive the plugin).
+        if (this.closed) {
+          void p.close().catch(() => undefined);
+          throw new PluginCallError("unavailable", `${this.name} is closed`);
+        }
+        this.instance = p;
         return p;
       },
       (err) => {
@@ -637,6 +642,7 @@ export class WasmPlugin {
     if (generation !== this.generation) throw new PluginCallError("unavailable", "host call from an abandoned instance");
     if (tally.fuel > 0) this.meter.charge(tally.fuel);
     if (tally.inputRead) this.io.inputRead = true;
+    if (tally.droppedLogs) this.logBudget.dropped += tally.droppedLogs;
     const { end } = tally;
     if (end) end.code === undefined ? this.meter.functions.end(undefined, end.left) : this.meter.functions.finish(undefined, end.code, end.left);
   }

@@ -71,6 +71,8 @@ export class WorkerInstance {
    * the worker unwinds the call with its message, and the call fails with the error itself.
    */
   private hostError: unknown;
+  /** Where answers' blocks cross to the worker (HostCallAnswer): shared, grown as needed, reused. */
+  private answers = new Uint8Array(new SharedArrayBuffer(64 * 1024));
   private closed = false;
 
   private constructor(
@@ -80,6 +82,7 @@ export class WorkerInstance {
     private opts: WorkerInstanceOptions,
   ) {
     worker.on("message", (m: FromWorker) => {
+      if (m.type === "host") return void this.serve(m);
       if (m.type === "log") return this.opts.log(m.level, m.source, m.message);
       if (m.type === "ready") return this.started();
       const pending = this.pending;
@@ -112,7 +115,6 @@ export class WorkerInstance {
     };
     worker.on("error", (err: Error) => exited(`failed: ${err.message}`));
     worker.on("exit", (code: number) => exited(`exited (code ${code})`));
-    port.on("message", (req: HostCallRequest) => void this.serve(req));
   }
 
   /** Starts a worker and builds the instance there (its start function runs, host calls served here). */
@@ -179,13 +181,8 @@ export class WorkerInstance {
    * one that is starting or running a call does, or the process could end while awaiting it.
    */
   private hold(busy: boolean): void {
-    if (busy) {
-      this.worker.ref();
-      this.port.ref();
-    } else {
-      this.worker.unref();
-      this.port.unref();
-    }
+    if (busy) this.worker.ref();
+    else this.worker.unref();
   }
 
   /** Terminates the worker, whatever it is doing (a stuck call included). */
@@ -199,10 +196,20 @@ export class WorkerInstance {
   private async run(req: HostCallRequest): Promise<HostCallAnswer> {
     const fn = this.opts.functions[req.ns]?.[req.name];
     if (!fn) throw new Error(`host function "${req.ns}" "${req.name}" does not exist`);
-    const ctx = new RemoteContext(req.blocks);
+    const ctx = new RemoteContext(req);
     let result = fn(ctx as unknown as CallContext, ...req.args);
     if (result instanceof Promise) result = await result;
-    return { result, stored: ctx.stored };
+    if (ctx.stored.length === 0) return { result, stored: [] };
+    // The stored blocks go into the answer buffer, which the worker reads before its next host call.
+    const total = ctx.stored.reduce((n, b) => n + b.byteLength, 0);
+    if (this.answers.byteLength < total) this.answers = new Uint8Array(new SharedArrayBuffer(Math.max(total, 2 * this.answers.byteLength)));
+    let at = 0;
+    const stored = ctx.stored.map((bytes): [number, number] => {
+      this.answers.set(bytes, at);
+      at += bytes.byteLength;
+      return [at - bytes.byteLength, bytes.byteLength];
+    });
+    return { result, stored, scratch: this.answers.buffer as SharedArrayBuffer };
   }
 
   /** Runs one host call of the worker's (or only settles its tally) and wakes it with the answer. */
@@ -229,7 +236,7 @@ export class WorkerInstance {
  */
 class RemoteContext {
   readonly stored: Uint8Array[] = [];
-  constructor(private readonly blocks: HostCallRequest["blocks"]) {}
+  constructor(private readonly req: HostCallRequest) {}
 
   private find(addr: bigint): { length: number; bytes: Uint8Array | null } | undefined {
     const index = Number(BigInt(addr) >> 48n);
@@ -237,8 +244,11 @@ class RemoteContext {
       const bytes = this.stored[Number(BigInt(addr) & 0xffffn)];
       return bytes ? { length: bytes.byteLength, bytes } : undefined;
     }
-    const block = this.blocks.find(([i]) => i === index);
-    return block && { length: block[1], bytes: block[2] };
+    const block = this.req.blocks.find(([i]) => i === index);
+    if (!block) return undefined;
+    const [, length, bytes, at] = block;
+    // A view of the scratch buffer serves this host call only (the worker reuses it after).
+    return { length, bytes: at >= 0 && this.req.scratch ? new Uint8Array(this.req.scratch, at, length) : bytes };
   }
 
   length(addr: bigint): bigint {

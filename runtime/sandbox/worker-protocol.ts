@@ -14,7 +14,7 @@ export interface WorkerStart {
   module: WebAssembly.Module;
   /** The module's host functions, by import module: each becomes a stub here. */
   functions: Record<string, string[]>;
-  /** Host calls go out and their answers come back on this port (read synchronously). */
+  /** Host calls' answers come back on this port (read synchronously). */
   port: MessagePort;
   /** [0]: set to 1 by the server's thread once an answer is on the port. */
   flag: SharedArrayBuffer;
@@ -39,23 +39,40 @@ export interface Tally {
   inputRead: boolean;
   /** The export's end (meter end/finish): its status code (finish only) and the fuel it had left. */
   end?: { code?: number; left: number };
+  /** Log lines the worker dropped (its own rate limit, before they became messages). */
+  droppedLogs?: number;
 }
 
-/** A host call, worker to server: the arguments and the blocks they name (index, length, bytes). */
+/**
+ * A host call, worker to server, on the worker's own channel: the arguments and the blocks they
+ * name, each once: index, length, and its bytes in the message (a small block), or at `at` in the
+ * worker's `scratch` buffer (a large one: Deno's server thread took ~250 ms per MiB to receive one
+ * in a message), or neither (beyond what one call may ship: its length alone).
+ */
 export interface HostCallRequest {
+  type: "host";
   tally: Tally;
   ns: string;
   name: string;
   args: unknown[];
-  blocks: Array<[index: number, length: number, bytes: Uint8Array | null]>;
+  blocks: Array<[index: number, length: number, bytes: Uint8Array | null, at: number]>;
+  scratch?: SharedArrayBuffer;
 }
 
-/** Its answer: the result, the blocks the host function stored (result names them by placeholder). */
-export type HostCallAnswer = { result: unknown; stored: Uint8Array[] } | { error: string };
+/** A block larger than this crosses in the scratch buffer. */
+export const INLINE_BLOCK_BYTES = 64 * 1024;
+
+/**
+ * Its answer: the result, and where the blocks the host function stored lie in the server's answer
+ * buffer (`scratch`, shared; the result names them by placeholder). Bytes in a message were slow to
+ * receive on Deno (~170 us for 1 KB), a SharedArrayBuffer's handle is not.
+ */
+export type HostCallAnswer = { result: unknown; stored: Array<[at: number, length: number]>; scratch?: SharedArrayBuffer } | { error: string };
 
 /** Messages on the worker's own channel (parentPort), both ways. */
 export type ToWorker = { type: "call"; fn: string; input: Uint8Array } | { type: "rebuild" };
 export type FromWorker =
+  | HostCallRequest
   | { type: "ready" }
   | { type: "done"; output: Uint8Array | null; tally: Tally }
   | { type: "failed"; name: string; message: string; tally: Tally }

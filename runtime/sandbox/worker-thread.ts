@@ -12,10 +12,15 @@ import { createWasi } from "../../host-api/wasi.ts";
 import { blockCopyFunctions } from "./block-copy.ts";
 import { CallIo } from "./call-io.ts";
 import { FUEL_SLICE, HOST_CALL_FUEL } from "./fuel.ts";
-import { placeholder, SETTLE, WORKER_PROTOCOL, type FromWorker, type HostCallAnswer, type HostCallRequest, type Tally, type ToWorker, type WorkerStart } from "./worker-protocol.ts";
+import { LogBudget } from "./log-budget.ts";
+import { INLINE_BLOCK_BYTES, placeholder, SETTLE, WORKER_PROTOCOL, type FromWorker, type HostCallAnswer, type HostCallRequest, type Tally, type ToWorker, type WorkerStart } from "./worker-protocol.ts";
 
 const FIRST_BLOCK = 1n << 48n;
+
+
 const SETTLE_FUEL = FUEL_SLICE;
+/** A log line crosses at most this long (the server keeps less). */
+const MAX_LOG_CHARS = 4_000;
 
 // Serves only in a worker that worker-instance.ts started (this module is also imported for types).
 if (parentPort && (workerData as Partial<WorkerStart> | null)?.protocol === WORKER_PROTOCOL) serve(parentPort, workerData as WorkerStart);
@@ -24,16 +29,23 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
   const flag = new Int32Array(start.flag);
   const post = (m: FromWorker) => parent.postMessage(m);
   let tally: Tally = { fuel: 0, inputRead: false };
+  // The plugin's log rate limit, applied here too: a line over it never becomes a message (one
+  // fd_write of 32,768 short lines was 32,768 messages for the server's thread to receive).
+  const logBudget = new LogBudget();
   /** The tally so far, handed over at a crossing, and a fresh one begun. */
   const takeTally = (): Tally => {
     const t = tally;
+    t.droppedLogs = logBudget.takeDropped();
     tally = { fuel: 0, inputRead: false };
     return t;
   };
+  const postLog = (level: "info" | "warn" | "error" | "debug", source: "log" | "stdout" | "stderr", message: string) => {
+    if (logBudget.take()) post({ type: "log", level, source, message: message.slice(0, MAX_LOG_CHARS) });
+  };
   /** One crossing: the request goes out with the tally, and this thread waits for its answer. */
-  const cross = (req: Omit<HostCallRequest, "tally">): { result: unknown; stored: Uint8Array[] } => {
+  const cross = (req: Omit<HostCallRequest, "tally" | "type">): Exclude<HostCallAnswer, { error: string }> => {
     Atomics.store(flag, 0, 0);
-    start.port.postMessage({ ...req, tally: takeTally() } satisfies HostCallRequest);
+    parent.postMessage({ type: "host", ...req, tally: takeTally() } satisfies HostCallRequest);
     Atomics.wait(flag, 0, 0);
     const answer = receiveMessageOnPort(start.port)?.message as HostCallAnswer | undefined;
     if (!answer) throw new Error(`host function ${req.name}: no answer from the host`);
@@ -49,28 +61,53 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
     tally.fuel += units;
     if (tally.fuel >= SETTLE_FUEL) cross({ ns: SETTLE, name: SETTLE, args: [], blocks: [] });
   };
+  /**
+   * Where large blocks cross (HostCallRequest): one buffer per worker, shared with the server's
+   * thread, grown as needed up to maxShippedBytes. The server reads it only during the host call,
+   * while this thread waits, so it is reused from call to call.
+   */
+  let scratch: Uint8Array | undefined;
+  const scratchFor = (bytes: number): Uint8Array => {
+    if (!scratch || scratch.byteLength < bytes) {
+      const grown = new Uint8Array(new SharedArrayBuffer(Math.min(start.maxShippedBytes, Math.max(bytes, 2 * (scratch?.byteLength ?? 0)))));
+      if (scratch) grown.set(scratch);
+      scratch = grown;
+    }
+    return scratch;
+  };
   let memory: WebAssembly.Memory | undefined;
   const io = new CallIo(() => memory, start.local.maxOutputBytes, charge);
 
   const hostCall = (ns: string, name: string) => (ctx: CallContext, ...args: unknown[]) => {
     const blocks: HostCallRequest["blocks"] = [];
+    let used = 0; // of the scratch buffer, this call
     for (const a of args) {
       if (typeof a !== "bigint" || a < FIRST_BLOCK) continue;
+      const index = Number(a >> 48n);
+      if (blocks.some(([i]) => i === index)) continue; // named twice: shipped once
       const block = ctx.read(a); // a view of the block, not a copy; null: no block there
       if (!block) continue;
       const bytes = block.bytes();
-      blocks.push([Number(a >> 48n), bytes.byteLength, bytes.byteLength <= start.maxShippedBytes ? bytes : null]);
+      if (bytes.byteLength <= INLINE_BLOCK_BYTES) {
+        blocks.push([index, bytes.byteLength, bytes, -1]);
+      } else if (used + bytes.byteLength <= start.maxShippedBytes) {
+        scratchFor(used + bytes.byteLength).set(bytes, used);
+        blocks.push([index, bytes.byteLength, null, used]);
+        used += bytes.byteLength;
+      } else {
+        blocks.push([index, bytes.byteLength, null, -1]);
+      }
     }
-    const answer = cross({ ns, name, args, blocks });
+    const answer = cross({ ns, name, args, blocks, ...(used > 0 ? { scratch: scratch!.buffer as SharedArrayBuffer } : {}) });
     let { result } = answer;
-    answer.stored.forEach((bytes, rank) => {
-      const at = ctx.store(bytes);
-      if (result === placeholder(rank)) result = at;
+    answer.stored.forEach(([at, length], rank) => {
+      const address = ctx.store(new Uint8Array(answer.scratch!, at, length)); // a copy into the kernel
+      if (result === placeholder(rank)) result = address;
     });
     return result;
   };
 
-  const log = (level: "info" | "warn" | "error" | "debug") => (message: string) => post({ type: "log", level, source: "log", message: String(message) });
+  const log = (level: "info" | "warn" | "error" | "debug") => (message: string) => postLog(level, "log", String(message));
   const logger = { trace: log("debug"), debug: log("debug"), info: log("info"), log: log("info"), warn: log("warn"), error: log("error") } as unknown as Console;
 
   // Block copies cost what the server's wrapper charges a host call: HOST_CALL_FUEL plus 1 unit per 16 bytes of the block.
@@ -86,7 +123,7 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
   // WASI calls cost what the server's wrapper charges a host call that names no block.
   const wasi = createWasi({
     memory: () => memory,
-    output: (fd, line) => post({ type: "log", level: fd === 1 ? "info" : "warn", source: fd === 1 ? "stdout" : "stderr", message: line }),
+    output: (fd, line) => postLog(fd === 1 ? "info" : "warn", fd === 1 ? "stdout" : "stderr", line),
   });
   const local: Record<string, Record<string, (ctx: CallContext, ...args: any[]) => unknown>> = {
     [start.local.wasiModule]: Object.fromEntries(
