@@ -1,11 +1,12 @@
-// The worker thread of a plugin that runs off the server's thread (worker-instance.ts starts it).
-// The module runs here in-thread under the Extism SDK, so its kernel (alloc, input and output,
-// load/store) is local, and so are the functions that need its memory (call-io.ts, block-copy.ts)
-// and the meter's end of a call; what those cost is tallied and settled by the server's thread at
-// the next crossing. Every other host function is a stub that hands the call to the server's thread
-// and blocks (Atomics.wait) until the answer comes back on its own port: one message each way,
-// carrying only the blocks the call names. (The SDK's own worker sends every block of the call both
-// ways at each host call, serves the kernel across threads, and can miss a wake-up: a 500 ms stall.)
+// The worker thread of a plugin that runs off the server's thread (worker-instance.ts starts it;
+// worker-protocol.ts is what the two say). The module runs here in-thread under the Extism SDK, so
+// its kernel (alloc, input and output, load/store) is local, and so are the functions that need its
+// memory (call-io.ts, block-copy.ts, WASI) and the meter's end of a call; what those cost is
+// tallied and settled with the server's meter at the next crossing. Every other host function is a
+// stub that sends the call to the server's thread with the blocks it names and blocks
+// (Atomics.wait) until the answer is on its own port. (The SDK's own worker sends every block of
+// the call both ways at each host call, serves the kernel across threads, and can miss a wake-up:
+// a 500 ms stall.)
 import { parentPort, receiveMessageOnPort, workerData } from "node:worker_threads";
 import createPlugin, { type CallContext, type Plugin } from "@extism/extism";
 import { createWasi } from "../../host-api/wasi.ts";
@@ -16,8 +17,6 @@ import { LogBudget } from "./log-budget.ts";
 import { INLINE_BLOCK_BYTES, placeholder, SETTLE, WORKER_PROTOCOL, type FromWorker, type HostCallAnswer, type HostCallRequest, type Tally, type ToWorker, type WorkerStart } from "./worker-protocol.ts";
 
 const FIRST_BLOCK = 1n << 48n;
-
-
 const SETTLE_FUEL = FUEL_SLICE;
 /** A log line crosses at most this long (the server keeps less). */
 const MAX_LOG_CHARS = 4_000;
