@@ -242,18 +242,14 @@ export class HookDispatcher {
     return report;
   }
 
-  /** The check emit applies to every output of `hook` (throws PluginCallError "bad_output" to refuse one). */
-  outputCheck(hook: HookName): (output: string | undefined) => HookOutput | undefined {
-    return this.outputReader(hook);
-  }
-
   private readonly outputReaders = new Map<HookName, (output: string | undefined) => HookOutput | undefined>();
 
   /**
-   * readHookOutput for `hook` under this dispatcher's limits, made once per hook: a closure per emit
+   * The check emit applies to every output of `hook` (throws PluginCallError "bad_output" to refuse
+   * one): readHookOutput under this dispatcher's limits, made once per hook: a closure per emit
    * showed in the fan-out's profile, and subscribers may call it unbound (it is handed on as is).
    */
-  private outputReader(hook: HookName): (output: string | undefined) => HookOutput | undefined {
+  outputReader(hook: HookName): (output: string | undefined) => HookOutput | undefined {
     let read = this.outputReaders.get(hook);
     if (!read) {
       const limits = this.outputLimits;

@@ -107,7 +107,7 @@ export async function callPlugin(config: Config, name: string, target: CallTarge
     const t0 = performance.now();
     try {
       // A hook's output passes the check the server applies (a refused one fails as bad_output).
-      result = await plugins.invoke(name, fn, input, target.kind === "hook" ? core.dispatcher.outputCheck(target.hook as HookName) : undefined);
+      result = await plugins.invoke(name, fn, input, target.kind === "hook" ? core.dispatcher.outputReader(target.hook as HookName) : undefined);
     } catch (err) {
       if (!(err instanceof PluginCallError)) throw err;
       failure = err;

@@ -23,6 +23,23 @@ export const WORKER_GRANT = 2 ** 30;
 /** Fuel a host call costs on top of 1 unit per 16 bytes of the blocks it is handed or makes. */
 export const HOST_CALL_FUEL = 1_000;
 
+/** The address of Extism block 1 (block 0 is the kernel's own): smaller u64 arguments are not blocks. */
+export const FIRST_BLOCK = 1n << 48n;
+
+/**
+ * What a host call costs before its answer: HOST_CALL_FUEL plus 1 unit per 16 bytes of the blocks
+ * its u64 arguments name (pointers and lengths below FIRST_BLOCK name none). One formula for the
+ * functions the server's thread serves and those a worker thread serves itself.
+ */
+export function hostCallCost(ctx: { length(address: bigint): bigint }, args: readonly unknown[]): number {
+  let bytes = 0;
+  for (const a of args) if (typeof a === "bigint" && a >= FIRST_BLOCK) bytes += Number(ctx.length(a));
+  return HOST_CALL_FUEL + Math.floor(bytes / 16);
+}
+
+/** What end() hands the module to keep for its next call: a whole grant of `grantSize`, within the budget. */
+export const keptGrant = (grantSize: number, budget: number): number => Math.min(grantSize, budget);
+
 /**
  * Default cap on one kernel block, whatever the memory allowance: a block handed to a host function
  * from a worker crosses to the server's thread whole, copied there. Far above what a plugin hands
@@ -174,7 +191,7 @@ export class FuelMeter {
       if (this.pool + left < 0) this.outOfFuel();
       this.used = this.budget - this.pool - left;
       // Code run outside an armed stretch keeps nothing: its next call asks begin().
-      this.kept = this.active ? Math.min(this.grantSize, this.budget) : 0;
+      this.kept = this.active ? keptGrant(this.grantSize, this.budget) : 0;
       return this.kept;
     },
     /** end() for an export that returns Extism's status code (0 success). */

@@ -6,10 +6,10 @@
 // fetches) stays in-thread where the runtime can suspend the call while it awaits (CAN_SUSPEND), and
 // runs in a worker thread of its own elsewhere (worker-instance.ts: tens of µs per host call); so
 // does, for a while, a plugin whose in-thread call outgrew its slice (inline-slice.ts: the call runs
-// again there, and the server's thread is never held longer than the slice). hookbox owns every deadline itself: in-thread the fuel meter checks the
-// clock at each refill and host call; a worker or suspended call that has not answered by its
-// deadline plus WORKER_GRACE_MS is abandoned (the call fails as `timeout`, the lock is released)
-// and its instance discarded (a worker is terminated).
+// again there, and the server's thread is never held longer than the slice). hookbox owns every
+// deadline itself: in-thread the fuel meter checks the clock at each refill and host call; a worker
+// or suspended call that has not answered by its deadline plus WORKER_GRACE_MS is abandoned (the
+// call fails as `timeout`, the lock is released) and its instance discarded (a worker is terminated).
 //
 // Every host function the module imports is wrapped: it charges fuel (HOST_CALL_FUEL plus the size
 // of the blocks it is handed) and checks the clock; in a worker it runs here, on the server's
@@ -22,7 +22,7 @@ import type { HostBinding, HostFunction } from "../../host-api/binding.ts";
 import { blockCopyFunctions } from "./block-copy.ts";
 import { CallIo } from "./call-io.ts";
 import { directCaller, type DirectCaller } from "./direct-call.ts";
-import { FuelMeter, HOST_CALL_FUEL, WORKER_GRANT } from "./fuel.ts";
+import { FIRST_BLOCK, FuelMeter, hostCallCost, keptGrant, WORKER_GRANT } from "./fuel.ts";
 import { countWork, DEMOTION_MS, INLINE_SLICE_MS, needsTurn, SliceExpired, yieldTurn } from "./inline-slice.ts";
 import { FUEL_MODULE, KERNEL_MODULE } from "./instrument.ts";
 import { LogBudget } from "./log-budget.ts";
@@ -71,9 +71,6 @@ export const KERNEL_FUNCTION_NAMES: ReadonlySet<string> = new Set([
 ]);
 
 const isAsync = (fn: HostFunction) => fn.constructor.name === "AsyncFunction";
-
-/** The address of Extism block 1 (block 0 is the kernel's own): smaller u64 arguments are not blocks. */
-const FIRST_BLOCK = 1n << 48n;
 
 /** How long past its deadline a worker call may take to answer before its worker is terminated. */
 export const WORKER_GRACE_MS = 250;
@@ -578,10 +575,7 @@ export class WasmPlugin {
   private charged(fn: HostFunction, generation: number, awaited: boolean, answersBlock: boolean): HostFunction {
     const charge = (ctx: CallContext, args: unknown[]) => {
       if (generation !== this.generation) throw new PluginCallError("unavailable", "host call from an abandoned instance");
-      let bytes = 0;
-      // Block addresses start at 2^48 (block 1, offset 0); pointers and lengths below it name none.
-      for (const a of args) if (typeof a === "bigint" && a >= FIRST_BLOCK) bytes += Number(ctx.length(a));
-      this.meter.charge(HOST_CALL_FUEL + Math.floor(bytes / 16));
+      this.meter.charge(hostCallCost(ctx, args));
     };
     // A block the function made for its answer is charged and counted too (see FuelMeter.chargeAnswer).
     const answered = (ctx: CallContext, result: unknown) => {
@@ -687,7 +681,6 @@ export class WasmPlugin {
     try {
       const spare = this.spare;
       this.spare = undefined;
-      if (!inWorker) void spare?.close().catch(() => undefined);
       if (inWorker) {
         const account = (tally: Tally) => this.account(tally, generation);
         const creating = spare
@@ -695,7 +688,7 @@ export class WasmPlugin {
           : WorkerInstance.start({
               module,
               functions,
-              local: { hostModule: HOST_MODULE, fuelModule: FUEL_MODULE, wasiModule: WASI_SANDBOX_MODULE, maxOutputBytes: limits.maxOutputBytes, kept: Math.min(WORKER_GRANT, limits.fuel) },
+              local: { hostModule: HOST_MODULE, fuelModule: FUEL_MODULE, wasiModule: WASI_SANDBOX_MODULE, maxOutputBytes: limits.maxOutputBytes, kept: keptGrant(WORKER_GRANT, limits.fuel) },
               account,
               log: (level, source, message) => this.log(level, source, message),
             });
@@ -705,6 +698,7 @@ export class WasmPlugin {
           throw err;
         });
       } else {
+        void spare?.close().catch(() => undefined);
         // The module's alloc shim (instrument.ts) charges and caps the blocks it asks for, in
         // either mode; the SDK's own maxPages would re-sum every block on each alloc and keep
         // the refused one. Vars are refused (kv instead).
@@ -778,7 +772,6 @@ export class WasmPlugin {
     const closing = Promise.all(dropped.map((d) => (d && d !== this.spare ? d.close() : undefined))).catch(() => undefined);
     if (wait) await closing;
   }
-
 }
 
 

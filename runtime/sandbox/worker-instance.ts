@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import { MessageChannel, Worker, type MessagePort } from "node:worker_threads";
 import type { CallContext } from "@extism/extism";
 import type { HostFunction } from "../../host-api/binding.ts";
-import { placeholder, PLACEHOLDER_INDEX, SETTLE, WORKER_PROTOCOL, type FromWorker, type HostCallAnswer, type HostCallRequest, type Tally, type ToWorker, type WorkerStart } from "./worker-protocol.ts";
+import { placeholder, PLACEHOLDER_INDEX, placeholderRank, SETTLE, SharedArea, WORKER_PROTOCOL, type FromWorker, type HostCallAnswer, type HostCallRequest, type Tally, type ToWorker, type WorkerStart } from "./worker-protocol.ts";
 
 /**
  * A worker keeps the process's own warning settings and nothing else of its command line: with
@@ -71,8 +71,8 @@ export class WorkerInstance {
    * the worker unwinds the call with its message, and the call fails with the error itself.
    */
   private hostError: unknown;
-  /** Where answers' blocks cross to the worker (HostCallAnswer): shared, grown as needed, reused. */
-  private answers = new Uint8Array(new SharedArrayBuffer(64 * 1024));
+  /** Where answers' blocks cross to the worker (HostCallAnswer). */
+  private readonly answers = new SharedArea();
   private closed = false;
 
   private constructor(
@@ -199,17 +199,11 @@ export class WorkerInstance {
     const ctx = new RemoteContext(req);
     let result = fn(ctx as unknown as CallContext, ...req.args);
     if (result instanceof Promise) result = await result;
-    if (ctx.stored.length === 0) return { result, stored: [] };
-    // The stored blocks go into the answer buffer, which the worker reads before its next host call.
-    const total = ctx.stored.reduce((n, b) => n + b.byteLength, 0);
-    if (this.answers.byteLength < total) this.answers = new Uint8Array(new SharedArrayBuffer(Math.max(total, 2 * this.answers.byteLength)));
-    let at = 0;
-    const stored = ctx.stored.map((bytes): [number, number] => {
-      this.answers.set(bytes, at);
-      at += bytes.byteLength;
-      return [at - bytes.byteLength, bytes.byteLength];
-    });
-    return { result, stored, scratch: this.answers.buffer as SharedArrayBuffer };
+    // The stored blocks go into the answer area, which the worker reads before its next host call.
+    this.answers.reset();
+    const stored = ctx.stored.map((bytes): [number, number] => [this.answers.put(bytes), bytes.byteLength]);
+    const scratch = this.answers.buffer;
+    return { result, stored, ...(scratch ? { scratch } : {}) };
   }
 
   /** Runs one host call of the worker's (or only settles its tally) and wakes it with the answer. */
@@ -241,7 +235,7 @@ class RemoteContext {
   private find(addr: bigint): { length: number; bytes: Uint8Array | null } | undefined {
     const index = Number(BigInt(addr) >> 48n);
     if (index === PLACEHOLDER_INDEX) {
-      const bytes = this.stored[Number(BigInt(addr) & 0xffffn)];
+      const bytes = this.stored[placeholderRank(BigInt(addr))];
       return bytes ? { length: bytes.byteLength, bytes } : undefined;
     }
     const block = this.req.blocks.find(([i]) => i === index);
@@ -255,10 +249,10 @@ class RemoteContext {
     return BigInt(this.find(addr)?.length ?? 0);
   }
 
-  read(addr: bigint): { bytes(): Uint8Array; text(): string; string(): string } | null {
+  read(addr: bigint): { bytes(): Uint8Array; text(): string } | null {
     const bytes = this.find(addr)?.bytes;
     if (!bytes) return null;
-    return { bytes: () => bytes, text: () => decoder.decode(bytes), string: () => decoder.decode(bytes) };
+    return { bytes: () => bytes, text: () => decoder.decode(bytes) };
   }
 
   store(data: string | Uint8Array): bigint {

@@ -81,3 +81,42 @@ export type FromWorker =
 /** A stored answer's address until the worker stores it: block index 0xFFFF, offset = its rank. */
 export const PLACEHOLDER_INDEX = 0xffff;
 export const placeholder = (rank: number): bigint => (BigInt(PLACEHOLDER_INDEX) << 48n) | BigInt(rank);
+/** The rank a placeholder address names. */
+export const placeholderRank = (address: bigint): number => Number(address & ((1n << 48n) - 1n));
+
+/**
+ * Blocks laid out one after another in a SharedArrayBuffer for one crossing (a host call's large
+ * blocks, an answer's blocks), read by the other side while the sender waits; reused from crossing
+ * to crossing and grown, up to `cap` bytes, when one needs more.
+ */
+export class SharedArea {
+  private bytes = new Uint8Array(new SharedArrayBuffer(0));
+  private used = 0;
+
+  constructor(private readonly cap = Infinity) {}
+
+  /** Starts a crossing's layout. */
+  reset(): void {
+    this.used = 0;
+  }
+
+  /** Copies `block` in after what this crossing put: its offset, or -1 when it would pass the cap. */
+  put(block: Uint8Array): number {
+    const at = this.used;
+    const end = at + block.byteLength;
+    if (end > this.cap) return -1;
+    if (end > this.bytes.byteLength) {
+      const grown = new Uint8Array(new SharedArrayBuffer(Math.min(this.cap, Math.max(end, 2 * this.bytes.byteLength))));
+      grown.set(this.bytes.subarray(0, at));
+      this.bytes = grown;
+    }
+    this.bytes.set(block, at);
+    this.used = end;
+    return at;
+  }
+
+  /** The buffer to send with this crossing, when it put anything. */
+  get buffer(): SharedArrayBuffer | undefined {
+    return this.used > 0 ? this.bytes.buffer : undefined;
+  }
+}

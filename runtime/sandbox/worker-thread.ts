@@ -12,11 +12,10 @@ import createPlugin, { type CallContext, type Plugin } from "@extism/extism";
 import { createWasi } from "../../host-api/wasi.ts";
 import { blockCopyFunctions } from "./block-copy.ts";
 import { CallIo } from "./call-io.ts";
-import { FUEL_SLICE, HOST_CALL_FUEL } from "./fuel.ts";
+import { FIRST_BLOCK, FUEL_SLICE, hostCallCost } from "./fuel.ts";
 import { LogBudget } from "./log-budget.ts";
-import { INLINE_BLOCK_BYTES, placeholder, SETTLE, WORKER_PROTOCOL, type FromWorker, type HostCallAnswer, type HostCallRequest, type Tally, type ToWorker, type WorkerStart } from "./worker-protocol.ts";
+import { INLINE_BLOCK_BYTES, placeholder, SETTLE, SharedArea, WORKER_PROTOCOL, type FromWorker, type HostCallAnswer, type HostCallRequest, type Tally, type ToWorker, type WorkerStart } from "./worker-protocol.ts";
 
-const FIRST_BLOCK = 1n << 48n;
 const SETTLE_FUEL = FUEL_SLICE;
 /** A log line crosses at most this long (the server keeps less). */
 const MAX_LOG_CHARS = 4_000;
@@ -34,6 +33,7 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
   /** The tally so far, handed over at a crossing, and a fresh one begun. */
   const takeTally = (): Tally => {
     const t = tally;
+    t.inputRead = io.inputRead; // once the call read its input, every later tally says so
     t.droppedLogs = logBudget.takeDropped();
     tally = { fuel: 0, inputRead: false };
     return t;
@@ -60,26 +60,14 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
     tally.fuel += units;
     if (tally.fuel >= SETTLE_FUEL) cross({ ns: SETTLE, name: SETTLE, args: [], blocks: [] });
   };
-  /**
-   * Where large blocks cross (HostCallRequest): one buffer per worker, shared with the server's
-   * thread, grown as needed up to maxShippedBytes. The server reads it only during the host call,
-   * while this thread waits, so it is reused from call to call.
-   */
-  let scratch: Uint8Array | undefined;
-  const scratchFor = (bytes: number): Uint8Array => {
-    if (!scratch || scratch.byteLength < bytes) {
-      const grown = new Uint8Array(new SharedArrayBuffer(Math.min(start.maxShippedBytes, Math.max(bytes, 2 * (scratch?.byteLength ?? 0)))));
-      if (scratch) grown.set(scratch);
-      scratch = grown;
-    }
-    return scratch;
-  };
+  /** Where a host call's large blocks cross (HostCallRequest), up to maxShippedBytes a call. */
+  const scratch = new SharedArea(start.maxShippedBytes);
   let memory: WebAssembly.Memory | undefined;
   const io = new CallIo(() => memory, start.local.maxOutputBytes, charge);
 
   const hostCall = (ns: string, name: string) => (ctx: CallContext, ...args: unknown[]) => {
     const blocks: HostCallRequest["blocks"] = [];
-    let used = 0; // of the scratch buffer, this call
+    scratch.reset();
     for (const a of args) {
       if (typeof a !== "bigint" || a < FIRST_BLOCK) continue;
       const index = Number(a >> 48n);
@@ -87,17 +75,11 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
       const block = ctx.read(a); // a view of the block, not a copy; null: no block there
       if (!block) continue;
       const bytes = block.bytes();
-      if (bytes.byteLength <= INLINE_BLOCK_BYTES) {
-        blocks.push([index, bytes.byteLength, bytes, -1]);
-      } else if (used + bytes.byteLength <= start.maxShippedBytes) {
-        scratchFor(used + bytes.byteLength).set(bytes, used);
-        blocks.push([index, bytes.byteLength, null, used]);
-        used += bytes.byteLength;
-      } else {
-        blocks.push([index, bytes.byteLength, null, -1]);
-      }
+      const inline = bytes.byteLength <= INLINE_BLOCK_BYTES;
+      blocks.push([index, bytes.byteLength, inline ? bytes : null, inline ? -1 : scratch.put(bytes)]);
     }
-    const answer = cross({ ns, name, args, blocks, ...(used > 0 ? { scratch: scratch!.buffer as SharedArrayBuffer } : {}) });
+    const shared = scratch.buffer;
+    const answer = cross({ ns, name, args, blocks, ...(shared ? { scratch: shared } : {}) });
     let { result } = answer;
     answer.stored.forEach(([at, length], rank) => {
       const address = ctx.store(new Uint8Array(answer.scratch!, at, length)); // a copy into the kernel
@@ -109,30 +91,28 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
   const log = (level: "info" | "warn" | "error" | "debug") => (message: string) => postLog(level, "log", String(message));
   const logger = { trace: log("debug"), debug: log("debug"), info: log("info"), log: log("info"), warn: log("warn"), error: log("error") } as unknown as Console;
 
-  // Block copies cost what the server's wrapper charges a host call: HOST_CALL_FUEL plus 1 unit per 16 bytes of the block.
+  // Block copies and WASI calls cost what the server's wrapper charges a host call (hostCallCost).
   const copies = blockCopyFunctions(() => memory);
-  const charged = (fn: (ctx: CallContext, block: bigint, at: bigint, len: bigint) => bigint) => (ctx: CallContext, block: bigint, at: bigint, len: bigint) => {
-    charge(HOST_CALL_FUEL + Math.floor(Number(ctx.length(block)) / 16));
-    return fn(ctx, block, at, len);
-  };
+  const metered =
+    (fn: (ctx: CallContext, ...args: any[]) => unknown) =>
+    (ctx: CallContext, ...args: any[]) => (charge(hostCallCost(ctx, args)), fn(ctx, ...args));
   const ended = (left: number, code?: number) => {
     tally.end = { code, left };
     return start.local.kept;
   };
-  // WASI calls cost what the server's wrapper charges a host call that names no block.
   const wasi = createWasi({
     memory: () => memory,
     output: (fd, line) => postLog(fd === 1 ? "info" : "warn", fd === 1 ? "stdout" : "stderr", line),
   });
   const local: Record<string, Record<string, (ctx: CallContext, ...args: any[]) => unknown>> = {
     [start.local.wasiModule]: Object.fromEntries(
-      Object.entries(wasi).map(([name, fn]) => [name, (_ctx: CallContext, ...args: any[]) => (charge(HOST_CALL_FUEL), fn(...args))]),
+      Object.entries(wasi).map(([name, fn]) => [name, metered((_ctx: CallContext, ...args: any[]) => fn(...args))]),
     ),
     [start.local.hostModule]: {
-      hookbox_input_read: (_ctx: CallContext, dest: bigint, len: bigint) => ((tally.inputRead = true), io.readInput(dest, len)),
+      hookbox_input_read: (_ctx: CallContext, dest: bigint, len: bigint) => io.readInput(dest, len),
       hookbox_output_write: (_ctx: CallContext, src: bigint, len: bigint) => io.writeOutput(src, len),
-      hookbox_block_read: charged(copies.hookbox_block_read),
-      hookbox_block_write: charged(copies.hookbox_block_write),
+      hookbox_block_read: metered(copies.hookbox_block_read),
+      hookbox_block_write: metered(copies.hookbox_block_write),
     },
     [start.local.fuelModule]: {
       end: (_ctx: CallContext, left: number) => ended(left),
