@@ -16,6 +16,7 @@ import { instrument, MAX_MODULE_BYTES } from "../runtime/sandbox/instrument.ts";
 import { compileInstrumented } from "../runtime/sandbox/module-cache.ts";
 import { CAN_SUSPEND, MAX_ERROR_CHARS, WasmPlugin, WORKER_GRACE_MS, type SandboxLimits } from "../runtime/sandbox/wasm-plugin.ts";
 import { LOG_BURST, LOG_LINES_PER_SECOND } from "../runtime/sandbox/log-budget.ts";
+import { WorkerInstance } from "../runtime/sandbox/worker-instance.ts";
 import { codeHeavyModule, hostileModule } from "./helpers/wat-modules.ts";
 
 const LIMITS: SandboxLimits = { fuel: 100_000_000, memoryPages: 64, timeoutMs: 2_000, maxOutputBytes: 64 * 1024 };
@@ -454,4 +455,42 @@ describe("a worker instance rebuilt after a failed call", () => {
     }
     await plugin.close();
   });
+});
+
+// Each host call's answer is its own: a worker takes the answer to the request it sent, even when
+// the server's wake-up reaches it before the answer's message does, and never an answer left over
+// (an outside probe saw a late answer handed to the next request, and to every later call).
+describe("hostile modules: answers in step with their requests", () => {
+  const echo = (_ctx: CallContext, _scope: bigint, i: bigint) => i + 1n;
+  const faults: Record<string, (reply: (a: unknown) => void) => (this: any, answer: unknown) => void> = {
+    none: (reply) =>
+      function (answer) {
+        reply.call(this, answer);
+      },
+    "the wake-up before the answer's message": () =>
+      function (answer) {
+        Atomics.store(this.flag, 0, 1);
+        Atomics.notify(this.flag, 0);
+        setTimeout(() => this.port.postMessage(answer), 1);
+      },
+    "a stale copy of each answer left on the port": (reply) =>
+      function (answer) {
+        reply.call(this, answer);
+        this.port.postMessage(answer);
+      },
+  };
+  for (const [fault, patch] of Object.entries(faults)) {
+    it(`200 host calls a call, each answered for itself, call after call; in a worker with ${fault}`, async () => {
+      const proto = WorkerInstance.prototype as unknown as { reply(a: unknown): void };
+      const reply = proto.reply;
+      proto.reply = patch(reply);
+      try {
+        const { plugin } = await sandbox("echoes", { inWorker: true, functions: { hookbox_kv_get: echo } });
+        for (let call = 0; call < 3; call++) assert.equal((await plugin.call("echo_200", "", Date.now() + 10_000)).output, "o", `call ${call}`);
+        await plugin.close();
+      } finally {
+        proto.reply = reply;
+      }
+    });
+  }
 });

@@ -193,7 +193,7 @@ export class WorkerInstance {
   }
 
   /** Runs a host call's function here, against a context of the blocks it named. */
-  private async run(req: HostCallRequest): Promise<HostCallAnswer> {
+  private async run(req: HostCallRequest): Promise<Omit<Extract<HostCallAnswer, { result: unknown }>, "id">> {
     const fn = this.opts.functions[req.ns]?.[req.name];
     if (!fn) throw new Error(`host function "${req.ns}" "${req.name}" does not exist`);
     const ctx = new RemoteContext(req);
@@ -211,12 +211,16 @@ export class WorkerInstance {
     let answer: HostCallAnswer;
     try {
       this.opts.account(req.tally);
-      answer = req.ns === SETTLE ? { result: undefined, stored: [] } : await this.run(req);
+      answer = req.ns === SETTLE ? { id: req.id, result: undefined, stored: [] } : { id: req.id, ...(await this.run(req)) };
     } catch (err) {
       this.hostError ??= err;
-      answer = { error: err instanceof Error ? err.message : String(err) };
+      answer = { id: req.id, error: err instanceof Error ? err.message : String(err) };
     }
-    if (this.closed) return;
+    if (!this.closed) this.reply(answer);
+  }
+
+  /** Sends the answer and wakes the worker (which reads the port until the answer is there). */
+  private reply(answer: HostCallAnswer): void {
     this.port.postMessage(answer);
     Atomics.store(this.flag, 0, 1);
     Atomics.notify(this.flag, 0);

@@ -51,6 +51,8 @@ export interface Tally {
  */
 export interface HostCallRequest {
   type: "host";
+  /** The worker's count of its crossings: its answer carries the same. */
+  id: number;
   tally: Tally;
   ns: string;
   name: string;
@@ -67,7 +69,7 @@ export const INLINE_BLOCK_BYTES = 64 * 1024;
  * buffer (`scratch`, shared; the result names them by placeholder). Bytes in a message were slow to
  * receive on Deno (~170 us for 1 KB), a SharedArrayBuffer's handle is not.
  */
-export type HostCallAnswer = { result: unknown; stored: Array<[at: number, length: number]>; scratch?: SharedArrayBuffer } | { error: string };
+export type HostCallAnswer = { id: number } & ({ result: unknown; stored: Array<[at: number, length: number]>; scratch?: SharedArrayBuffer } | { error: string });
 
 /** Messages on the worker's own channel (parentPort), both ways. */
 export type ToWorker = { type: "call"; fn: string; input: Uint8Array } | { type: "rebuild" };

@@ -41,15 +41,27 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
   const postLog = (level: "info" | "warn" | "error" | "debug", source: "log" | "stdout" | "stderr", message: string) => {
     if (logBudget.take()) post({ type: "log", level, source, message: message.slice(0, MAX_LOG_CHARS) });
   };
+  let crossings = 0;
   /** One crossing: the request goes out with the tally, and this thread waits for its answer. */
-  const cross = (req: Omit<HostCallRequest, "tally" | "type">): Exclude<HostCallAnswer, { error: string }> => {
+  const cross = (req: Omit<HostCallRequest, "tally" | "type" | "id">): Exclude<HostCallAnswer, { error: string }> => {
+    const id = ++crossings;
     Atomics.store(flag, 0, 0);
-    parent.postMessage({ type: "host", ...req, tally: takeTally() } satisfies HostCallRequest);
-    Atomics.wait(flag, 0, 0);
-    const answer = receiveMessageOnPort(start.port)?.message as HostCallAnswer | undefined;
-    if (!answer) throw new Error(`host function ${req.name}: no answer from the host`);
+    parent.postMessage({ type: "host", id, ...req, tally: takeTally() } satisfies HostCallRequest);
+    const answer = answerTo(id);
     if ("error" in answer) throw new Error(answer.error);
     return answer;
+  };
+  /**
+   * The answer to crossing `id`. The flag says it was sent, but its message can reach this port a
+   * moment later (seen on Node and Deno): until then the port is read again. An answer to another
+   * crossing is not this one's (none should be left over: each crossing waits for its own); dropped.
+   */
+  const answerTo = (id: number): HostCallAnswer => {
+    for (;;) {
+      Atomics.wait(flag, 0, 0);
+      const answer = receiveMessageOnPort(start.port)?.message as HostCallAnswer | undefined;
+      if (answer?.id === id) return answer;
+    }
   };
   /**
    * Fuel the functions served here cost: tallied, and settled by a crossing once it reaches
