@@ -324,6 +324,23 @@ describe("hostile modules: start functions", () => {
     assert.deepEqual(committed, [1]); // the second start function's write only
     await plugin.close();
   });
+
+  // The host's functions learn the deadline from begin(): an http: request a start function made
+  // was never aborted (a server that does not answer kept one connection open per load).
+  for (const inWorker of [false, true]) {
+    it(`a start function's host calls run under the load's deadline (${inWorker ? "worker" : "in-thread"})`, async () => {
+      let deadline: number | undefined;
+      const seen: Array<number | undefined> = [];
+      const { plugin } = await sandbox("starthttp", { inWorker, functions: { hookbox_http: () => (seen.push(deadline), 0n) } });
+      const host = (plugin as unknown as { opts: { host: HostBinding } }).opts.host;
+      host.begin = (d) => void (deadline = d);
+      const t0 = Date.now();
+      await plugin.warm();
+      assert.equal(seen.length, 1);
+      assert.ok(seen[0]! >= t0 && seen[0]! <= Date.now() + LIMITS.timeoutMs, `the start function's host call saw deadline ${seen[0]}`);
+      await plugin.close();
+    });
+  }
 });
 
 // In a worker the worker thread serves WASI over the module's memory, with the same limits.

@@ -117,6 +117,23 @@ export interface SandboxResult {
 /** setTimeout's longest delay: a longer one (a far deadline) would fire at once. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
+/** The smallest module the SDK takes: an exported memory, nothing else. */
+const EMPTY_MODULE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 5, 3, 1, 0, 1, 7, 10, 1, 6, 109, 101, 109, 111, 114, 121, 2, 0]);
+let sdkWarm: Promise<void> | undefined;
+
+/**
+ * The SDK's first instance in a process costs ~30 ms on Node (its kernel compiled), later ones under
+ * 1 ms: paid once, before an in-thread build arms its slice, so that the slice measures the start
+ * function, not the SDK's set-up (a first load whose start function made a host call could fail).
+ */
+function warmSdk(): Promise<void> {
+  sdkWarm ??= createPlugin({ wasm: [{ module: new WebAssembly.Module(EMPTY_MODULE) }] }, { functions: {}, useWasi: false }).then(
+    (p) => p.close(),
+    () => undefined, // a real build reports what fails
+  );
+  return sdkWarm;
+}
+
 /** Reads a call's output before its effects commit: throws (a PluginCallError) to refuse it. */
 export type AcceptOutput = (output: string | undefined) => unknown;
 
@@ -662,6 +679,7 @@ export class WasmPlugin {
     const { module, host, limits } = this.opts;
     const refused = refusedImport(module);
     if (refused) throw new Error(refused);
+    if (!inWorker) await warmSdk();
     const generation = ++this.generation;
     // Nothing of an earlier build (one whose start-up failed after its exports were known) may serve this one.
     this.forgetInstance();
@@ -669,8 +687,10 @@ export class WasmPlugin {
     const hostLog = user.hookbox_log;
     // hookbox_log within the plugin's log rate limit (a dropped line costs no host work).
     if (hostLog) user.hookbox_log = (ctx: CallContext, ...args: any[]) => (this.logBudget.take() ? hostLog(ctx, ...args) : undefined);
-    // The start function runs during instantiation: metered, deadlined and sliced like a call.
+    // The start function runs during instantiation: metered, deadlined and sliced like a call; its
+    // host functions learn the deadline (an http: request it makes is cut off there).
     this.meter.start(deadline, this.stretch(inWorker));
+    host.begin(deadline);
     const functions = {
       [HOST_MODULE]: { ...this.chargedAll(user, generation), ...this.ioFunctions(generation) },
       [FUEL_MODULE]: { ...this.meter.functions, begin: this.beginFn },
