@@ -48,6 +48,13 @@ const prefixOf = (ctx: CallContext, o: bigint) => readText(ctx, o, "kv prefix", 
 const valueOf = (ctx: CallContext, o: bigint, what: string) => readText(ctx, o, what, KV_LIMITS.valueBytes);
 export { MAX_SWEEP_IDS, MAX_SWEEP_IDS_CHARS } from "./session-ids.ts";
 
+/**
+ * Every request a plugin makes through http: names the plugin in this header, set by the host over
+ * whatever the plugin asked for: hookbox's own API refuses such requests (runtime/http/guards.ts),
+ * so a grant of a loopback or LAN host never reaches the operator's API, of this process or another.
+ */
+export const PLUGIN_REQUEST_HEADER = "hookbox-plugin";
+
 const HttpRequest = v.object({
   method: v.optional(v.picklist(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]), "GET"),
   url: v.pipe(v.string(), v.url()),
@@ -154,7 +161,7 @@ export function bindHostApi(h: HostContext): HostBinding {
         // A URL with a port is allowed by "http:host:port" or by "http:host" (any port).
         deny(plugin, "hookbox_http", url.host === url.hostname ? `http:${url.hostname}` : [`http:${url.host}`, `http:${url.hostname}`], grants.requested);
       }
-      return fetchLimited(req.output, deadline).then((res) => ctx.store(JSON.stringify(res)));
+      return fetchLimited(req.output, plugin, deadline).then((res) => ctx.store(JSON.stringify(res)));
     },
   };
   return {
@@ -174,21 +181,23 @@ export function bindHostApi(h: HostContext): HostBinding {
  * A request cut off by the call's deadline fails the call as a timeout (so the hook's cool-off
  * applies), not as a trap: it is the plugin's time limit that ran out, as if its own code had run on.
  */
-async function fetchLimited(req: v.InferOutput<typeof HttpRequest>, deadline: number): Promise<{ status: number; body: string }> {
+async function fetchLimited(req: v.InferOutput<typeof HttpRequest>, plugin: string, deadline: number): Promise<{ status: number; body: string }> {
   const ms = Math.max(1, Math.min(deadline - Date.now(), 2 ** 31 - 1));
   const signal = AbortSignal.timeout(ms);
   try {
-    return await fetchWithin(req, signal);
+    return await fetchWithin(req, plugin, signal);
   } catch (err) {
     if (signal.aborted && !(err instanceof PluginCallError)) throw new PluginCallError("timeout", `hookbox_http: ${new URL(req.url).host} did not answer within the call's time limit (${ms} ms left)`);
     throw err;
   }
 }
 
-async function fetchWithin(req: v.InferOutput<typeof HttpRequest>, signal: AbortSignal): Promise<{ status: number; body: string }> {
+async function fetchWithin(req: v.InferOutput<typeof HttpRequest>, plugin: string, signal: AbortSignal): Promise<{ status: number; body: string }> {
+  const headers = new Headers(req.headers);
+  headers.set(PLUGIN_REQUEST_HEADER, plugin); // replaces the plugin's own, in any case
   const res = await fetch(req.url, {
     method: req.method,
-    headers: req.headers,
+    headers,
     body: req.body,
     redirect: "manual", // a redirect could lead to a host that is not granted
     signal,

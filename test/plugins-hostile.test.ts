@@ -192,6 +192,7 @@ describe("async host functions (plugin runs in a worker)", () => {
         return res.end();
       }
       if (req.url === "/slow") return void setTimeout(() => res.end("too late"), 8_000).unref(); // past the plugin's 2 s
+      if (req.url === "/who") return res.end(`sent by ${req.headers["hookbox-plugin"]}`);
       res.end("hello from the granted host");
     });
     await new Promise<void>((r) => web.listen(0, "127.0.0.1", r));
@@ -235,6 +236,11 @@ describe("async host functions (plugin runs in a worker)", () => {
       new RegExp(`needs capability "http:127\\.0\\.0\\.1:${port + 1}" or "http:127\\.0\\.0\\.1", which httpsnoop's manifest\\.json does not request; it requests "http:127\\.0\\.0\\.1:${port}"`),
     );
     assert.equal((await command(s, "httpsnoop", { raw_args: `http://127.0.0.1:${port}/again` })).status, 200, "rebuilt after a denial");
+  });
+
+  it("names the plugin in every request it makes (Hookbox-Plugin)", async () => {
+    const res = await command(s, "httpsnoop", { raw_args: `http://127.0.0.1:${port}/who` });
+    assert.match(res.body.output, /sent by httpsnoop/);
   });
 
   it("fails a request the call's time limit cuts off as a timeout, not a trap", async () => {
@@ -332,5 +338,38 @@ describe("max_output_bytes raised by the operator", () => {
     });
     assert.deepEqual(report.failed, []);
     assert.deepEqual(report.delivered, ["bigoutput"]);
+  });
+});
+
+// An http: grant of a host hookbox itself listens on (here 127.0.0.1, any port) must not reach its
+// API, which needs no token on loopback: found by an outside probe (a plugin listed sessions and
+// disabled another plugin through it).
+describe("an http: grant does not reach hookbox's own API", () => {
+  let s: PluginServer;
+  let dir = "";
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), "hookbox-plugins-"));
+    mkdirSync(join(dir, "httpsnoop"));
+    copyFileSync(join(HOSTILE_DIR, "httpsnoop", "plugin.wasm"), join(dir, "httpsnoop", "plugin.wasm"));
+    const manifest = JSON.parse(readFileSync(join(HOSTILE_DIR, "httpsnoop", "manifest.json"), "utf8"));
+    manifest.capabilities.push("http:127.0.0.1");
+    writeFileSync(join(dir, "httpsnoop", "manifest.json"), JSON.stringify(manifest));
+    s = await startPluginServer({ dir, enabled: ["httpsnoop"], grants: { httpsnoop: ["http:127.0.0.1"] } });
+  });
+  after(async () => {
+    await s.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("answers the plugin's request with 403 on every route; the same request from outside gets 200", async () => {
+    await s.api("POST", "/v1/sessions", { platform: "cli" });
+    for (const path of ["/v1/sessions?limit=3", "/v1/plugins", "/healthz"]) {
+      const res = await command(s, "httpsnoop", { raw_args: `${s.url}${path}` });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      assert.match(res.body.output, /\\"status\\":403/, path);
+      assert.match(res.body.output, /does not answer requests plugins make/, path);
+      assert.doesNotMatch(res.body.output, /"sessions"|s_[0-9a-f]/, path);
+    }
+    assert.equal((await s.api("GET", "/v1/sessions?limit=3")).status, 200);
   });
 });

@@ -6,7 +6,7 @@ import { methodNotAllowed } from "hono/method-not-allowed";
 import type { Core } from "../core.ts";
 import { adminRoutes } from "./admin.ts";
 import { errorBody, methodNotAllowedResponse, onError } from "./errors.ts";
-import { bearerAuth, idempotency } from "./guards.ts";
+import { bearerAuth, idempotency, refusePluginRequests } from "./guards.ts";
 import { createMetrics } from "./metrics.ts";
 import { accessLog, withRequestId } from "./observe.ts";
 import { VERSION } from "../version.ts";
@@ -38,6 +38,7 @@ export function createApp(core: Core, opts: OpsOptions = {}): Hono {
   app.notFound((c) => c.json(errorBody("not_found", `no route for ${c.req.method} ${c.req.path}`), 404));
   app.use("*", withRequestId);
   app.use("*", accessLog(metrics));
+  app.use("*", refusePluginRequests);
   app.use("*", drainOrCloseUnreadBody);
   app.use(
     "*",

@@ -1,6 +1,7 @@
 // Cross-cutting HTTP guards: bearer token, and Idempotency-Key replay for mutating requests.
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { MiddlewareHandler } from "hono";
+import { PLUGIN_REQUEST_HEADER } from "../../host-api/functions.ts";
 import type { Core } from "../core.ts";
 import { log } from "../log.ts";
 import { KeyedMutex } from "../util/mutex.ts";
@@ -8,6 +9,17 @@ import { errorBody } from "./errors.ts";
 import { wantsEventStream } from "./turn-stream.ts";
 
 const digest = (s: string) => createHash("sha256").update(s).digest();
+
+/**
+ * A request a plugin made through its http: grant (the host marks each one, host-api/functions.ts)
+ * gets 403 on every route: a grant of 127.0.0.1 or a LAN host would otherwise reach this API, with
+ * no token on loopback, and act as the operator (read any session, disable plugins, delete).
+ */
+export const refusePluginRequests: MiddlewareHandler = async (c, next) => {
+  const plugin = c.req.header(PLUGIN_REQUEST_HEADER);
+  if (plugin === undefined) return next();
+  return c.json(errorBody("plugin_request", `hookbox's API does not answer requests plugins make (this one from plugin "${plugin.slice(0, 64)}")`), 403);
+};
 
 /** With a configured token every endpoint wants `Authorization: Bearer <token>` (the scheme in any case, RFC 7235). */
 export function bearerAuth(token: string | undefined): MiddlewareHandler {
