@@ -3,7 +3,8 @@
 // typed "denied" error that fails the whole call, and is logged and counted like any failed call.
 import { PluginCallError } from "../hooks/failures.ts";
 
-export const CAPABILITY_PATTERN = /^(kv|sessions:read|http:[a-z0-9.-]+(:[0-9]{1,5})?)$/;
+/** kv, sessions:read, http:<host> or http:<host>:<port> (a port 1-65535). */
+export const CAPABILITY_PATTERN = /^(kv|sessions:read|http:[a-z0-9.-]+(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}))?)$/;
 
 export class Grants {
   readonly kv: boolean;
@@ -38,10 +39,21 @@ export class Grants {
   }
 }
 
-/** Requested capabilities that the operator also granted, in the manifest's order. */
+/**
+ * What both sides allow, in the manifest's order. `http:<host>` allows every port of the host, so
+ * it meets the other side's `http:<host>:<port>` in that port: a manifest asking for a host and an
+ * operator pinning a port (or the other way round) give that port.
+ */
 export function grantedOf(requested: readonly string[], operatorGrants: readonly string[] | undefined): Grants {
-  const granted = new Set(operatorGrants ?? []);
-  return new Grants(requested.filter((c) => granted.has(c)), requested);
+  const granted = operatorGrants ?? [];
+  const meet = (a: string, others: readonly string[]): string[] => {
+    if (others.includes(a)) return [a];
+    if (!a.startsWith("http:")) return [];
+    const host = a.slice("http:".length);
+    if (host.includes(":")) return others.includes(`http:${host.split(":")[0]}`) ? [a] : [];
+    return others.filter((o) => o.startsWith(`http:${host}:`)); // a port of this host the other side pins
+  };
+  return new Grants([...new Set(requested.flatMap((c) => meet(c, granted)))], requested);
 }
 
 /**

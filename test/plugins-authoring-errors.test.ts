@@ -4,7 +4,7 @@
 // GET /v1/plugins/:name/logs.
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { deny } from "../host-api/capabilities.ts";
+import { CAPABILITY_PATTERN, deny, grantedOf } from "../host-api/capabilities.ts";
 import { runCli } from "../runtime/cli.ts";
 import { parseManifest } from "../runtime/plugins/manifest.ts";
 import { ToolRegistry, uncheckedKeywords } from "../runtime/tools/registry.ts";
@@ -64,6 +64,18 @@ describe("plugin errors name their cause", () => {
     assert.match(registry.check("t", { s: 5 }) ?? "", /string/, "the rest of the schema is checked");
     // A property may be called "pattern": only keywords count.
     assert.deepEqual(uncheckedKeywords({ type: "object", properties: { pattern: { type: "string" } } }), []);
+  });
+
+  it("a host-wide http: grant and a pinned port on the other side meet in that port, either way round", () => {
+    const reaches = (requested: string[], granted: string[], url: string) => grantedOf(requested, granted).allowsHttp(new URL(url));
+    assert.ok(reaches(["http:127.0.0.1"], ["http:127.0.0.1:8080"], "http://127.0.0.1:8080/x"));
+    assert.ok(!reaches(["http:127.0.0.1"], ["http:127.0.0.1:8080"], "http://127.0.0.1:8081/x"), "only the pinned port");
+    assert.ok(reaches(["http:127.0.0.1:8080"], ["http:127.0.0.1"], "http://127.0.0.1:8080/x"));
+    assert.ok(!reaches(["http:127.0.0.1:8080"], ["http:127.0.0.1"], "http://127.0.0.1:9/x"), "only the requested port");
+    assert.ok(reaches(["http:api.example.com"], ["http:api.example.com"], "https://api.example.com/v1"), "any port");
+    assert.ok(!reaches(["http:api.example.com:8443"], ["http:api.example.com:443"], "https://api.example.com:8443/"), "two pinned ports do not meet");
+    assert.deepEqual(grantedOf(["kv", "http:a.example", "sessions:read"], ["sessions:read", "http:a.example:81", "http:a.example:82"]).list, ["http:a.example:81", "http:a.example:82", "sessions:read"]);
+    assert.ok(!CAPABILITY_PATTERN.test("http:example.com:99999") && !CAPABILITY_PATTERN.test("http:example.com:0") && CAPABILITY_PATTERN.test("http:example.com:65535"));
   });
 
   it("a denied host call says whether the manifest did not request it or the operator did not grant it", () => {
