@@ -437,6 +437,19 @@ describe("hostile modules: hang (worker)", () => {
     await plugin.close();
   });
 
+  // A server shutting down closes its plugins under their running calls: the host's doing, not a
+  // trap of the plugin's (an operator probe saw one logged as trap, and quarantined).
+  it("a worker call cut off by closing its plugin fails as unavailable, not trap", async () => {
+    const { plugin } = await sandbox("hang", { inWorker: true, limits: { fuel: 2 ** 40 }, functions: { hookbox_session_messages: () => 0n } });
+    await plugin.warm();
+    const call = callFailure(plugin.call("spin", "", Date.now() + 10_000));
+    await new Promise((r) => setTimeout(r, 100));
+    await plugin.close();
+    const e = await call;
+    assert.equal(e.kind, "unavailable", e.message);
+    assert.match(e.message, /closed while the call ran/);
+  });
+
   it("a spinning worker call is stopped at its deadline and the event loop stays free", async () => {
     const { plugin } = await sandbox("hang", { inWorker: true, limits: { fuel: 2 ** 40 }, functions: { hookbox_session_messages: () => 0n } });
     await plugin.warm();

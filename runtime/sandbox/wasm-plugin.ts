@@ -524,6 +524,9 @@ export class WasmPlugin {
   private kindOf(err: unknown): PluginCallError {
     if (err instanceof PluginCallError) return err;
     if (this.hostFailure) return this.hostFailure;
+    // Closed under a running call (shutdown, reload, disable): its worker was terminated or its
+    // instance dropped by the host, not by anything the plugin did.
+    if (this.closed) return new PluginCallError("unavailable", `${this.name} was closed while the call ran (shutdown, reload or disable)`);
     if (err instanceof WasiExit) return new PluginCallError("trap", err.message);
     if (this.meter.memoryRefused) return this.meter.memoryError();
     const message = err instanceof Error ? err.message : String(err);
