@@ -138,6 +138,15 @@ describe("quarantine after repeated failures", () => {
     assert.equal((await pluginInfo(s, "counter")).stats.ok, okBefore + 2);
   });
 
+  it("a quarantined plugin's command answers 503 plugin_unavailable naming the plugin and why, as the README says", async () => {
+    const calls = (await pluginInfo(s, "ungranted")).stats.calls;
+    const res = await command(s, "ungranted", { raw_args: "" });
+    assert.equal(res.status, 503, JSON.stringify(res.body));
+    assert.equal(res.body.error.code, "plugin_unavailable");
+    assert.match(res.body.error.message, /\/ungranted is a command of plugin ungranted, which is quarantined \(quarantined after 2 consecutive failures; last: denied/);
+    assert.equal((await pluginInfo(s, "ungranted")).stats.calls, calls, "not called");
+  });
+
   it("an operator enable lifts the quarantine (HTTP), and it is persisted", async () => {
     const res = await s.api("POST", "/v1/plugins/loop/enable", {});
     assert.equal(res.status, 200);

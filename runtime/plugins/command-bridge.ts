@@ -55,6 +55,9 @@ export class CommandBridge {
 
   /** `/command` of a plugin: its `command_<name>` export with the caller's identity. */
   async runCommand(e: PluginEntry, command: string, call: CommandCall): Promise<string> {
+    // The server cannot serve it now (503), as for a plugin that failed to load: not the command's failure.
+    const quarantined = this.dispatcher.quarantineOf(e.name);
+    if (quarantined) throw new CommandError("plugin_unavailable", `/${command} is a command of plugin ${e.name}, which is quarantined (${quarantined})`);
     const input = JSON.stringify({
       raw_args: call.raw_args,
       session_id: call.session_id ?? null,
