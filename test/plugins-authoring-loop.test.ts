@@ -12,6 +12,7 @@ import { parseConfig } from "../runtime/config.ts";
 import { command, HOSTILE_DIR, SEED_DIR, startPluginServer, type PluginServer } from "./helpers/plugins.ts";
 import { skipUnlessBuilt } from "./helpers/toolchains.ts";
 import { watchPlugins } from "../runtime/plugins/watch.ts";
+import { PluginStateStore } from "../runtime/plugins/state.ts";
 import { buildPlugins } from "../runtime/plugins/scaffold.ts";
 
 async function cli(...argv: string[]) {
@@ -153,6 +154,13 @@ describe("hookbox plugins new -> build -> load -> call", () => {
       assert.equal((await server.api("POST", "/v1/plugins/late-one/enable", {})).body.plugin.status, "active");
       // It runs; the operator granted it no kv, so its KV read is denied (grants come from the config only).
       assert.match(JSON.stringify((await command(server, "late_one", { raw_args: "x" })).body), /denied.*the operator has not granted to late-one \(config plugins\.grants\.late-one\)/);
+
+      // Enabled in the database by another process (`hookbox plugins enable` on the same db) before
+      // this server saw the folder: active once the watcher picks it up (it stayed disabled).
+      assert.equal((await cli("plugins", "new", "later-two", "--dir", dir)).code, 0);
+      await new PluginStateStore(server.core.storage, Date.now).save("later-two", { enabled: 1, quarantined: null });
+      assert.ok((await watcher.scan()).includes("later-two"));
+      assert.equal((await server.api("GET", "/v1/plugins/later-two")).body.plugin.status, "active");
     } finally {
       watcher.close();
     }

@@ -29,7 +29,7 @@ export function registerPluginCommands(plugins: Command, ctx: CliContext): void 
   for (const action of ["enable", "disable"] as const) {
     plugins
       .command(action)
-      .description(`${action} a plugin (persisted; overrides plugins.enabled/disabled until "plugins reset")`)
+      .description(`${action} a plugin (persisted; overrides plugins.enabled until "plugins reset"; plugins.disabled always wins)`)
       .argument("<name>")
       .action(async (name: string) => {
         const core = await ctx.core();

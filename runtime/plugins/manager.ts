@@ -20,6 +20,7 @@ import { readManifest, scanPluginDir } from "./loader.ts";
 import { PluginLogs, type PluginLogEntry } from "./logs.ts";
 import { pluginTools, sectionOf, SYSTEM_PROMPT_KEY } from "./plugin-api.ts";
 import { PluginStateStore } from "./state.ts";
+import type { PluginStateTable } from "../storage/schema.ts";
 import { isWanted, pluginInfo } from "./status.ts";
 import { suggest } from "../util/suggest.ts";
 import { uncheckedKeywords } from "../tools/registry.ts";
@@ -60,9 +61,7 @@ export class PluginManager implements PluginHost {
     const state = await this.state.load();
     for (const { folder, path } of scanPluginDir(config.plugins.dir)) {
       const entry = this.newEntry(folder, path);
-      const row = state.get(folder);
-      if (row?.enabled != null) entry.override = row.enabled === 1;
-      if (row?.quarantined) dispatcher.quarantine(folder, row.quarantined);
+      this.restore(entry, state.get(folder));
       this.reload(entry);
     }
     dispatcher.setQuarantineListener((name, reason) => void this.state.quarantined(name, reason));
@@ -70,6 +69,12 @@ export class PluginManager implements PluginHost {
     for (const entry of this.entries.values()) if (entry.error === null && this.wanted(entry)) await this.activate(entry);
     const active = this.list().filter((p) => p.status === "active").map((p) => p.name);
     log("info", "plugins loaded", { dir: config.plugins.dir, active, total: this.entries.size });
+  }
+
+  /** The operator's persisted override and a persisted quarantine, onto a plugin's entry. */
+  private restore(entry: Entry, row: PluginStateTable | undefined): void {
+    if (row?.enabled != null) entry.override = row.enabled === 1;
+    if (row?.quarantined) this.core.dispatcher.quarantine(entry.name, row.quarantined);
   }
 
   private newEntry(name: string, path: string): Entry {
@@ -103,7 +108,12 @@ export class PluginManager implements PluginHost {
       log("info", "plugin removed", { plugin: name });
       return undefined;
     }
-    e ??= this.newEntry(name, found.path);
+    if (!e) {
+      // A folder added while serving: an enable (or quarantine) persisted for it meanwhile applies,
+      // e.g. `hookbox plugins enable` run in another process.
+      e = this.newEntry(name, found.path);
+      this.restore(e, (await this.state.load()).get(name));
+    }
     this.reload(e);
     if (e.error === null && this.wanted(e)) await this.activate(e);
     const info = this.info(e);
