@@ -38,7 +38,7 @@ export type PluginLimits = v.InferOutput<typeof PluginLimitsSchema>;
 const LOCAL_PROVIDER_KEYS = ["context_window_tokens", "native_compaction_over_tokens"];
 
 /** prune's age (the setting and the per-run override): above 0, at 0 it would delete every session. */
-export const PruneAge = v.check((d: number) => d > 0, "must be above 0 days (prune deletes every session not updated for that long: 0 would delete them all)");
+export const PruneAge = v.gtValue<number, 0, string>(0, "must be above 0 days (prune deletes every session not updated for that long: 0 would delete them all)");
 
 const ProviderSchema = v.variant("type", [
   v.strictObject({

@@ -17,7 +17,7 @@ export const MAINTENANCE = {
   prune: v.strictObject({ older_than_days: v.optional(v.pipe(Days, PruneAge)), dry_run: DryRun }),
   ghost_prune: v.strictObject({ dry_run: DryRun }),
   profile_repair: v.strictObject({ dry_run: DryRun }),
-  idle_archive: v.strictObject({ older_than_days: v.optional(v.pipe(Days, v.check((d) => d > 0, "must be above 0 days"))), dry_run: DryRun }),
+  idle_archive: v.strictObject({ older_than_days: v.optional(v.pipe(Days, v.gtValue(0, "must be above 0 days"))), dry_run: DryRun }),
   hygiene: v.strictObject({}),
 } as const;
 const Task = v.picklist(Object.keys(MAINTENANCE) as Array<keyof typeof MAINTENANCE>);
