@@ -241,5 +241,10 @@ describe("configuration (operator)", () => {
     const said: string[] = [];
     assert.equal(await runCli(["config"], { out: (l) => said.push(l), err: (l) => said.push(l) }, { config: nowhere }), 0);
     assert.deepEqual(JSON.parse(said.join("\n")).warnings, ["plugins.dir /nonexistent-hookbox-plugins does not exist: no plugin will load"]);
+    // A file there is refused, naming the setting (it failed with a bare ENOTDIR from scandir).
+    const file = parseConfig({ plugins: { dir: "/etc/hostname", enabled: [] } });
+    const told: string[] = [];
+    assert.equal(await runCli(["config"], { out: (l) => told.push(l), err: (l) => told.push(l) }, { config: file }), 1);
+    assert.equal(told.at(-1), "hookbox: plugins.dir (HOOKBOX_PLUGINS_DIR): /etc/hostname is not a directory");
   });
 });

@@ -1,8 +1,8 @@
 // The checks of the configuration against plugins.dir that serve (and every CLI command that opens
 // the core) makes before it starts; `hookbox config` makes them too, so it fails where serve would.
-import { existsSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
-import { checkCommandUsers, checkPluginNames, type Config } from "../config.ts";
+import { checkCommandUsers, checkPluginNames, ConfigError, type Config } from "../config.ts";
 import { log } from "../log.ts";
 import { declaredCommands, scanPluginDir } from "../plugins/loader.ts";
 
@@ -16,6 +16,8 @@ export function checkAgainstPluginDir(config: Config): void {
     const warning = `plugins.dir ${resolve(config.plugins.dir)} does not exist: no plugin will load`;
     config.warnings.push(warning);
     log("warn", warning, { origin: "plugins.dir" });
+  } else if (!statSync(config.plugins.dir).isDirectory()) {
+    throw new ConfigError(`plugins.dir (HOOKBOX_PLUGINS_DIR): ${resolve(config.plugins.dir)} is not a directory`);
   }
   const plugins = scanPluginDir(config.plugins.dir);
   checkPluginNames(config, plugins.map((p) => p.folder));
