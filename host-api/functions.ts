@@ -46,7 +46,7 @@ const scopeOf = (ctx: CallContext, o: bigint) => readText(ctx, o, "kv session", 
 const keyOf = (ctx: CallContext, o: bigint) => readText(ctx, o, "kv key", KV_LIMITS.keyBytes);
 const prefixOf = (ctx: CallContext, o: bigint) => readText(ctx, o, "kv prefix", KV_LIMITS.keyBytes);
 const valueOf = (ctx: CallContext, o: bigint, what: string) => readText(ctx, o, what, KV_LIMITS.valueBytes);
-export { MAX_SWEEP_IDS, MAX_SWEEP_IDS_CHARS } from "./session-ids.ts";
+export { MAX_SWEEP_IDS, MAX_SWEEP_IDS_BYTES } from "./session-ids.ts";
 
 /**
  * Every request a plugin makes through http: names the plugin in this header, set by the host over

@@ -103,7 +103,9 @@ describe("plugin KV limits", () => {
     const sweep = (json: string) => h.functions.hookbox_kv_delete_sessions!(ctxWith(json), 1n, 2n, 3n, 0n);
     assert.equal(sweep(ids(MAX_SWEEP_IDS)), 0n);
     assert.throws(() => sweep(ids(MAX_SWEEP_IDS + 1)), failsAs("trap", /at most 50000 ids per call/));
-    assert.throws(() => sweep(JSON.stringify(["x".repeat(5 * 1024 * 1024)])), failsAs("trap", /characters of ids per call/));
+    assert.throws(() => sweep(JSON.stringify(["x".repeat(5 * 1024 * 1024)])), failsAs("trap", /at most 4194304 bytes of ids per call/));
+    // Bytes, measured before they are decoded: 2.5 Mi characters of 2 bytes each are refused too.
+    assert.throws(() => sweep(JSON.stringify(["\u00ff".repeat(2.5 * 1024 * 1024)])), failsAs("trap", /at most 4194304 bytes of ids per call/));
     // The last list parsed is reused only for the very same bytes: a list that differs is checked anew.
     assert.equal(sweep('["a","b"]'), 0n);
     assert.equal(sweep('["a","b"]'), 0n);
