@@ -127,6 +127,8 @@ export class PluginKv {
    */
   private callKeys = 0;
   private callBytes = 0;
+  /** Bytes of stored keys this call's writes replace, found when a write reached the quota. */
+  private callReplacedBytes = 0;
   /** Ids the call's sweeps named (KV_LIMITS.callSweepIds). */
   private callSweepIds = 0;
   /** Keys and bytes of this plugin's earlier calls whose writes are not committed yet (slots of `unflushed` holding a value). */
@@ -197,15 +199,26 @@ export class PluginKv {
     const s = slot(session, key);
     const fresh = !this.pending?.has(s) && !this.heldInFlight(s);
     const usage = this.backend.usage(this.plugin);
-    const keys = usage.keys + this.inFlight.keys + this.callKeys + (fresh ? 1 : 0);
-    const total = usage.bytes + this.inFlight.bytes + this.callBytes;
-    if (keys > this.quota.keys || total > this.quota.bytes) {
+    let isNew = fresh;
+    const over = () =>
+      usage.keys + this.inFlight.keys + this.callKeys + (isNew ? 1 : 0) > this.quota.keys ||
+      usage.bytes + this.inFlight.bytes + this.callBytes - this.callReplacedBytes > this.quota.bytes;
+    if (fresh && over()) {
+      // Over only if this is a new key: one already stored is replaced (its bytes go), so a plugin
+      // at its quota can still update or shrink what it has. Read only here, at the limit.
+      const stored = this.get(session, key);
+      if (stored !== undefined) {
+        isNew = false;
+        this.callReplacedBytes += utf8Length(stored) + utf8Length(key);
+      }
+    }
+    if (over()) {
       throw new PluginCallError(
         "quota",
         `kv quota of ${this.plugin} reached (${usage.keys} keys, ${usage.bytes} bytes stored, ${this.inFlight.keys + this.callKeys} keys being written; limits ${this.quota.keys} keys, ${this.quota.bytes} bytes)`,
       );
     }
-    if (fresh) this.callKeys++;
+    if (isNew) this.callKeys++;
     this.stage(session, key, value);
   }
 
@@ -367,6 +380,7 @@ export class PluginKv {
     this.forgetReads();
     this.callKeys = 0;
     this.callBytes = 0;
+    this.callReplacedBytes = 0;
     this.callSweepIds = 0;
     if (!ok || (pending.size === 0 && sweeps.length === 0)) return undefined;
     // Counted towards the quota until committed: the backend's usage has them from then on.

@@ -70,6 +70,27 @@ describe("plugin KV limits", () => {
     assert.deepEqual(db.store.keys("overwrite", "", ""), ["a", "b", "c"]);
   });
 
+  // Found by an outside probe: at its quota a plugin could not update, shrink or kv_cas a key it
+  // already had (each write counted as a new key of its full size), and counters failed as quota.
+  it("at its key and byte quota a plugin still updates and shrinks the keys it has; a new key is refused", async () => {
+    const kv = new PluginKv("full", db.store, { keys: 3, bytes: 400 });
+    for (const k of ["a", "b", "c"]) kv.set("", k, "0123456789"); // 3 keys, 33 bytes (and each slot's share of the commit)
+    kv.end(true);
+    await db.store.flush();
+    kv.set("", "a", "9876543210"); // the same size
+    kv.set("", "b", "x"); // smaller
+    assert.equal(kv.incr("", "c", 1), 123456790); // a counter (kv_incr and kv_cas write through set)
+    assert.equal(kv.cas("", "b", "x", "y"), true);
+    assert.throws(() => kv.set("", "d", "v"), failsAs("quota", /kv quota of full reached/));
+    kv.end(true);
+    await db.store.flush();
+    assert.deepEqual([kv.get("", "a"), kv.get("", "b"), kv.get("", "c"), kv.get("", "d")], ["9876543210", "y", "123456790", undefined]);
+    assert.equal(db.store.usage("full").keys, 3);
+    // A value that grows past the byte quota is still refused.
+    assert.throws(() => kv.set("", "a", "z".repeat(380)), failsAs("quota", /kv quota of full reached/));
+    kv.end(false);
+  });
+
   it("writes still being committed count towards the quota: calls in a row cannot pass it", async () => {
     const kv = new PluginKv("quota", db.store, { keys: 5, bytes: 1_000_000 });
     let refused = 0;
