@@ -78,6 +78,14 @@ describe("plugin tools (item 1)", () => {
       assert.equal(t.tool_calls[0].status, "ok");
       assert.match(t.tool_calls[0].result, /\[tool result truncated: \d+ of \d+ bytes left out\]$/);
       assert.ok(Buffer.byteLength(t.tool_calls[0].result) < 400);
+      // A block's message stands in for the result: cut the same way, in the history and the answer
+      // (an outside probe put 200,000 characters into both).
+      const blocked = (await turn(small, sid, 'use tool text_stats {"text":"long-block-me"}')).tool_calls[0];
+      assert.equal(blocked.status, "blocked");
+      assert.match(blocked.result, /^B{256}\n\[tool result truncated: 1744 of 2000 bytes left out\]$/);
+      assert.equal(blocked.directives[0].message, blocked.result);
+      const history = (await small.api("GET", `/v1/sessions/${sid}/messages`)).body.messages;
+      assert.ok(history.every((m: any) => !m.content.includes("B".repeat(300))), "no message holds the whole block");
     } finally {
       await small.close();
       d2.remove();
@@ -123,6 +131,7 @@ describe("pre_tool_call directives (item 2) and transforms (item 3)", () => {
     const post = (await hookrec(s, "post_tool_call")).at(-1);
     assert.deepEqual([post.status, post.result], ["blocked", "blocked by toolpolicy"]);
   });
+
 
   it("the example guard blocks a tool an operator listed, until unlisted", async () => {
     const ops = await newSession(s, "ops");

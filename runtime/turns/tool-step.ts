@@ -35,19 +35,21 @@ export async function runToolCall(deps: ToolStepDeps, req: ToolCallRequest): Pro
     failClosed: deps.failClosed,
   });
   const args = verdict.blocked ? req.args : verdict.args;
+  // A block's message stands in for the result: held to the same cap as any result the model sees.
+  const capped = (text: string) => capResult(text, deps.maxResultBytes).text;
   const t0 = performance.now();
-  const outcome = verdict.blocked ? { status: "blocked" as const, error: null, result: verdict.message } : await execute(deps, req, args);
+  const outcome = verdict.blocked ? { status: "blocked" as const, error: null, result: capped(verdict.message) } : await execute(deps, req, args);
   const duration_ms = performance.now() - t0;
   const fields = { ...req, args, result: outcome.result, duration_ms, status: outcome.status, error: outcome.error };
   const transformed = firstReplacement(await deps.dispatcher.emit("transform_tool_result", fields), "result");
-  if (transformed) fields.result = capResult(transformed.text, deps.maxResultBytes).text;
+  if (transformed) fields.result = capped(transformed.text);
   fields.result = storedText(fields.result);
   await deps.dispatcher.emit("post_tool_call", fields);
   return {
     ...fields,
     requested_args: verdict.blocked || !verdict.modified ? undefined : req.args,
     plugin: deps.tools.get(req.tool_name)?.plugin ?? null,
-    directives: verdict.applied,
+    directives: verdict.applied.map((d) => (d.action === "modify" ? d : { ...d, message: capped(d.message) })),
     transformed_by: transformed?.plugin ?? null,
   };
 }

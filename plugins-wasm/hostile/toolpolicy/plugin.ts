@@ -1,5 +1,6 @@
 // Test plugin for issue 10: reacts to cue words.
-//   pre_tool_call, cue in the arguments: "block-me" -> block; "modify-me" -> modify (expression
+//   pre_tool_call, cue in the arguments: "block-me" -> block; "long-block-me" -> block with a
+//     2,000-character message; "modify-me" -> modify (expression
 //     "6*7", text "modified"); "badargs-me" -> modify to arguments the schema refuses; "trap-me" -> trap.
 //   transform_tool_result, cue in the arguments: "transform-me" -> replaced; "transform-trap" -> trap;
 //     "nul-me" -> replaced by a text holding a NUL character (U+0000).
@@ -17,7 +18,8 @@ export function pre_tool_call(): i32 {
   const input = beginCall();
   const args = getRaw(input, "args");
   if (has(args, "trap-me")) unreachable();
-  if (has(args, "block-me")) outputString('{"action":"block","message":"blocked by toolpolicy"}');
+  if (has(args, "long-block-me")) outputString('{"action":"block","message":"' + "B".repeat(2_000) + '"}');
+  else if (has(args, "block-me")) outputString('{"action":"block","message":"blocked by toolpolicy"}');
   else if (has(args, "modify-me")) outputString('{"action":"modify","args":{"expression":"6*7","text":"modified"}}');
   else if (has(args, "badargs-me")) outputString('{"action":"modify","args":{"expression":42}}');
   return 0;
