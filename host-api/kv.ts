@@ -20,6 +20,9 @@ export const KV_LIMITS = { keyBytes: 512, valueBytes: 256 * 1024, scopeBytes: 25
 /** Distinct earlier sweeps (prefix and mode) a counted sweep's count may leave out (sweepsHiding). */
 const MAX_HIDING_SWEEPS = 32;
 
+/** A decimal integer as kv_incr stores it: an optional minus, no leading zeros, no exponent. */
+const INTEGER = /^(0|-?[1-9][0-9]*)$/;
+
 /** What one staged write costs towards KV_LIMITS.callBytes besides its bytes (its share of the commit's statements and JSON). */
 const SLOT_OVERHEAD = 32;
 
@@ -243,9 +246,15 @@ export class PluginKv {
   /** Adds `delta` to the integer at `key` (absent: 0) and returns the new value; guarded. */
   incr(session: string, key: string, delta: number): number {
     const current = this.guardedRead(session, key);
-    const n = current === undefined ? 0 : Number(current);
-    if (!Number.isSafeInteger(n)) throw new PluginCallError("trap", `kv_incr: the value of "${key.slice(0, 40)}" is not an integer`);
+    // Decimal integers only: Number() also took "1e3", "0x10", "" and "-0" as integers.
+    const n = current === undefined ? 0 : INTEGER.test(current) ? Number(current) : NaN;
+    if (!Number.isSafeInteger(n)) throw new PluginCallError("trap", `kv_incr: the value of "${key.slice(0, 40)}" is not an integer within ±${Number.MAX_SAFE_INTEGER}`);
     const next = n + delta;
+    // Past the safe range the sum would be rounded (and the i64 answer wrapped), then stored wrong;
+    // a delta past it arrives rounded (Number of an i64) and is refused here too.
+    if (!Number.isSafeInteger(delta) || !Number.isSafeInteger(next)) {
+      throw new PluginCallError("trap", `kv_incr: ${n} + ${delta} leaves the integers kv_incr keeps (±${Number.MAX_SAFE_INTEGER})`);
+    }
     this.set(session, key, String(next));
     return next;
   }

@@ -74,20 +74,37 @@ describe("plugin KV limits", () => {
   // already had (each write counted as a new key of its full size), and counters failed as quota.
   it("at its key and byte quota a plugin still updates and shrinks the keys it has; a new key is refused", async () => {
     const kv = new PluginKv("full", db.store, { keys: 3, bytes: 400 });
-    for (const k of ["a", "b", "c"]) kv.set("", k, "0123456789"); // 3 keys, 33 bytes (and each slot's share of the commit)
+    for (const k of ["a", "b", "c"]) kv.set("", k, "1234567890"); // 3 keys, 33 bytes (and each slot's share of the commit)
     kv.end(true);
     await db.store.flush();
     kv.set("", "a", "9876543210"); // the same size
     kv.set("", "b", "x"); // smaller
-    assert.equal(kv.incr("", "c", 1), 123456790); // a counter (kv_incr and kv_cas write through set)
+    assert.equal(kv.incr("", "c", 1), 1234567891); // a counter (kv_incr and kv_cas write through set)
     assert.equal(kv.cas("", "b", "x", "y"), true);
     assert.throws(() => kv.set("", "d", "v"), failsAs("quota", /kv quota of full reached/));
     kv.end(true);
     await db.store.flush();
-    assert.deepEqual([kv.get("", "a"), kv.get("", "b"), kv.get("", "c"), kv.get("", "d")], ["9876543210", "y", "123456790", undefined]);
+    assert.deepEqual([kv.get("", "a"), kv.get("", "b"), kv.get("", "c"), kv.get("", "d")], ["9876543210", "y", "1234567891", undefined]);
     assert.equal(db.store.usage("full").keys, 3);
     // A value that grows past the byte quota is still refused.
     assert.throws(() => kv.set("", "a", "z".repeat(380)), failsAs("quota", /kv quota of full reached/));
+    kv.end(false);
+  });
+
+  // Found by an outside probe: Number() took "1e3", "0x10" and "" as integers, and a sum past 2^53
+  // was rounded, stored and answered wrapped (9223372036854775807 came back negative).
+  it("kv_incr keeps decimal integers within ±(2^53-1): anything else, and an overflow, traps", () => {
+    const kv = new PluginKv("counters", db.store, { keys: 100, bytes: 1_000_000 });
+    for (const [key, value] of [["exp", "1e3"], ["hex", "0x10"], ["empty", ""], ["plus", "+1"], ["neg0", "-0"], ["lead", "007"], ["frac", "1.5"]]) {
+      kv.set("", key!, value!);
+      assert.throws(() => kv.incr("", key!, 1), failsAs("trap", /is not an integer/), key);
+    }
+    kv.set("", "n", "-12");
+    assert.equal(kv.incr("", "n", 2), -10);
+    assert.equal(kv.incr("", "big", Number.MAX_SAFE_INTEGER), Number.MAX_SAFE_INTEGER);
+    assert.throws(() => kv.incr("", "big", 1), failsAs("trap", /leaves the integers kv_incr keeps/));
+    assert.throws(() => kv.incr("", "other", 2 ** 60), failsAs("trap", /leaves the integers kv_incr keeps/), "a delta past the range");
+    assert.equal(kv.get("", "big"), String(Number.MAX_SAFE_INTEGER));
     kv.end(false);
   });
 
