@@ -3,6 +3,7 @@
 // no hook, and leave every domain row exactly as it was.
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { parseConfig } from "../runtime/config.ts";
 import { createApp } from "../runtime/http/app.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { recordHooks, type HookRecorder } from "./helpers/hooks.ts";
@@ -124,6 +125,13 @@ describe("reliability: bad input", () => {
       // The next request (possibly on a pooled socket) must not hit a half-drained connection.
       assert.equal((await t.api("GET", "/v1/health")).status, 200);
     }
+  });
+
+  it("names a required field that is missing (not valibot's 'Invalid key: Expected ... but received undefined')", async () => {
+    const res = await t.api("POST", `/v1/sessions/${fx.open}/turns`, {});
+    assert.equal(res.status, 400);
+    assert.equal(res.body.error.message, 'invalid body: message: missing required field "message"');
+    assert.throws(() => parseConfig({ provider: { type: "openai" } }), /provider\.base_url: missing required field "base_url"/);
   });
 
   it("refuses bad queries and ids on the read endpoints without a 5xx", async () => {

@@ -52,6 +52,10 @@ export function describeIssue(schema: v.GenericSchema, issue: v.BaseIssue<unknow
     const known = allowed.length ? `; allowed: ${[...new Set(allowed)].join(", ")}` : "";
     return { path, message: `unknown field "${field}"${suggest(field, allowed)}${known}` };
   }
+  // A required field left out: said so, not "Invalid key: Expected "x" but received undefined".
+  if (issue.kind === "schema" && issue.received === "undefined" && /object$/.test(issue.type) && keys.length > 0) {
+    return { path, message: `missing required field "${field}"` };
+  }
   return { path, message: issue.message };
 }
 
