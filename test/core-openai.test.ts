@@ -165,4 +165,20 @@ describe("OpenAI-compatible provider", () => {
     assert.deepEqual([cut.status, cut.body.error.code], [502, "provider_error"]);
     assert.equal((await t.api("GET", `/v1/sessions/${id}/messages`)).body.messages.length, 0);
   });
+
+  it("an upstream that cannot be reached is named, with why (it said only 'fetch failed')", async () => {
+    const closed = createServer();
+    await new Promise<void>((r) => closed.listen(0, "127.0.0.1", r));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise<void>((r) => closed.close(() => r()));
+    const off = await startTestServer({ config: { provider: { type: "openai", base_url: `http://127.0.0.1:${port}/v1`, model: "m" } } });
+    try {
+      const id = (await off.api("POST", "/v1/sessions", {})).body.session.id as string;
+      const res = await off.api("POST", `/v1/sessions/${id}/turns`, { message: "hello?" });
+      assert.equal(res.status, 502);
+      assert.match(res.body.error.message, new RegExp(`provider request to http://127\\.0\\.0\\.1:${port}/v1/chat/completions failed: .*ECONNREFUSED`));
+    } finally {
+      await off.close();
+    }
+  });
 });

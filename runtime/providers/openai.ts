@@ -93,15 +93,17 @@ export class OpenAIProvider implements Provider {
     const headers: Record<string, string> = { "content-type": "application/json" };
     if (this.opts.api_key) headers.authorization = `Bearer ${this.opts.api_key}`;
     let res: Response;
+    const url = `${this.opts.base_url.replace(/\/+$/, "")}/chat/completions`;
     try {
-      res = await fetch(`${this.opts.base_url.replace(/\/+$/, "")}/chat/completions`, {
+      res = await fetch(url, {
         method: "POST",
         headers,
         body: JSON.stringify(body),
         signal: AbortSignal.timeout(this.opts.timeout_seconds * 1000),
       });
     } catch (err) {
-      throw new ProviderError(`provider request failed: ${(err as Error).message}`);
+      // Without credentials (a base_url may carry user:password@, which fetch refuses and repeats).
+      throw new ProviderError(`provider request to ${url} failed: ${whyFailed(err, this.opts.timeout_seconds)}`.replace(/\/\/[^/@\s]*@/g, "//"));
     }
     if (!res.ok) throw failureOf(res.status, await bodyText(res));
     return res;
@@ -116,6 +118,14 @@ export class OpenAIProvider implements Provider {
       throw new ProviderError(`provider answered ${res.status} with non-JSON body`);
     }
   }
+}
+
+/** Why a request failed, in words an operator can act on: fetch's own cause (refused, DNS...), or the time-out setting. */
+function whyFailed(err: unknown, timeoutSeconds: number): string {
+  const e = err as Error & { cause?: { message?: string; code?: string } };
+  if (e.name === "TimeoutError") return `no answer within provider.timeout_seconds (${timeoutSeconds} s)`;
+  const cause = e.cause?.code ?? e.cause?.message;
+  return cause && !e.message.includes(cause) ? `${e.message} (${cause})` : e.message;
 }
 
 /** The body can fail too (connection dropped, time-out mid-body): still the provider's fault. */
