@@ -181,27 +181,35 @@ export function bindHostApi(h: HostContext): HostBinding {
  * A request cut off by the call's deadline fails the call as a timeout (so the hook's cool-off
  * applies), not as a trap: it is the plugin's time limit that ran out, as if its own code had run on.
  */
-async function fetchLimited(req: v.InferOutput<typeof HttpRequest>, plugin: string, deadline: number): Promise<{ status: number; body: string }> {
+async function fetchLimited(req: v.InferOutput<typeof HttpRequest>, plugin: string, deadline: number): Promise<HttpAnswer> {
   const ms = Math.max(1, Math.min(deadline - Date.now(), 2 ** 31 - 1));
   const signal = AbortSignal.timeout(ms);
+  // Built first: a request the plugin got wrong (a bad header, credentials in the URL) is its fault.
+  let request: Request;
   try {
-    return await fetchWithin(req, plugin, signal);
+    const headers = new Headers(req.headers);
+    headers.set(PLUGIN_REQUEST_HEADER, plugin); // replaces the plugin's own, in any case
+    request = new Request(req.url, { method: req.method, headers, body: req.body, redirect: "manual", signal }); // a redirect could lead to a host that is not granted
   } catch (err) {
-    if (signal.aborted && !(err instanceof PluginCallError)) throw new PluginCallError("timeout", `hookbox_http: ${new URL(req.url).host} did not answer within the call's time limit (${ms} ms left)`);
-    throw err;
+    throw new PluginCallError("trap", `hookbox_http: bad request: ${(err as Error).message}`.slice(0, 500));
+  }
+  try {
+    return await fetchWithin(request);
+  } catch (err) {
+    if (err instanceof PluginCallError) throw err;
+    if (signal.aborted) throw new PluginCallError("timeout", `hookbox_http: ${new URL(req.url).host} did not answer within the call's time limit (${ms} ms left)`);
+    // The network's doing (refused, unknown host, reset): an answer the plugin can handle, not a
+    // failure of its call (a granted service that is down would otherwise quarantine it).
+    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    return { status: 0, body: "", error: `${(err as Error).message}${cause ? ` (${cause.code ?? cause.message})` : ""}`.slice(0, 500) };
   }
 }
 
-async function fetchWithin(req: v.InferOutput<typeof HttpRequest>, plugin: string, signal: AbortSignal): Promise<{ status: number; body: string }> {
-  const headers = new Headers(req.headers);
-  headers.set(PLUGIN_REQUEST_HEADER, plugin); // replaces the plugin's own, in any case
-  const res = await fetch(req.url, {
-    method: req.method,
-    headers,
-    body: req.body,
-    redirect: "manual", // a redirect could lead to a host that is not granted
-    signal,
-  });
+/** What hookbox_http answers: the response, or status 0 and why when none came. */
+type HttpAnswer = { status: number; body: string; error?: string };
+
+async function fetchWithin(request: Request): Promise<HttpAnswer> {
+  const res = await fetch(request);
   // A declared length within the limit is read in one go; otherwise chunk by chunk, counted. Not a
   // compressed body: its length is the compressed one, and text() would inflate all of it first.
   const declared = Number(res.headers.get("content-length") ?? NaN);

@@ -381,4 +381,17 @@ describe("an http: grant does not reach hookbox's own API", () => {
     }
     assert.equal((await s.api("GET", "/v1/sessions?limit=3")).status, 200);
   });
+
+  // A granted service that is down is the network's doing: the plugin gets status 0 and why, its
+  // call goes on (it failed as trap, so an outage quarantined plugins that call out).
+  it("a request that gets no answer (connection refused) answers status 0 with the error; the call succeeds", async () => {
+    const closed = createServer();
+    await new Promise<void>((r) => closed.listen(0, "127.0.0.1", r));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise<void>((r) => closed.close(() => r()));
+    const res = await command(s, "httpsnoop", { raw_args: `http://127.0.0.1:${port}/x` });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.match(res.body.output, /\\"status\\":0,\\"body\\":\\"\\",\\"error\\":\\"[^"]*(ECONNREFUSED|refused)/i);
+    assert.equal((await pluginInfo(s, "httpsnoop")).stats.consecutive_failures, 0);
+  });
 });
