@@ -116,6 +116,11 @@ describe("hookbox CLI (operator)", () => {
     assert.match(empty.err, /invalid message: .*1/);
     assert.match((await cli("turn", s, "x".repeat(100_001))).err, /invalid message: .*100000/);
     assert.equal(JSON.parse((await cli("sessions", "messages", s, "--json")).out).length, 3, "the first turn's three messages only");
+    // A command's own flags are the message's, unquoted (they failed as "unknown option '--delete'").
+    const gone = await create({ platform: "cli" });
+    const exit = await cli("turn", gone, "/exit", "--delete");
+    assert.equal(exit.code, 0, exit.err);
+    assert.equal((await cli("sessions", "show", gone)).code, 1, "ended and deleted");
   });
 
   it("plugins reset clears persisted enable/disable overrides", async () => {

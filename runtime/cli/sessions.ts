@@ -108,6 +108,8 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
     .argument("<id>")
     .argument("<message...>")
     .option("--json", "print the whole turn result as JSON")
+    // A command's own flags are part of the message: `turn ID /exit --delete`, `/compress --rotate`.
+    .allowUnknownOption()
     .action(async (id: string, words: string[], o: { json?: boolean }) => {
       // The same rules as POST /v1/sessions/:id/turns (not empty, at most 100,000 characters).
       const message = check(TurnMessageText, words.join(" "), "message", "invalid_message");
