@@ -165,7 +165,8 @@ function applyEnv(input: unknown, env: Record<string, string | undefined>): { me
     if (raw === undefined || (raw === "" && kind !== "list")) continue;
     let value: unknown = raw;
     if (kind === "choice") value = raw.toLowerCase();
-    else if (kind === "number") value = raw.trim() === "" || !Number.isFinite(Number(raw)) ? raw : Number(raw);
+    // Plain decimals only: Number() also took "0x10" (16) and "1e4"; anything else stays text for the schema to refuse.
+    else if (kind === "number") value = /^\s*-?[0-9]+(\.[0-9]+)?\s*$/.test(raw) ? Number(raw) : raw;
     else if (kind === "list") value = raw.split(",").map((x) => x.trim()).filter(Boolean);
     else if (kind === "json") {
       try {

@@ -162,6 +162,9 @@ describe("configuration (operator)", () => {
       assert.ok(names.includes(name), name);
     }
     assert.throws(() => parseConfig({}, { HOOKBOX_PORT: "http" }), /HOOKBOX_PORT \(port\): /);
+    // Plain decimals only (0x10 was read as 16, 1e4 as 10000).
+    for (const port of ["0x10", "1e4", "12abc"]) assert.throws(() => parseConfig({}, { HOOKBOX_PORT: port }), /HOOKBOX_PORT \(port\): /, port);
+    assert.equal(parseConfig({}, { HOOKBOX_PORT: " 8080 " }).port, 8080);
     // A bad value from the environment is not blamed on the config file; one from the file is.
     assert.throws(() => parseConfig({ port: 80 }, { HOOKBOX_PORT: "http" }, "hookbox.config.json"), (e: Error) => /^environment: HOOKBOX_PORT \(port\): /.test(e.message));
     assert.throws(() => parseConfig({ port: "http" }, {}, "hookbox.config.json"), (e: Error) => /^hookbox\.config\.json: port: /.test(e.message));
