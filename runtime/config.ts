@@ -212,6 +212,8 @@ function hasPath(input: unknown, path: string): boolean {
 export function parseConfig(input: unknown, env: Record<string, string | undefined> = {}, origin = "config"): Config {
   // Valibot takes an array for an object: a file holding [] would run on the defaults unnoticed.
   if (Array.isArray(input)) throw new ConfigError(`${origin}: (root): must be a JSON object, not an array`);
+  // "$schema" (an editor's hint) is no setting, in a config file as in a manifest.
+  if (typeof input === "object" && input !== null && "$schema" in input) input = Object.fromEntries(Object.entries(input).filter(([k]) => k !== "$schema"));
   const { merged, fromEnv } = applyEnv(input, env);
   /**
    * The variable that set `path` or an object above it (HOOKBOX_PLUGINS_GRANTS for plugins.grants.x.0);

@@ -165,6 +165,7 @@ describe("configuration (operator)", () => {
     // Plain decimals only (0x10 was read as 16, 1e4 as 10000).
     for (const port of ["0x10", "1e4", "12abc"]) assert.throws(() => parseConfig({}, { HOOKBOX_PORT: port }), /HOOKBOX_PORT \(port\): /, port);
     assert.equal(parseConfig({}, { HOOKBOX_PORT: " 8080 " }).port, 8080);
+    assert.equal(parseConfig({ $schema: "./hookbox.schema.json", port: 9 }).port, 9, "an editor's $schema is no setting");
     // A bad value from the environment is not blamed on the config file; one from the file is.
     assert.throws(() => parseConfig({ port: 80 }, { HOOKBOX_PORT: "http" }, "hookbox.config.json"), (e: Error) => /^environment: HOOKBOX_PORT \(port\): /.test(e.message));
     assert.throws(() => parseConfig({ port: "http" }, {}, "hookbox.config.json"), (e: Error) => /^hookbox\.config\.json: port: /.test(e.message));
