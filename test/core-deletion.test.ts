@@ -119,6 +119,11 @@ for (const db of TEST_DBS) {
       assert.deepEqual(deletes().map((e) => [e.reason, e.session_id, e.deleted_ids, e.profile]), [["archive", id, [id], "p1"]]);
       assert.equal(await exists(id), true, "archive keeps the row");
       await t.api("POST", `/v1/sessions/${id}/unarchive`);
+      // Unarchiving one that is not archived changes nothing, not even updated_at (an operator probe).
+      const before = (await t.api("GET", `/v1/sessions/${id}`)).body.session.updated_at;
+      clock.advance(1_000);
+      const noop = await t.api("POST", `/v1/sessions/${id}/unarchive`);
+      assert.deepEqual([noop.status, noop.body.session.updated_at], [200, before]);
       await t.api("POST", `/v1/sessions/${id}/archive`);
       assert.equal(deletes().length, 2, "unarchive then archive is a new flip");
       assert.equal((await t.api("POST", "/v1/sessions/s_missing/archive")).status, 404);

@@ -216,8 +216,10 @@ export class SessionService {
   /** Clears the archived flag. No hook: un-archiving removes nothing. */
   async unarchive(id: string): Promise<SessionRow> {
     const now = this.ctx.now();
-    const row = await this.ctx.storage.write((trx) =>
-      trx.updateTable("sessions").set({ archived: 0, updated_at: now }).where("id", "=", id).returningAll().executeTakeFirst(),
+    // Only a real flip touches the row: a session that was not archived keeps its updated_at.
+    const row = await this.ctx.storage.write(async (trx) =>
+      (await trx.updateTable("sessions").set({ archived: 0, updated_at: now }).where("id", "=", id).where("archived", "<>", 0).returningAll().executeTakeFirst()) ??
+      (await trx.selectFrom("sessions").selectAll().where("id", "=", id).executeTakeFirst()),
     );
     if (!row) throw notFound("session", id);
     return row;
