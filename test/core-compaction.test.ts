@@ -112,6 +112,9 @@ describe("manual compaction: every kind, every manual entry point", () => {
     ]);
     // The ended predecessor is not compacted again by hand.
     assert.equal((await t.api("POST", `/v1/sessions/${id}/compress`, {})).status, 409);
+    // A turn sent to it says where the conversation went on (it named no successor).
+    const late = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "still there?" });
+    assert.deepEqual([late.status, late.body.error.message], [409, `session ${id} has ended (compacted); it continues in session ${next}`]);
     // Only summarize rotates: asking another kind to is refused, not silently done in place.
     rec.clear();
     const other = await sessionWith(t, MIXED);

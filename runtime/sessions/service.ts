@@ -123,6 +123,12 @@ export class SessionService {
     return row;
   }
 
+  /** The 409 for a turn on an ended session; a rotated one names where the conversation goes on. */
+  async endedConflict(session: Pick<SessionRow, "id" | "end_reason">): Promise<AppError> {
+    const next = await this.ctx.storage.db.selectFrom("sessions").select("id").where("compacted_from", "=", session.id).orderBy("created_at").executeTakeFirst();
+    return conflict("session_ended", `session ${session.id} has ended (${session.end_reason ?? "ended"})${next ? `; it continues in session ${next.id}` : ""}`);
+  }
+
   /**
    * The history as a turn uses it (provider messages, hook payloads, token counts): the columns it
    * reads, no more. Rows cross from the native driver one column at a time, which on Deno is most of

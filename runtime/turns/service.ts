@@ -11,7 +11,7 @@ import type { CommandRegistry } from "../commands/registry.ts";
 import { parseSlash } from "../commands/registry.ts";
 import type { CompactionEngine, CompactOutcome } from "../compaction/engine.ts";
 import { newId, type CoreContext } from "../context.ts";
-import { AppError, conflict } from "../errors.ts";
+import { AppError } from "../errors.ts";
 import { estimateTokens } from "../tokens.ts";
 import { ContextOverflowError, ProviderError, sumUsage, ZERO_USAGE, type ChatMessage, type Provider, type ProviderReply, type StreamOptions } from "../providers/types.ts";
 import type { SessionService } from "../sessions/service.ts";
@@ -103,7 +103,7 @@ export class TurnService {
 
   private async chat(sessionId: string, text: string, events: TurnEventSink | undefined): Promise<TurnResult> {
     let session = await this.sessions.turnSession(sessionId);
-    if (session.ended_at !== null) throw conflict("session_ended", `session ${sessionId} has ended (${session.end_reason ?? "ended"})`);
+    if (session.ended_at !== null) throw await this.sessions.endedConflict(session);
     const compactions: CompactOutcome[] = [];
     const budget = this.ctx.config.compaction.context_budget_tokens;
     // pre_api: make room before the new message goes in.
