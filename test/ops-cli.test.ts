@@ -79,6 +79,7 @@ describe("hookbox CLI (operator)", () => {
       [["ghost_prune"], /ghost_prune: \d+ would be deleted/],
       [["profile_repair"], /profile_repair: \d+ would be deleted/],
       [["idle_archive", "--older-than-days", "1"], new RegExp(`would archive ${old}[\\s\\S]*idle_archive: \\d+ would be archived`)],
+      [["idle_archive"], /^idle_archive: off \(retention\.idle_archive_after_days is 0\); --older-than-days N runs it once$/],
     ];
     for (const [argv, want] of cases) {
       const r = await cli("sessions", "sweep", ...argv, "--dry-run");

@@ -159,7 +159,13 @@ function registerSweeps(sweep: Command, ctx: CliContext): void {
     .option("--older-than-days <n>", "override retention.idle_archive_after_days", positiveNumber())
     .option(...dryRun)
     .action(async (o: { olderThanDays?: number; dryRun?: boolean }) => {
-      const ids = await (await ctx.core()).maintenance.idleArchive(o.olderThanDays, { dryRun: o.dryRun === true });
+      const core = await ctx.core();
+      // Off unless a number of days is set (here or in the config): said, not reported as "0 archived".
+      if ((o.olderThanDays ?? core.config.retention.idle_archive_after_days) <= 0) {
+        io.out("idle_archive: off (retention.idle_archive_after_days is 0); --older-than-days N runs it once");
+        return;
+      }
+      const ids = await core.maintenance.idleArchive(o.olderThanDays, { dryRun: o.dryRun === true });
       for (const id of ids) io.out(`${o.dryRun ? "would archive" : "archived"} ${id}`);
       io.out(`idle_archive: ${ids.length} ${o.dryRun ? "would be archived (dry run, nothing changed)" : "archived"}`);
     });

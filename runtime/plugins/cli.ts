@@ -88,6 +88,8 @@ function registerAuthorCommands(plugins: Command, ctx: CliContext): void {
       // The server and `plugins call` look in plugins.dir: a folder made elsewhere needs it pointed there.
       const elsewhere = o.dir !== undefined && resolve(o.dir) !== resolve(pluginsDir);
       const dirNote = elsewhere ? ` with plugins.dir ${resolve(o.dir!)} (it is ${pluginsDir})` : "";
+      // Not built yet: the first step is the build (plugins call needs plugin.wasm).
+      if (!o.build) io.out(`build it with: hookbox plugins build ${made.path}`);
       io.out(`next: add "${name}" to plugins.enabled (and its capabilities to plugins.grants)${dirNote}, then try it with`);
       io.out(`  ${elsewhere ? `HOOKBOX_PLUGINS_DIR=${resolve(o.dir!)} ` : ""}hookbox plugins call ${name} command ${made.command} hi`);
     });
