@@ -42,6 +42,8 @@ describe("plugin tools (item 1)", () => {
   serveFor(() => server(), (x) => (s = x));
 
   it("the model sees the plugin's tool, calls it, and it runs in the sandbox with pre/post_tool_call around it", async () => {
+    // Active and not called yet (text-stats has no hooks): zero stats, not null (an operator probe).
+    assert.deepEqual([(await pluginInfo(s, "text-stats")).stats?.calls, (await pluginInfo(s, "text-stats")).stats?.ok], [0, 0]);
     const sid = await newSession(s);
     const t = await turn(s, sid, 'use tool text_stats {"text":"one two\\nthree"}');
     assert.equal(t.tool_calls.length, 1);

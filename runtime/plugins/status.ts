@@ -1,5 +1,6 @@
 // What `plugins list`, GET /v1/plugins and the runtime itself say about a plugin: whether it is
 // wanted (config, operator override) and its status with the reason.
+import { Bookkeeping } from "../../hooks/bookkeeping.ts";
 import type { HookDispatcher } from "../../hooks/dispatcher.ts";
 import type { Config } from "../config.ts";
 import type { PluginEntry } from "./entry.ts";
@@ -14,7 +15,8 @@ export function isWanted(e: PluginEntry, config: Config): boolean {
 
 export function pluginInfo(e: PluginEntry, config: Config, dispatcher: HookDispatcher): PluginInfo {
   const m = e.manifest;
-  const stats = dispatcher.stats(e.name) ?? null;
+  // A running plugin that has not been called yet (one with no hooks) has zero stats, not none.
+  const stats = dispatcher.stats(e.name) ?? (e.sandbox ? new Bookkeeping().snapshot() : null);
   let status: PluginStatus = "active";
   let reason: string | null = null;
   if (e.error !== null) [status, reason] = ["failed", e.error];
