@@ -124,7 +124,9 @@ async function requireExisting(core: Core, ids: string[]): Promise<void> {
   const found = new Set((await core.storage.db.selectFrom("sessions").select("id").where("id", "in", ids).execute()).map((r) => r.id));
   const missing = ids.filter((id) => !found.has(id));
   // Worded as every other command and the API say it ("session ID not found").
-  if (missing.length) throw new AppError(404, "not_found", missing.length === 1 ? `session ${missing[0]} not found` : `sessions not found: ${missing.join(", ")}`);
+  // ... and that nothing was done to the others (an operator took the refusal for a partial delete).
+  const none = ids.length > missing.length ? "; nothing was done to the others" : "";
+  if (missing.length) throw new AppError(404, "not_found", `${missing.length === 1 ? `session ${missing[0]} not found` : `sessions not found: ${missing.join(", ")}`}${none}`);
 }
 
 function registerSweeps(sweep: Command, ctx: CliContext): void {
