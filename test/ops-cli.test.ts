@@ -59,7 +59,7 @@ describe("hookbox CLI (operator)", () => {
     for (const sub of ["delete", "archive", "unarchive"]) {
       const r = await cli("sessions", sub, a, "s_missing1");
       assert.equal(r.code, 1, sub);
-      assert.equal(r.err, "hookbox: session s_missing1 not found");
+      assert.equal(r.err, "hookbox: session s_missing1 not found; nothing was done to the others");
     }
     assert.equal(await exists(a), true);
     assert.equal((await t.api("GET", `/v1/sessions/${a}`)).body.session.archived, false);
