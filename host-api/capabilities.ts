@@ -21,9 +21,12 @@ export class Grants {
     this.httpHosts = new Set(list.filter((c) => c.startsWith("http:")).map((c) => c.slice("http:".length)));
   }
 
-  /** A URL is allowed when its host (with or without port) is granted. */
+  /**
+   * A URL is allowed when its host is granted, any port or its own: a default port counts as
+   * written (URL drops it: https://h/ and https://h:443/ are both host "h").
+   */
   allowsHttp(url: URL): boolean {
-    return this.httpHosts.has(url.host) || this.httpHosts.has(url.hostname);
+    return this.httpHosts.has(url.hostname) || this.httpHosts.has(`${url.hostname}:${portOf(url)}`);
   }
 
   get anyHttp(): boolean {
@@ -38,6 +41,9 @@ export class Grants {
     return this.anyHttp;
   }
 }
+
+/** The URL's port, its scheme's default when none is written. */
+export const portOf = (url: URL): string => url.port || (url.protocol === "https:" ? "443" : "80");
 
 /**
  * What both sides allow, in the manifest's order. `http:<host>` allows every port of the host, so

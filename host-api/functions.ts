@@ -188,6 +188,11 @@ async function fetchLimited(req: v.InferOutput<typeof HttpRequest>, plugin: stri
   let request: Request;
   try {
     const headers = new Headers(req.headers);
+    // Hop-by-hop and framing headers are the host's: "Connection: hookbox-plugin" would have a proxy
+    // strip the mark below, and the runtimes differ on the rest (undici refuses them when sending).
+    for (const name of headers.keys()) {
+      if (HOST_HEADERS.has(name) || name.startsWith("proxy-")) throw new Error(`header "${name}" is the host's to set`);
+    }
     headers.set(PLUGIN_REQUEST_HEADER, plugin); // replaces the plugin's own, in any case
     request = new Request(req.url, { method: req.method, headers, body: req.body, redirect: "manual", signal }); // a redirect could lead to a host that is not granted
   } catch (err) {
@@ -199,11 +204,18 @@ async function fetchLimited(req: v.InferOutput<typeof HttpRequest>, plugin: stri
     if (err instanceof PluginCallError) throw err;
     if (signal.aborted) throw new PluginCallError("timeout", `hookbox_http: ${new URL(req.url).host} did not answer within the call's time limit (${ms} ms left)`);
     // The network's doing (refused, unknown host, reset): an answer the plugin can handle, not a
-    // failure of its call (a granted service that is down would otherwise quarantine it).
+    // failure of its call (a granted service that is down would otherwise quarantine it). What
+    // undici refuses as an argument when it sends is still the plugin's request.
     const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    if (cause?.code?.startsWith("UND_ERR_INVALID") || cause?.code === "UND_ERR_NOT_SUPPORTED") {
+      throw new PluginCallError("trap", `hookbox_http: bad request: ${cause.message ?? cause.code}`.slice(0, 500));
+    }
     return { status: 0, body: "", error: `${(err as Error).message}${cause ? ` (${cause.code ?? cause.message})` : ""}`.slice(0, 500) };
   }
 }
+
+/** Request headers a plugin may not set (hop-by-hop, framing, the target host). */
+const HOST_HEADERS: ReadonlySet<string> = new Set(["connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade", "expect", "host"]);
 
 /** What hookbox_http answers: the response, or status 0 and why when none came. */
 type HttpAnswer = { status: number; body: string; error?: string };

@@ -212,7 +212,8 @@ export class PluginKv {
       const stored = this.get(session, key);
       if (stored !== undefined) {
         isNew = false;
-        this.callReplacedBytes += utf8Length(stored) + utf8Length(key);
+        // What this write added to callBytes for the old value's place (its scope and slot included).
+        this.callReplacedBytes += utf8Length(stored) + utf8Length(key) + session.length + SLOT_OVERHEAD;
       }
     }
     if (over()) {

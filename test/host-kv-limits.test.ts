@@ -87,8 +87,25 @@ describe("plugin KV limits", () => {
     assert.deepEqual([kv.get("", "a"), kv.get("", "b"), kv.get("", "c"), kv.get("", "d")], ["9876543210", "y", "1234567891", undefined]);
     assert.equal(db.store.usage("full").keys, 3);
     // A value that grows past the byte quota is still refused.
-    assert.throws(() => kv.set("", "a", "z".repeat(380)), failsAs("quota", /kv quota of full reached/));
+    assert.throws(() => kv.set("", "a", "z".repeat(400)), failsAs("quota", /kv quota of full reached/));
     kv.end(false);
+  });
+
+  it("at its byte quota a plugin still updates and shrinks a key in a session scope", async () => {
+    // A write counts its key, value, scope and a slot's share of the commit (32) until committed.
+    const kv = new PluginKv("bytes", db.store, { keys: 100, bytes: 100 });
+    kv.set("s_0123456789", "k", "x".repeat(30)); // 31 bytes stored (key and value, as usage counts)
+    kv.end(true);
+    await db.store.flush();
+    assert.throws(() => kv.set("s_0123456789", "k2", "x".repeat(30)), failsAs("quota", /kv quota of bytes reached/), "a second such key does not fit");
+    kv.end(false);
+    kv.set("s_0123456789", "k", "y".repeat(30)); // the same size
+    kv.end(true);
+    await db.store.flush();
+    kv.set("s_0123456789", "k", "z".repeat(25)); // smaller
+    kv.end(true);
+    await db.store.flush();
+    assert.equal(kv.get("s_0123456789", "k"), "z".repeat(25));
   });
 
   // Found by an outside probe: Number() took "1e3", "0x10" and "" as integers, and a sum past 2^53

@@ -4,7 +4,11 @@
 // GET /v1/plugins/:name/logs.
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
+import type { CallContext } from "@extism/extism";
 import { CAPABILITY_PATTERN, deny, grantedOf } from "../host-api/capabilities.ts";
+import { bindHostApi } from "../host-api/functions.ts";
+import { PluginKv } from "../host-api/kv.ts";
+import type { PluginCallError } from "../hooks/failures.ts";
 import { runCli } from "../runtime/cli.ts";
 import { parseManifest } from "../runtime/plugins/manifest.ts";
 import { ToolRegistry, uncheckedKeywords } from "../runtime/tools/registry.ts";
@@ -76,6 +80,24 @@ describe("plugin errors name their cause", () => {
     assert.ok(!reaches(["http:api.example.com:8443"], ["http:api.example.com:443"], "https://api.example.com:8443/"), "two pinned ports do not meet");
     assert.deepEqual(grantedOf(["kv", "http:a.example", "sessions:read"], ["sessions:read", "http:a.example:81", "http:a.example:82"]).list, ["http:a.example:81", "http:a.example:82", "sessions:read"]);
     assert.ok(!CAPABILITY_PATTERN.test("http:example.com:99999") && !CAPABILITY_PATTERN.test("http:example.com:0") && CAPABILITY_PATTERN.test("http:example.com:65535"));
+    // A default port is the port: URL drops it (https://h/ has host "h"), a pinned grant still meets it.
+    assert.ok(reaches(["http:api.example.com"], ["http:api.example.com:443"], "https://api.example.com/v1"));
+    assert.ok(reaches(["http:api.example.com:80"], ["http:api.example.com"], "http://api.example.com/"));
+    assert.ok(!reaches(["http:api.example.com"], ["http:api.example.com:443"], "http://api.example.com/"), "port 80");
+  });
+
+  it("hookbox_http refuses headers that are the host's (hop-by-hop, framing, Host) as a trap, before any traffic", async () => {
+    const h = bindHostApi({ plugin: "p", grants: grantedOf(["http:127.0.0.1"], ["http:127.0.0.1"]), kv: new PluginKv("p", undefined as never, { keys: 1, bytes: 1 }), readMessages: () => [], log: () => undefined });
+    h.begin(Date.now() + 5_000);
+    const ctxWith = (text: string) => ({ read: () => ({ text: () => text, bytes: () => new TextEncoder().encode(text) }), length: () => BigInt(text.length) }) as unknown as CallContext;
+    for (const name of ["Connection", "keep-alive", "Transfer-Encoding", "Upgrade", "TE", "Trailer", "Expect", "Host", "Proxy-Authorization"]) {
+      const req = JSON.stringify({ url: "http://127.0.0.1:1/", headers: { [name]: "hookbox-plugin" } });
+      const e = await Promise.resolve()
+        .then(() => h.functions.hookbox_http!(ctxWith(req), 1n))
+        .then(() => undefined, (err: unknown) => err as PluginCallError);
+      assert.equal(e?.kind, "trap", name);
+      assert.match(e!.message, new RegExp(`bad request: header "${name.toLowerCase()}" is the host's to set`), name);
+    }
   });
 
   it("a denied host call says whether the manifest did not request it or the operator did not grant it", () => {
