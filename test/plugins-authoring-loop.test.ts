@@ -156,10 +156,13 @@ describe("hookbox plugins new -> build -> load -> call", () => {
       // It runs; the operator granted it no kv, so its KV read is denied (grants come from the config only).
       assert.match(JSON.stringify((await command(server, "late_one", { raw_args: "x" })).body), /denied.*the operator has not granted to late-one \(config plugins\.grants\.late-one\)/);
 
-      // Enabled in the database by another process (`hookbox plugins enable` on the same db) before
-      // this server saw the folder: active once the watcher picks it up (it stayed disabled).
+      // Enabled in the database by another process (`hookbox plugins enable` on the same db) after
+      // this server saw the folder: active at the folder's next change (it stayed disabled).
       assert.equal((await cli("plugins", "new", "later-two", "--dir", dir)).code, 0);
+      assert.ok((await watcher.scan()).includes("later-two"));
+      assert.equal((await server.api("GET", "/v1/plugins/later-two")).body.plugin.status, "disabled");
       await new PluginStateStore(server.core.storage, Date.now).save("later-two", { enabled: 1, quarantined: null });
+      assert.equal(buildPlugins([join(dir, "later-two")]).ok, true);
       assert.ok((await watcher.scan()).includes("later-two"));
       assert.equal((await server.api("GET", "/v1/plugins/later-two")).body.plugin.status, "active");
     } finally {

@@ -108,12 +108,10 @@ export class PluginManager implements PluginHost {
       log("info", "plugin removed", { plugin: name });
       return undefined;
     }
-    if (!e) {
-      // A folder added while serving: an enable (or quarantine) persisted for it meanwhile applies,
-      // e.g. `hookbox plugins enable` run in another process.
-      e = this.newEntry(name, found.path);
-      this.restore(e, (await this.state.load()).get(name));
-    }
+    e ??= this.newEntry(name, found.path);
+    // An enable (or quarantine) persisted for it meanwhile applies, e.g. `hookbox plugins enable`
+    // run in another process after this server saw the folder appear.
+    this.restore(e, (await this.state.load()).get(name));
     this.reload(e);
     if (e.error === null && this.wanted(e)) await this.activate(e);
     const info = this.info(e);
