@@ -509,6 +509,24 @@ describe("hostile modules: answers in step with their requests", () => {
         this.port.postMessage(answer);
       },
   };
+  it("a worker woken with no answer at all gives up after a second, as a failed call (no endless spin)", async () => {
+    const proto = WorkerInstance.prototype as unknown as { reply(a: unknown): void };
+    const reply = proto.reply;
+    proto.reply = function (this: any) {
+      Atomics.store(this.flag, 0, 1);
+      Atomics.notify(this.flag, 0);
+    };
+    try {
+      const { plugin } = await sandbox("echoes", { inWorker: true, functions: { hookbox_kv_get: echo } });
+      await plugin.warm();
+      const e = await callFailure(plugin.call("echo_200", "", Date.now() + 10_000));
+      assert.match(e.message, /no answer from the host within 1000 ms/);
+      await plugin.close();
+    } finally {
+      proto.reply = reply;
+    }
+  });
+
   for (const [fault, patch] of Object.entries(faults)) {
     it(`200 host calls a call, each answered for itself, call after call; in a worker with ${fault}`, async () => {
       const proto = WorkerInstance.prototype as unknown as { reply(a: unknown): void };

@@ -17,6 +17,11 @@ import { LogBudget } from "./log-budget.ts";
 import { INLINE_BLOCK_BYTES, placeholder, SETTLE, SharedArea, WORKER_PROTOCOL, type FromWorker, type HostCallAnswer, type HostCallRequest, type Tally, type ToWorker, type WorkerStart } from "./worker-protocol.ts";
 
 const SETTLE_FUEL = FUEL_SLICE;
+/** Reads of the port, once woken, before the wait for a late answer's message sleeps between them; and its bound. */
+const LATE_ANSWER_SPINS = 1_000;
+const LATE_ANSWER_MS = 1_000;
+/** Never notified: Atomics.wait on it is a sleep. */
+const nap = new Int32Array(new SharedArrayBuffer(4));
 /** A log line crosses at most this long (the server keeps less). */
 const MAX_LOG_CHARS = 4_000;
 
@@ -57,10 +62,16 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
    * crossing is not this one's (none should be left over: each crossing waits for its own); dropped.
    */
   const answerTo = (id: number): HostCallAnswer => {
-    for (;;) {
+    const since = performance.now();
+    for (let reads = 0; ; reads++) {
       Atomics.wait(flag, 0, 0);
       const answer = receiveMessageOnPort(start.port)?.message as HostCallAnswer | undefined;
       if (answer?.id === id) return answer;
+      if (answer !== undefined || reads < LATE_ANSWER_SPINS) continue;
+      // Woken, and the message still not here: it comes within microseconds, so wait without
+      // spinning, and not for ever (the server's thread may be gone).
+      if (performance.now() - since > LATE_ANSWER_MS) throw new Error(`host function: no answer from the host within ${LATE_ANSWER_MS} ms`);
+      Atomics.wait(nap, 0, 0, 1);
     }
   };
   /**
