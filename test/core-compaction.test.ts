@@ -110,8 +110,9 @@ describe("manual compaction: every kind, every manual entry point", () => {
       [2, "user"],
       [3, "assistant"],
     ]);
-    // The ended predecessor is not compacted again by hand.
-    assert.equal((await t.api("POST", `/v1/sessions/${id}/compress`, {})).status, 409);
+    // The ended predecessor is not compacted again by hand; the refusal names its successor.
+    const again = await t.api("POST", `/v1/sessions/${id}/compress`, {});
+    assert.deepEqual([again.status, again.body.error.message], [409, `session ${id} has ended (compacted); it continues in session ${next}`]);
     // A turn sent to it says where the conversation went on (it named no successor).
     const late = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "still there?" });
     assert.deepEqual([late.status, late.body.error.message], [409, `session ${id} has ended (compacted); it continues in session ${next}`]);

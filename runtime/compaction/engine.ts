@@ -9,7 +9,7 @@ import { AppError, conflict, notFound } from "../errors.ts";
 import { estimateTokens } from "../tokens.ts";
 import { SummaryAborted, type NativeCompaction, type Provider } from "../providers/types.ts";
 import { rowsToChat } from "../sessions/chat.ts";
-import { refreshTokens } from "../sessions/service.ts";
+import { endedConflict, refreshTokens } from "../sessions/service.ts";
 import type { MessageRow, SessionRow } from "../sessions/view.ts";
 import { emitSessionEnd, emitSessionStart } from "../sessions/lifecycle.ts";
 import { log } from "../log.ts";
@@ -80,9 +80,7 @@ export class CompactionEngine {
     // Refused rather than silently compacting in place: the caller asked for a new session id.
     if (req.rotate === true && req.kind !== "summarize") throw new AppError(400, "invalid_request", `rotate applies to kind summarize only, not ${req.kind}`);
     const session = await this.session(req.session_id);
-    if (req.reason === "manual" && session.ended_at !== null) {
-      throw conflict("session_ended", `session ${session.id} has ended (${session.end_reason ?? "ended"})`);
-    }
+    if (req.reason === "manual" && session.ended_at !== null) throw await endedConflict(this.ctx.storage.db, session);
     const rows = await this.rows(session.id);
     const before = sumTokens(rows);
     const skip = (skipped: SkipReason, detail: string | null = null) => this.outcome(req, session.id, "", before, before, null, skipped, detail);

@@ -41,6 +41,12 @@ export interface ListFilter {
   after?: string | undefined;
 }
 
+/** The 409 for work on an ended session; a rotated one names the session the conversation continues in. */
+export async function endedConflict(db: Kysely<Database>, session: Pick<SessionRow, "id" | "end_reason">): Promise<AppError> {
+  const next = await db.selectFrom("sessions").select("id").where("compacted_from", "=", session.id).orderBy("created_at").executeTakeFirst();
+  return conflict("session_ended", `session ${session.id} has ended (${session.end_reason ?? "ended"})${next ? `; it continues in session ${next.id}` : ""}`);
+}
+
 export class SessionService {
   constructor(private readonly ctx: CoreContext) {}
 
@@ -123,10 +129,9 @@ export class SessionService {
     return row;
   }
 
-  /** The 409 for a turn on an ended session; a rotated one names where the conversation goes on. */
-  async endedConflict(session: Pick<SessionRow, "id" | "end_reason">): Promise<AppError> {
-    const next = await this.ctx.storage.db.selectFrom("sessions").select("id").where("compacted_from", "=", session.id).orderBy("created_at").executeTakeFirst();
-    return conflict("session_ended", `session ${session.id} has ended (${session.end_reason ?? "ended"})${next ? `; it continues in session ${next.id}` : ""}`);
+  /** The 409 for a turn on an ended session (see endedConflict). */
+  endedConflict(session: Pick<SessionRow, "id" | "end_reason">): Promise<AppError> {
+    return endedConflict(this.ctx.storage.db, session);
   }
 
   /**
@@ -173,7 +178,7 @@ export class SessionService {
     if (!inserted || top === undefined || inserted.rows.length !== msgs.length) {
       const s = await this.find(id);
       if (!s) throw notFound("session", id);
-      if (s.ended_at !== null) throw conflict("session_ended", `session ${id} has ended (${s.end_reason ?? "ended"})`);
+      if (s.ended_at !== null) throw await this.endedConflict(s);
       throw conflict("session_busy", `session ${id} got another turn meanwhile (another process); nothing of this turn was stored: send it again`);
     }
     return { seqs: inserted.rows.map((r) => Number(r.seq)).sort((a, b) => a - b), token_estimate: Number(top.token_estimate) };
