@@ -176,7 +176,8 @@ describe("OpenAI-compatible provider", () => {
       const id = (await off.api("POST", "/v1/sessions", {})).body.session.id as string;
       const res = await off.api("POST", `/v1/sessions/${id}/turns`, { message: "hello?" });
       assert.equal(res.status, 502);
-      assert.match(res.body.error.message, new RegExp(`provider request to http://127\\.0\\.0\\.1:${port}/v1/chat/completions failed: .*(ECONNREFUSED|Connection refused)`));
+      assert.match(res.body.error.message, new RegExp(`provider request to http://127\\.0\\.0\\.1:${port} \\(provider\\.base_url\\) failed: .*(ECONNREFUSED|Connection refused)`));
+      assert.doesNotMatch(res.body.error.message, /chat\/completions/, "the origin only");
     } finally {
       await off.close();
     }

@@ -102,8 +102,11 @@ export class OpenAIProvider implements Provider {
         signal: AbortSignal.timeout(this.opts.timeout_seconds * 1000),
       });
     } catch (err) {
-      // Without credentials (a base_url may carry user:password@, which fetch refuses and repeats).
-      throw new ProviderError(`provider request to ${url} failed: ${whyFailed(err, this.opts.timeout_seconds)}`.replace(/\/\/[^/@\s]*@/g, "//"));
+      // The origin only: API clients read this, and a gateway's path may hold an account or a key
+      // (credentials in base_url, which fetch refuses and repeats, are cut from its words too).
+      const origin = originOf(url);
+      const why = whyFailed(err, this.opts.timeout_seconds).split(url).join(origin).replace(/\/\/[^/@\s]*@/g, "//"); // Deno's words repeat the URL
+      throw new ProviderError(`provider request to ${origin} (provider.base_url) failed: ${why}`);
     }
     if (!res.ok) throw failureOf(res.status, await bodyText(res));
     return res;
@@ -119,6 +122,14 @@ export class OpenAIProvider implements Provider {
     }
   }
 }
+
+const originOf = (url: string): string => {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return "(an invalid URL)";
+  }
+};
 
 /** Why a request failed, in words an operator can act on: fetch's own cause (refused, DNS...), or the time-out setting. */
 function whyFailed(err: unknown, timeoutSeconds: number): string {
