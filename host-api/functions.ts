@@ -9,6 +9,7 @@ import type { HostBinding, HostFunction, PluginLogSource } from "./binding.ts";
 import { deny, type Grants } from "./capabilities.ts";
 import { KV_LIMITS, type PluginKv } from "./kv.ts";
 import { readText, readTextHead, storeText } from "./memory.ts";
+import { PLUGIN_REQUEST_HEADER } from "./request-mark.ts";
 import { readSessionIds } from "./session-ids.ts";
 
 export const HOST_FUNCTION_NAMES = [
@@ -47,13 +48,6 @@ const keyOf = (ctx: CallContext, o: bigint) => readText(ctx, o, "kv key", KV_LIM
 const prefixOf = (ctx: CallContext, o: bigint) => readText(ctx, o, "kv prefix", KV_LIMITS.keyBytes);
 const valueOf = (ctx: CallContext, o: bigint, what: string) => readText(ctx, o, what, KV_LIMITS.valueBytes);
 export { MAX_SWEEP_IDS, MAX_SWEEP_IDS_BYTES } from "./session-ids.ts";
-
-/**
- * Every request a plugin makes through http: names the plugin in this header, set by the host over
- * whatever the plugin asked for: hookbox's own API refuses such requests (runtime/http/guards.ts),
- * so a grant of a loopback or LAN host never reaches the operator's API, of this process or another.
- */
-export const PLUGIN_REQUEST_HEADER = "hookbox-plugin";
 
 const HttpRequest = v.object({
   method: v.optional(v.picklist(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]), "GET"),

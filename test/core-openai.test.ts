@@ -3,6 +3,7 @@ import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { freePort } from "./helpers/ports.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { recordHooks, type HookRecorder } from "./helpers/hooks.ts";
 import { seed, words } from "./helpers/seed.ts";
@@ -167,10 +168,7 @@ describe("OpenAI-compatible provider", () => {
   });
 
   it("an upstream that cannot be reached is named, with why (it said only 'fetch failed')", async () => {
-    const closed = createServer();
-    await new Promise<void>((r) => closed.listen(0, "127.0.0.1", r));
-    const port = (closed.address() as AddressInfo).port;
-    await new Promise<void>((r) => closed.close(() => r()));
+    const port = await freePort();
     const off = await startTestServer({ config: { provider: { type: "openai", base_url: `http://127.0.0.1:${port}/v1`, model: "m" } } });
     try {
       const id = (await off.api("POST", "/v1/sessions", {})).body.session.id as string;

@@ -2,7 +2,9 @@
 // --dry-run for every sweep, sessions show|messages|unarchive, `turn`, `config` and `plugins reset`.
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { runCli } from "../runtime/cli.ts";
 import { ConfigError, ENV_SETTINGS, checkCommandUsers, checkPluginNames, maskSecrets, parseConfig } from "../runtime/config.ts";
 import { logThreshold } from "../runtime/log.ts";
@@ -252,9 +254,11 @@ describe("configuration (operator)", () => {
     assert.equal(await runCli(["config"], { out: (l) => said.push(l), err: (l) => said.push(l) }, { config: nowhere }), 0);
     assert.deepEqual(JSON.parse(said.join("\n")).warnings, ["plugins.dir /nonexistent-hookbox-plugins does not exist: no plugin will load"]);
     // A file there is refused, naming the setting (it failed with a bare ENOTDIR from scandir).
-    const file = parseConfig({ plugins: { dir: "/etc/hostname", enabled: [] } });
+    const notDir = join(mkdtempSync(join(tmpdir(), "hookbox-file-")), "plugins");
+    writeFileSync(notDir, "a file");
+    const file = parseConfig({ plugins: { dir: notDir, enabled: [] } });
     const told: string[] = [];
     assert.equal(await runCli(["config"], { out: (l) => told.push(l), err: (l) => told.push(l) }, { config: file }), 1);
-    assert.equal(told.at(-1), "hookbox: plugins.dir (HOOKBOX_PLUGINS_DIR): /etc/hostname is not a directory");
+    assert.equal(told.at(-1), `hookbox: plugins.dir (HOOKBOX_PLUGINS_DIR): ${notDir} is not a directory`);
   });
 });

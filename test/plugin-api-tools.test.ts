@@ -134,7 +134,6 @@ describe("pre_tool_call directives (item 2) and transforms (item 3)", () => {
     assert.deepEqual([post.status, post.result], ["blocked", "blocked by toolpolicy"]);
   });
 
-
   it("the example guard blocks a tool an operator listed, until unlisted", async () => {
     const ops = await newSession(s, "ops");
     await command(s, "guard", { session_id: ops, raw_args: "calculator" });

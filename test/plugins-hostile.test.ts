@@ -13,6 +13,7 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { fileURLToPath } from "node:url";
 import { seed } from "./helpers/seed.ts";
+import { freePort } from "./helpers/ports.ts";
 import { command, newSession, seedLongHistory, pluginInfo, startPluginServer, turn, HOSTILE_DIR, type PluginServer } from "./helpers/plugins.ts";
 
 const EXPECTED: Record<string, string> = {
@@ -385,10 +386,7 @@ describe("an http: grant does not reach hookbox's own API", () => {
   // A granted service that is down is the network's doing: the plugin gets status 0 and why, its
   // call goes on (it failed as trap, so an outage quarantined plugins that call out).
   it("a request that gets no answer (connection refused) answers status 0 with the error; the call succeeds", async () => {
-    const closed = createServer();
-    await new Promise<void>((r) => closed.listen(0, "127.0.0.1", r));
-    const port = (closed.address() as AddressInfo).port;
-    await new Promise<void>((r) => closed.close(() => r()));
+    const port = await freePort();
     const res = await command(s, "httpsnoop", { raw_args: `http://127.0.0.1:${port}/x` });
     assert.equal(res.status, 200, JSON.stringify(res.body));
     assert.match(res.body.output, /\\"status\\":0,\\"body\\":\\"\\",\\"error\\":\\"[^"]*(ECONNREFUSED|refused)/i);

@@ -295,7 +295,10 @@ export function sessionMessages(session: string, limit: i64): string {
   return String.UTF8.decodeUnsafe(b.dataStart, <usize>b.length);
 }
 
-/** `requestJson` is {method,url,headers?,body?}; returns the raw {status, body} JSON (grant http:<host>). */
+/**
+ * `requestJson` is {method,url,headers?,body?}; returns the raw {status, body} JSON (grant
+ * http:<host>), or {status: 0, body: "", error} when no answer came (refused, unknown host, reset).
+ */
 export function http(requestJson: string): string {
   const r = storeString(requestJson);
   const off = hookbox_http(r);

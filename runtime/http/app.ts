@@ -1,5 +1,6 @@
-// The HTTP API (Hono, JSON, /v1): request id and access log first, then the public probes and docs,
-// then auth, body limit and idempotency, then the routes. A known path with a wrong method is a 405.
+// The HTTP API (Hono, JSON, /v1): request id, access log and the refusal of plugins' own requests
+// first, then the public probes and docs, then auth, body limit and idempotency, then the routes.
+// A known path with a wrong method is a 405.
 import { Hono, type MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { methodNotAllowed } from "hono/method-not-allowed";

@@ -1,7 +1,8 @@
-// Cross-cutting HTTP guards: bearer token, and Idempotency-Key replay for mutating requests.
+// Cross-cutting HTTP guards: requests plugins make refused, bearer token, and Idempotency-Key replay
+// for mutating requests.
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { MiddlewareHandler } from "hono";
-import { PLUGIN_REQUEST_HEADER } from "../../host-api/functions.ts";
+import { PLUGIN_REQUEST_HEADER } from "../../host-api/request-mark.ts";
 import type { Core } from "../core.ts";
 import { log } from "../log.ts";
 import { KeyedMutex } from "../util/mutex.ts";
@@ -41,7 +42,7 @@ const KEY = /^[\x21-\x7e]{1,200}$/;
 
 /**
  * Idempotency-Key: the first response (status < 500) to a key is stored with a hash of method,
- * path and body. A retry with the same request gets the stored response back and runs nothing (so
+ * path and query, body as sent and whether it asks for a stream. A retry with the same request gets the stored response back and runs nothing (so
  * no hook fires twice); the same key with a different request is refused with 422. A stored answer
  * expires after idempotency_ttl_seconds: then the key is free again (expired rows are purged).
  *

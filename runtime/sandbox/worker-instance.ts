@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import { MessageChannel, Worker, type MessagePort } from "node:worker_threads";
 import type { CallContext } from "@extism/extism";
 import type { HostFunction } from "../../host-api/binding.ts";
-import { placeholder, PLACEHOLDER_INDEX, placeholderRank, SETTLE, SharedArea, WORKER_PROTOCOL, type FromWorker, type HostCallAnswer, type HostCallRequest, type Tally, type ToWorker, type WorkerStart } from "./worker-protocol.ts";
+import { placeholder, PLACEHOLDER_INDEX, placeholderRank, SETTLE, SharedArea, WORKER_PROTOCOL, type FromWorker, type HostCallAnswer, type HostCallRequest, type HostCallResult, type Tally, type ToWorker, type WorkerStart } from "./worker-protocol.ts";
 
 /**
  * A worker keeps the process's own warning settings and nothing else of its command line: with
@@ -193,7 +193,7 @@ export class WorkerInstance {
   }
 
   /** Runs a host call's function here, against a context of the blocks it named. */
-  private async run(req: HostCallRequest): Promise<Omit<Extract<HostCallAnswer, { result: unknown }>, "id">> {
+  private async run(req: HostCallRequest): Promise<HostCallResult> {
     const fn = this.opts.functions[req.ns]?.[req.name];
     if (!fn) throw new Error(`host function "${req.ns}" "${req.name}" does not exist`);
     const ctx = new RemoteContext(req);

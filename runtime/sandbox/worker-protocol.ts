@@ -69,7 +69,9 @@ export const INLINE_BLOCK_BYTES = 64 * 1024;
  * buffer (`scratch`, shared; the result names them by placeholder). Bytes in a message were slow to
  * receive on Deno (~170 us for 1 KB), a SharedArrayBuffer's handle is not.
  */
-export type HostCallAnswer = { id: number } & ({ result: unknown; stored: Array<[at: number, length: number]>; scratch?: SharedArrayBuffer } | { error: string });
+export type HostCallAnswer = { id: number } & (HostCallResult | { error: string });
+/** A host function's answer as it ran: its result and the blocks it stored. */
+export type HostCallResult = { result: unknown; stored: Array<[at: number, length: number]>; scratch?: SharedArrayBuffer };
 
 /** Messages on the worker's own channel (parentPort), both ways. */
 export type ToWorker = { type: "call"; fn: string; input: Uint8Array } | { type: "rebuild" };

@@ -4,7 +4,7 @@
 // its own data directory and a free port; stop() (or process exit) kills it.
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
+import { freePort } from "./ports.ts";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -42,17 +42,6 @@ const running = new Set<ChildProcess>();
 process.on("exit", () => {
   for (const p of running) p.kill("SIGKILL");
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 /** Starts a fresh sqld and resolves once it answers its health check. */
 export async function startSqld(): Promise<Sqld> {
