@@ -20,6 +20,12 @@ export const KV_LIMITS = { keyBytes: 512, valueBytes: 256 * 1024, scopeBytes: 25
 /** Distinct earlier sweeps (prefix and mode) a counted sweep's count may leave out (sweepsHiding). */
 const MAX_HIDING_SWEEPS = 32;
 
+/**
+ * Within this share of its quota a plugin's commits check the quota in the database too (a call
+ * that adds keys then waits for its commit); below it the process's own view is enough.
+ */
+const QUOTA_MARGIN = 0.1;
+
 /** A decimal integer as kv_incr stores it: an optional minus, no leading zeros, no exponent. */
 const INTEGER = /^(0|-?[1-9][0-9]*)$/;
 
@@ -70,6 +76,11 @@ export interface KvChangeSet {
   writes: Array<[string, string, string | null]>;
   /** [session, key, value the call read (null: absent)]: the commit holds only if each still is. */
   guards: Array<[string, string, string | null]>;
+  /**
+   * Set when the call adds keys or bytes near the plugin's quota: the commit holds only if the
+   * plugin's stored usage, its writes applied, is still within it (other processes write too).
+   */
+  quota?: KvQuota;
 }
 
 /** The plugin's keys and bytes (key + value, UTF-8) as of the backend's last commit or read. */
@@ -93,6 +104,14 @@ export interface KvBackend {
   usage(plugin: string): KvUsage;
   /** Commits in order; rejects with KvConflictError when a guard no longer holds. */
   commit(changes: KvChangeSet): Promise<void>;
+}
+
+/** A commit refused because the plugin's usage, with its writes, would pass its quota (another process wrote meanwhile). */
+export class KvQuotaError extends Error {
+  constructor(readonly plugin: string) {
+    super(`kv quota of ${plugin} reached: writes committed meanwhile (by another process) took what was left`);
+    this.name = "KvQuotaError";
+  }
 }
 
 export class KvConflictError extends Error {
@@ -387,6 +406,7 @@ export class PluginKv {
     this.guards = undefined;
     this.pendingSweeps = undefined;
     const bytes = this.callBytes;
+    const near = this.callKeys > 0 || bytes > 0 ? this.nearQuota() : false;
     this.forgetReads();
     this.callKeys = 0;
     this.callBytes = 0;
@@ -408,7 +428,8 @@ export class PluginKv {
     for (const w of swept) this.unflushedSweeps.add(w);
     const guardList: KvChangeSet["guards"] = [];
     for (const [s, value] of guards ?? []) guardList.push([...unslot(s), value]);
-    const committed = this.backend.commit({ plugin: this.plugin, sweeps, writes, guards: guardList }).finally(() => {
+    const quota = near ? { ...this.quota } : undefined;
+    const committed = this.backend.commit({ plugin: this.plugin, sweeps, writes, guards: guardList, ...(quota ? { quota } : {}) }).finally(() => {
       this.inFlight.bytes -= bytes;
       for (const s of pending.keys()) {
         const u = this.unflushed.get(s);
@@ -418,14 +439,26 @@ export class PluginKv {
       }
       for (const w of swept) this.unflushedSweeps.delete(w);
     });
-    if (guardList.length > 0) {
+    if (guardList.length > 0 || quota) {
       return committed.catch((err: unknown) => {
         if (err instanceof KvConflictError) throw new PluginCallError("conflict", err.message);
+        if (err instanceof KvQuotaError) throw new PluginCallError("quota", err.message);
         throw new PluginCallError("unavailable", `kv commit failed: ${(err as Error)?.message ?? err}`.slice(0, 500));
       });
     }
     committed.catch(() => undefined); // logged by the backend
     return undefined;
+  }
+
+  /**
+   * Whether this call's writes bring the plugin within QUOTA_MARGIN of its quota, as this process
+   * knows it: then the commit checks the quota again against what every process stored.
+   */
+  private nearQuota(): boolean {
+    const usage = this.backend.usage(this.plugin);
+    const keys = usage.keys + this.inFlight.keys + this.callKeys;
+    const bytes = usage.bytes + this.inFlight.bytes + this.callBytes;
+    return keys >= this.quota.keys * (1 - QUOTA_MARGIN) || bytes >= this.quota.bytes * (1 - QUOTA_MARGIN);
   }
 
   /** Reads `key` and remembers the value as this call's guard (the first read counts). */

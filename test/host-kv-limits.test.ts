@@ -10,6 +10,11 @@ import { bindHostApi, MAX_SWEEP_IDS } from "../host-api/functions.ts";
 import { KV_LIMITS, PluginKv } from "../host-api/kv.ts";
 import { PluginCallError } from "../hooks/failures.ts";
 import { useKvStore } from "./helpers/kv-store.ts";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { openStorage } from "../runtime/storage/db.ts";
+import { KvStore } from "../runtime/storage/plugin-kv.ts";
 
 const failsAs = (kind: string, pattern: RegExp) => (err: unknown) =>
   err instanceof PluginCallError && err.kind === kind && pattern.test(err.message);
@@ -123,6 +128,35 @@ describe("plugin KV limits", () => {
     assert.throws(() => kv.incr("", "other", 2 ** 60), failsAs("trap", /leaves the integers kv_incr keeps/), "a delta past the range");
     assert.equal(kv.get("", "big"), String(Number.MAX_SAFE_INTEGER));
     kv.end(false);
+  });
+
+  // Found by an outside probe with 2-3 processes on one sqld: each checked its own view of the usage
+  // (read again after 1 s), so keys added at the same moment passed the quota together (41 of 40).
+  it("two processes adding keys near the quota cannot pass it together: the later commit fails as quota", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hookbox-quota-"));
+    const url = `file:${join(dir, "kv.db")}`;
+    const storages = [await openStorage(url), await openStorage(url)];
+    const [a, b] = storages.map((st) => KvStore.open(st, { now: () => Date.now(), onError: () => undefined }));
+    try {
+      const quota = { keys: 10, bytes: 1_000_000 };
+      const [ka, kb] = [new PluginKv("shared", a!, quota), new PluginKv("shared", b!, quota)];
+      for (let i = 0; i < 8; i++) ka.set("", `a${i}`, "v");
+      await ka.end(true);
+      await a!.flush(); // a now knows 8 keys stored, for the next second
+      kb.set("", "b0", "v");
+      kb.set("", "b1", "v");
+      await kb.end(true); // 10 of 10: within, and checked in the database (near the quota)
+      ka.set("", "a8", "v"); // a still sees 8: within, by its own view
+      await assert.rejects(Promise.resolve(ka.end(true)), failsAs("quota", /kv quota of shared reached: writes committed meanwhile/));
+      assert.equal(b!.keys("shared", "", "")?.length, 10);
+      ka.set("", "a0", "w"); // an update of a key it has still passes
+      await ka.end(true);
+      assert.equal(b!.get("shared", "", "a0"), "w");
+    } finally {
+      for (const s of [a!, b!]) await s.close();
+      for (const st of storages) await st.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("writes still being committed count towards the quota: calls in a row cannot pass it", async () => {

@@ -5,3 +5,7 @@ export const failUnless = (condition: string): string => `select abs(-9223372036
 
 /** True when a batch failed on a failUnless statement. */
 export const isGuardFailure = (err: unknown): boolean => /integer overflow/i.test(String((err as Error)?.message ?? err));
+
+/** The same for a quota, told apart by its error: a blob larger than SQLite allows ("too big"). */
+export const failUnlessWithinQuota = (condition: string): string => `select zeroblob(9223372036854775807) where not (${condition})`;
+export const isQuotaFailure = (err: unknown): boolean => /too big/i.test(String((err as Error)?.message ?? err));

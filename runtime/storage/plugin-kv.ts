@@ -8,10 +8,10 @@
 import type { InStatement } from "@libsql/client";
 import { CompiledQuery, type Transaction } from "kysely";
 import { setImmediate } from "node:timers";
-import { KV_LIMITS, KvConflictError, KvSweep, type KvBackend, type KvChangeSet, type KvUsage } from "../../host-api/kv.ts";
+import { KV_LIMITS, KvConflictError, KvQuotaError, KvSweep, type KvBackend, type KvChangeSet, type KvUsage } from "../../host-api/kv.ts";
 import type { Storage } from "./db.ts";
 import type { Database } from "./schema.ts";
-import { failUnless, isGuardFailure } from "./guard.ts";
+import { failUnless, failUnlessWithinQuota, isGuardFailure, isQuotaFailure } from "./guard.ts";
 import { PluginCallError } from "../../hooks/failures.ts";
 import type { SqlArg, SyncReader } from "./sync-reader.ts";
 import { sqlJson } from "./sql-json.ts";
@@ -96,6 +96,11 @@ const unavailable = (err: unknown) => new PluginCallError("unavailable", `databa
 const GUARD_PRESENT_SQL = failUnless(`exists (select 1 from plugin_kv where plugin = ?1 and session_id = ?2 and key = ?3 and value = ?4)`);
 const GUARD_ABSENT_SQL = failUnless(`not exists (select 1 from plugin_kv where plugin = ?1 and session_id = ?2 and key = ?3)`);
 const USAGE_SQL = `select plugin, keys, bytes from plugin_kv_usage where plugin in (select value from json_each(?1))`;
+// After the batch's writes: the plugin's stored usage (kept by triggers, every process's writes
+// included) within its quota (?2 keys, ?3 bytes), else the whole batch fails (KvQuotaError).
+const QUOTA_SQL = failUnlessWithinQuota(`coalesce((select keys <= ?2 and bytes <= ?3 from plugin_kv_usage where plugin = ?1), 1)`);
+/** A change set whose commit may fail on its own account (a guard, a quota): committed alone when its group fails. */
+const checked = (q: Queued) => q.changes.guards.length > 0 || q.changes.quota !== undefined;
 
 interface Queued {
   changes: KvChangeSet;
@@ -303,8 +308,8 @@ export class KvStore implements KvBackend {
       const later: Queued[] = [];
       const now: Queued[] = [];
       for (const q of group) {
-        const { plugin, guards } = q.changes;
-        if (deferred.has(plugin) || (guards.length > 0 && seen.has(plugin))) {
+        const { plugin } = q.changes;
+        if (deferred.has(plugin) || (checked(q) && seen.has(plugin))) {
           deferred.add(plugin);
           later.push(q);
         } else now.push(q);
@@ -313,9 +318,9 @@ export class KvStore implements KvBackend {
       // One that fails must fail its own change set only: then the others go again, the plain
       // ones together and each guarded one alone.
       if ((await this.commitGroup(now)) === "conflict") {
-        const plain = now.filter((q) => q.changes.guards.length === 0);
+        const plain = now.filter((q) => !checked(q));
         if (plain.length > 0) await this.commitGroup(plain);
-        for (const q of now) if (q.changes.guards.length > 0) await this.commitGroup([q]);
+        for (const q of now) if (checked(q)) await this.commitGroup([q]);
       }
       for (const q of later) await this.commitGroup([q]);
     }
@@ -339,10 +344,13 @@ export class KvStore implements KvBackend {
       }
       for (const q of group) q.done();
     } catch (err) {
-      const conflict = isGuardFailure(err);
+      const overQuota = isQuotaFailure(err);
+      const conflict = overQuota || isGuardFailure(err);
       if (conflict && group.length > 1) return "conflict";
       if (!conflict) this.opts.onError([...plugins], err);
-      for (const q of group) q.done(conflict ? new KvConflictError(q.changes.plugin) : err);
+      // The usage this process knew was behind: read it again at the next check.
+      if (overQuota) for (const p of plugins) this.usageOf.delete(p);
+      for (const q of group) q.done(!conflict ? err : overQuota ? new KvQuotaError(q.changes.plugin) : new KvConflictError(q.changes.plugin));
     }
     return undefined;
   }
@@ -389,6 +397,7 @@ export class KvStore implements KvBackend {
     }
     for (const d of deletes.values()) stmts.push({ sql: DELETE_SQL, args: [d.plugin, d.session, sqlJson(d.keys)] });
     if (upserts.length > 0) stmts.push({ sql: UPSERT_SQL, args: [sqlJson(upserts), this.opts.now()] });
+    for (const { changes } of group) if (changes.quota) stmts.push({ sql: QUOTA_SQL, args: [changes.plugin, changes.quota.keys, changes.quota.bytes] });
     stmts.push({ sql: USAGE_SQL, args: [JSON.stringify([...plugins])] });
     return stmts;
   }
