@@ -34,6 +34,30 @@ describe("kv sweep (hookbox_kv_delete_sessions)", () => {
     assert.deepEqual(kv.list("", ""), ["entry:c", "other:a"]);
   });
 
+  // Found by an outside probe with two processes on sqld: a /task on node B that committed just after
+  // node A deleted the session and its plugins swept it left the session's task behind for good.
+  it("the maintenance sweep re-applies a plugin's sweep patterns to sessions deleted since: a late write does not stay", async () => {
+    const tasks = new PluginKv("late-tasks", db.store, quota);
+    const index = new PluginKv("late-index", db.store, quota);
+    await seed(tasks, ["task:s1:1", "task:s2:1"]);
+    await seed(index, ["entry:s1", "entry:s2"]);
+    // on_session_delete of s1 (process A): each plugin sweeps it, which records its pattern.
+    sweep(tasks, "task:", ["s1"], true);
+    tasks.end(true);
+    sweep(index, "entry:", ["s1"], false);
+    index.end(true);
+    await db.store.flush();
+    const deletedAt = Date.now() - 20 * 60_000;
+    await db.storage.client.execute({ sql: "insert into session_tombstones (id, deleted_at) values ('s1', ?)", args: [deletedAt] });
+    // Process B's writes for s1, committed after that (plugin-wide keys: no tombstone drops them).
+    await seed(tasks, ["task:s1:7", "task:s1:7:x"]);
+    await seed(index, ["entry:s1"]);
+    assert.deepEqual(db.store.keys("late-tasks", "", "task:s1:"), ["task:s1:7", "task:s1:7:x"]);
+    assert.ok((await db.store.sweep(600_000)) >= 2);
+    assert.deepEqual(db.store.keys("late-tasks", "", ""), ["task:s1:7:x", "task:s2:1"], "the id ends at the last ':' (s1:7 is another id)");
+    assert.deepEqual(db.store.keys("late-index", "", ""), ["entry:s2"]);
+  });
+
   it("mode 1 deletes prefix + id + ':' + suffix, the id ending at the last ':'", async () => {
     const kv = new PluginKv("p1", db.store, quota);
     await seed(kv, ["task:a:1", "task:a:2", "task:a:b:3", "task:ab:4", "task:b:5", "task:a:"]);

@@ -174,6 +174,15 @@ const migrations: Record<string, Migration> = {
       await sql`alter table session_tombstones_clustered rename to session_tombstones`.execute(db);
     },
   },
+  // The key patterns plugins clean deleted sessions' plugin-wide state by (their
+  // hookbox_kv_delete_sessions sweeps), so the sweep can re-apply them: a write that commits just
+  // after another process deleted the session and swept it would otherwise stay for good.
+  "0009_kv_sweep_patterns": {
+    async up(db: Kysely<any>) {
+      await sql`create table if not exists kv_sweep_patterns (plugin text not null, session_id text not null, prefix text not null,
+        by_id_prefix integer not null, primary key (plugin, session_id, prefix, by_id_prefix)) without rowid`.execute(db);
+    },
+  },
 };
 
 const tableExists = async (db: Kysely<any>, name: string) =>

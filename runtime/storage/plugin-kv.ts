@@ -99,6 +99,23 @@ const USAGE_SQL = `select plugin, keys, bytes from plugin_kv_usage where plugin 
 // After the batch's writes: the plugin's stored usage (kept by triggers, every process's writes
 // included) within its quota (?2 keys, ?3 bytes), else the whole batch fails (KvQuotaError).
 const QUOTA_SQL = failUnlessWithinQuota(`coalesce((select keys <= ?2 and bytes <= ?3 from plugin_kv_usage where plugin = ?1), 1)`);
+// A sweep's pattern (?1 plugin, ?2 scope, ?3 prefix, ?4 by id prefix), kept for the sweep to re-apply
+// to deleted sessions; at most MAX_SWEEP_PATTERNS a plugin (a plugin choosing a new prefix per call
+// would otherwise grow the table, and the sweep's work, without bound).
+const MAX_SWEEP_PATTERNS = 32;
+const PATTERN_SQL = `insert into kv_sweep_patterns (plugin, session_id, prefix, by_id_prefix)
+  select ?1, ?2, ?3, ?4 where (select count(*) from kv_sweep_patterns where plugin = ?1) < ${MAX_SWEEP_PATTERNS}
+  on conflict do nothing`;
+// Plugin-wide (or any scope's) keys the recorded patterns give for sessions deleted in [?1, ?2):
+// what a plugin's own clean-up missed (a write of another process that committed after it).
+const PATTERN_SWEEP_SQL = `delete from plugin_kv where (plugin, session_id, key) in (
+  select p.plugin, p.session_id, p.prefix || t.id from kv_sweep_patterns p cross join session_tombstones t
+    where p.by_id_prefix = 0 and t.deleted_at >= ?1 and t.deleted_at < ?2
+  union all
+  select k.plugin, k.session_id, k.key from kv_sweep_patterns p cross join session_tombstones t cross join plugin_kv k
+    where p.by_id_prefix = 1 and t.deleted_at >= ?1 and t.deleted_at < ?2 and k.plugin = p.plugin and k.session_id = p.session_id
+      and k.key >= p.prefix || t.id || ':' and k.key < p.prefix || t.id || ';' and instr(substr(k.key, length(p.prefix || t.id) + 2), ':') = 0)`;
+
 /** A change set whose commit may fail on its own account (a guard, a quota): committed alone when its group fails. */
 const checked = (q: Queued) => q.changes.guards.length > 0 || q.changes.quota !== undefined;
 
@@ -270,7 +287,11 @@ export class KvStore implements KvBackend {
    */
   async sweep(graceMs: number, tombstoneMs = 3_600_000): Promise<number> {
     const now = this.opts.now();
-    const [tombstoned, orphans] = await this.storage.batch([
+    // Sessions deleted since the last sweep's cutoff (all kept tombstones, at the first): each is
+    // looked up once per recorded pattern, so a bulk delete is not walked again every hour.
+    const from = this.sweptUntil ?? 0;
+    const until = now - graceMs;
+    const [tombstoned, orphans, derived] = await this.storage.batch([
       { sql: `delete from plugin_kv where session_id <> '' and session_id in (select id from session_tombstones where deleted_at < ?)`, args: [now - graceMs] },
       // A session deleted without KV has no tombstone; a write that raced its delete is an orphan.
       {
@@ -278,11 +299,16 @@ export class KvStore implements KvBackend {
           and not exists (select 1 from session_tombstones t where t.id = plugin_kv.session_id)`,
         args: [now - graceMs],
       },
+      { sql: PATTERN_SWEEP_SQL, args: [from, until] },
       { sql: "delete from session_tombstones where deleted_at < ?", args: [now - Math.max(tombstoneMs, graceMs)] },
     ]);
+    this.sweptUntil = Math.max(from, until);
     this.usageOf.clear();
-    return (tombstoned?.rowsAffected ?? 0) + (orphans?.rowsAffected ?? 0);
+    return (tombstoned?.rowsAffected ?? 0) + (orphans?.rowsAffected ?? 0) + (derived?.rowsAffected ?? 0);
   }
+
+  /** Where the last sweep's re-applied patterns stopped (deleted_at): the next one starts there. */
+  private sweptUntil: number | undefined;
 
   private async drain(): Promise<void> {
     // Let the rest of a fan-out queue its writes before the commit starts: its in-thread plugin
@@ -368,6 +394,7 @@ export class KvStore implements KvBackend {
       // becomes a delete here, a later one's stays a write (and wins).
       for (const sweep of changes.sweeps ?? []) {
         stmts.push({ sql: sweepDeleteSql(sweep), args: sweepArgs(changes.plugin, sweep) });
+        stmts.push({ sql: PATTERN_SQL, args: [changes.plugin, sweep.session, sweep.prefix, sweep.byIdPrefix ? 1 : 0] });
         for (const w of last.values()) if (w[0] === changes.plugin && w[3] !== null && sweep.matches(w[1], w[2])) w[3] = null;
       }
       for (const [session, key, expected] of changes.guards) {

@@ -73,6 +73,15 @@ export interface PluginStateTable {
   updated_at: number;
 }
 
+/** How a plugin keys state of sessions in a scope (its hookbox_kv_delete_sessions sweeps): the sweep re-applies them to deleted sessions. */
+export interface KvSweepPatternsTable {
+  plugin: string;
+  session_id: string;
+  prefix: string;
+  /** 1: every `prefix + id + ":" + ...`; 0: `prefix + id`. */
+  by_id_prefix: number;
+}
+
 export interface Database {
   sessions: SessionsTable;
   messages: MessagesTable;
@@ -81,4 +90,5 @@ export interface Database {
   session_tombstones: SessionTombstonesTable;
   idempotency: IdempotencyTable;
   plugin_state: PluginStateTable;
+  kv_sweep_patterns: KvSweepPatternsTable;
 }
