@@ -406,7 +406,9 @@ export class PluginKv {
     this.guards = undefined;
     this.pendingSweeps = undefined;
     const bytes = this.callBytes;
-    const near = this.callKeys > 0 || bytes > 0 ? this.nearQuota() : false;
+    // Only a call that writes a value can add to the usage: deletes and sweeps never wait or fail
+    // on the quota (a plugin over a quota the operator lowered must be able to delete its way back).
+    const near = pending !== NO_WRITES && [...pending.values()].some((v) => v !== null) && this.nearQuota();
     this.forgetReads();
     this.callKeys = 0;
     this.callBytes = 0;

@@ -152,6 +152,12 @@ describe("plugin KV limits", () => {
       ka.set("", "a0", "w"); // an update of a key it has still passes
       await ka.end(true);
       assert.equal(b!.get("shared", "", "a0"), "w");
+      // Over a quota the operator lowered, deletes still go through (they never carry the check).
+      const lowered = new PluginKv("shared", a!, { keys: 5, bytes: 1_000_000 });
+      lowered.delete("", "a0");
+      await lowered.end(true);
+      await a!.flush();
+      assert.equal(b!.keys("shared", "", "")?.length, 9);
     } finally {
       for (const s of [a!, b!]) await s.close();
       for (const st of storages) await st.close();
