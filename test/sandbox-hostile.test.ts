@@ -527,6 +527,24 @@ describe("hostile modules: answers in step with their requests", () => {
     }
   });
 
+  it("an answer whose message comes late after a host function that ran over a second is still taken", async () => {
+    const proto = WorkerInstance.prototype as unknown as { reply(a: unknown): void };
+    const reply = proto.reply;
+    proto.reply = faults["the wake-up before the answer's message"]!(reply);
+    try {
+      // The first call's host function takes 1.2 s; the bound on a late message counts from the wake-up.
+      const slowFirst = async (_ctx: CallContext, _scope: bigint, i: bigint) => {
+        if (i === 0n) await new Promise((r) => setTimeout(r, 1_200));
+        return i + 1n;
+      };
+      const { plugin } = await sandbox("echoes", { inWorker: true, functions: { hookbox_kv_get: slowFirst } });
+      assert.equal((await plugin.call("echo_200", "", Date.now() + 10_000)).output, "o");
+      await plugin.close();
+    } finally {
+      proto.reply = reply;
+    }
+  });
+
   for (const [fault, patch] of Object.entries(faults)) {
     it(`200 host calls a call, each answered for itself, call after call; in a worker with ${fault}`, async () => {
       const proto = WorkerInstance.prototype as unknown as { reply(a: unknown): void };

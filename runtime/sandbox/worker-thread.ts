@@ -62,15 +62,17 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
    * crossing is not this one's (none should be left over: each crossing waits for its own); dropped.
    */
   const answerTo = (id: number): HostCallAnswer => {
-    const since = performance.now();
+    let lateSince: number | undefined;
     for (let reads = 0; ; reads++) {
-      Atomics.wait(flag, 0, 0);
+      Atomics.wait(flag, 0, 0); // until the answer is sent, however long its host function takes
       const answer = receiveMessageOnPort(start.port)?.message as HostCallAnswer | undefined;
       if (answer?.id === id) return answer;
       if (answer !== undefined || reads < LATE_ANSWER_SPINS) continue;
       // Woken, and the message still not here: it comes within microseconds, so wait without
-      // spinning, and not for ever (the server's thread may be gone).
-      if (performance.now() - since > LATE_ANSWER_MS) throw new Error(`host function: no answer from the host within ${LATE_ANSWER_MS} ms`);
+      // spinning, and not for ever (the server's thread may be gone); timed from here, not from
+      // the request (a slow host function's answer is not late).
+      lateSince ??= performance.now();
+      if (performance.now() - lateSince > LATE_ANSWER_MS) throw new Error(`host function: no answer from the host within ${LATE_ANSWER_MS} ms`);
       Atomics.wait(nap, 0, 0, 1);
     }
   };
