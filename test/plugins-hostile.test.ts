@@ -13,6 +13,7 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { fileURLToPath } from "node:url";
 import { seed } from "./helpers/seed.ts";
+import { pluginDir, type PluginDir } from "./helpers/plugin-dir.ts";
 import { freePort } from "./helpers/ports.ts";
 import { command, newSession, seedLongHistory, pluginInfo, startPluginServer, turn, HOSTILE_DIR, type PluginServer } from "./helpers/plugins.ts";
 
@@ -356,19 +357,16 @@ describe("max_output_bytes raised by the operator", () => {
 // disabled another plugin through it).
 describe("an http: grant does not reach hookbox's own API", () => {
   let s: PluginServer;
-  let dir = "";
+  let dir: PluginDir;
   before(async () => {
-    dir = mkdtempSync(join(tmpdir(), "hookbox-plugins-"));
-    mkdirSync(join(dir, "httpsnoop"));
-    copyFileSync(join(HOSTILE_DIR, "httpsnoop", "plugin.wasm"), join(dir, "httpsnoop", "plugin.wasm"));
+    dir = pluginDir([], ["httpsnoop"]);
     const manifest = JSON.parse(readFileSync(join(HOSTILE_DIR, "httpsnoop", "manifest.json"), "utf8"));
-    manifest.capabilities.push("http:127.0.0.1");
-    writeFileSync(join(dir, "httpsnoop", "manifest.json"), JSON.stringify(manifest));
-    s = await startPluginServer({ dir, enabled: ["httpsnoop"], grants: { httpsnoop: ["http:127.0.0.1"] } });
+    dir.write("httpsnoop", { ...manifest, capabilities: [...manifest.capabilities, "http:127.0.0.1"] }); // its plugin.wasm stays
+    s = await startPluginServer({ dir: dir.path, enabled: ["httpsnoop"], grants: { httpsnoop: ["http:127.0.0.1"] } });
   });
   after(async () => {
     await s.close();
-    rmSync(dir, { recursive: true, force: true });
+    dir.remove();
   });
 
   it("answers the plugin's request with 403 on every route; the same request from outside gets 200", async () => {
