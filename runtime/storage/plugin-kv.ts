@@ -36,12 +36,16 @@ const UPSERT_SQL = `insert into plugin_kv (plugin, session_id, key, value, updat
 // primary key seek per id: `prefix || id`, or the key range [prefix || id || ':', prefix || id || ';')
 // with no further ':' (the id ends at the key's last ':'). CROSS JOIN keeps json_each outside, so each
 // id's range is a seek; the planner otherwise scans the ids once per stored key.
+// `key` is `prefix + id + ":" + suffix` with no further ':' (the id ends at the key's last ':'), as SQL
+// over the three expressions: one range seek on the primary key, then the check of the suffix.
+const keyOfIdPrefix = (key: string, prefix: string, id: string) =>
+  `${key} >= ${prefix} || ${id} || ':' and ${key} < ${prefix} || ${id} || ';' and instr(substr(${key}, length(${prefix} || ${id}) + 2), ':') = 0`;
 const sweepRowsOf = (ids: string) => ({
   exact: `select k.key from ${ids} j cross join plugin_kv k
     where k.plugin = ?1 and k.session_id = ?2 and k.key = ?3 || j.value`,
   byIdPrefix: `select k.key, j.value as id from ${ids} j cross join plugin_kv k
     where j.value <> '' and k.plugin = ?1 and k.session_id = ?2
-      and k.key >= ?3 || j.value || ':' and k.key < ?3 || j.value || ';' and instr(substr(k.key, length(?3 || j.value) + 2), ':') = 0`,
+      and ${keyOfIdPrefix("k.key", "?3", "j.value")}`,
 });
 const SWEEP_ROWS = sweepRowsOf("json_each(?4)");
 // For a count, an id the plugin listed twice must not count its keys twice.
@@ -114,7 +118,7 @@ const PATTERN_SWEEP_SQL = `delete from plugin_kv where (plugin, session_id, key)
   union all
   select k.plugin, k.session_id, k.key from kv_sweep_patterns p cross join session_tombstones t cross join plugin_kv k
     where p.by_id_prefix = 1 and t.deleted_at >= ?1 and t.deleted_at < ?2 and k.plugin = p.plugin and k.session_id = p.session_id
-      and k.key >= p.prefix || t.id || ':' and k.key < p.prefix || t.id || ';' and instr(substr(k.key, length(p.prefix || t.id) + 2), ':') = 0)`;
+      and ${keyOfIdPrefix("k.key", "p.prefix", "t.id")})`;
 
 /** A change set whose commit may fail on its own account (a guard, a quota): committed alone when its group fails. */
 const checked = (q: Queued) => q.changes.guards.length > 0 || q.changes.quota !== undefined;
@@ -138,6 +142,8 @@ export class KvStore implements KvBackend {
    * re-read after USAGE_TTL_MS so other processes' writes and deletes count too).
    */
   private readonly usageOf = new Map<string, KvUsage & { at: number }>();
+  /** Where the last sweep's re-applied patterns stopped (deleted_at): the next one starts there. */
+  private sweptUntil: number | undefined;
   /** Round trips to the database for writes (commits and purges), for the bench and the closing note. */
   writeRoundTrips = 0;
 
@@ -306,9 +312,6 @@ export class KvStore implements KvBackend {
     this.usageOf.clear();
     return (tombstoned?.rowsAffected ?? 0) + (orphans?.rowsAffected ?? 0) + (derived?.rowsAffected ?? 0);
   }
-
-  /** Where the last sweep's re-applied patterns stopped (deleted_at): the next one starts there. */
-  private sweptUntil: number | undefined;
 
   private async drain(): Promise<void> {
     // Let the rest of a fan-out queue its writes before the commit starts: its in-thread plugin
