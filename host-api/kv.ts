@@ -222,10 +222,7 @@ export class PluginKv {
     const fresh = !this.pending?.has(s) && !this.heldInFlight(s);
     const usage = this.backend.usage(this.plugin);
     let isNew = fresh;
-    const over = () =>
-      usage.keys + this.inFlight.keys + this.callKeys + (isNew ? 1 : 0) > this.quota.keys ||
-      usage.bytes + this.inFlight.bytes + this.callBytes - this.callReplacedBytes > this.quota.bytes;
-    if (fresh && over()) {
+    if (fresh && this.overQuota(usage, true)) {
       // Over only if this is a new key: one already stored is replaced (its bytes go), so a plugin
       // at its quota can still update or shrink what it has. Read only here, at the limit.
       const stored = this.get(session, key);
@@ -235,7 +232,7 @@ export class PluginKv {
         this.callReplacedBytes += utf8Length(stored) + utf8Length(key) + session.length + SLOT_OVERHEAD;
       }
     }
-    if (over()) {
+    if (this.overQuota(usage, isNew)) {
       throw new PluginCallError(
         "quota",
         `kv quota of ${this.plugin} reached (${usage.keys} keys, ${usage.bytes} bytes stored, ${this.inFlight.keys + this.callKeys} keys being written; limits ${this.quota.keys} keys, ${this.quota.bytes} bytes)`,
@@ -243,6 +240,14 @@ export class PluginKv {
     }
     if (isNew) this.callKeys++;
     this.stage(session, key, value);
+  }
+
+  /** Whether this call's writes so far, with one more key if `addsKey`, pass the quota as this process knows it. */
+  private overQuota(usage: KvUsage, addsKey: boolean): boolean {
+    return (
+      usage.keys + this.inFlight.keys + this.callKeys + (addsKey ? 1 : 0) > this.quota.keys ||
+      usage.bytes + this.inFlight.bytes + this.callBytes - this.callReplacedBytes > this.quota.bytes
+    );
   }
 
   delete(session: string, key: string): void {
@@ -406,9 +411,6 @@ export class PluginKv {
     this.guards = undefined;
     this.pendingSweeps = undefined;
     const bytes = this.callBytes;
-    // Only a call that writes a value can add to the usage: deletes and sweeps never wait or fail
-    // on the quota (a plugin over a quota the operator lowered must be able to delete its way back).
-    const near = pending !== NO_WRITES && [...pending.values()].some((v) => v !== null) && this.nearQuota();
     this.forgetReads();
     this.callKeys = 0;
     this.callBytes = 0;
@@ -419,8 +421,10 @@ export class PluginKv {
     this.inFlight.bytes += bytes;
     const gen = ++this.gen;
     const writes: KvChangeSet["writes"] = [];
+    let writesValue = false;
     for (const [s, value] of pending) {
       writes.push([...unslot(s), value]);
+      if (value !== null) writesValue = true;
       const held = this.heldInFlight(s);
       if (value !== null && !held) this.inFlight.keys++;
       else if (value === null && held) this.inFlight.keys--;
@@ -430,7 +434,9 @@ export class PluginKv {
     for (const w of swept) this.unflushedSweeps.add(w);
     const guardList: KvChangeSet["guards"] = [];
     for (const [s, value] of guards ?? []) guardList.push([...unslot(s), value]);
-    const quota = near ? { ...this.quota } : undefined;
+    // Only a call that writes a value can add to the usage: deletes and sweeps never wait or fail
+    // on the quota (a plugin over a quota the operator lowered must be able to delete its way back).
+    const quota = writesValue && this.nearQuota() ? { ...this.quota } : undefined;
     const committed = this.backend.commit({ plugin: this.plugin, sweeps, writes, guards: guardList, ...(quota ? { quota } : {}) }).finally(() => {
       this.inFlight.bytes -= bytes;
       for (const s of pending.keys()) {
@@ -453,14 +459,13 @@ export class PluginKv {
   }
 
   /**
-   * Whether this call's writes bring the plugin within QUOTA_MARGIN of its quota, as this process
-   * knows it: then the commit checks the quota again against what every process stored.
+   * Whether the plugin's writes in flight (this call's among them, once end() has counted them)
+   * bring it within QUOTA_MARGIN of its quota, as this process knows it: then the commit checks
+   * the quota again against what every process stored.
    */
   private nearQuota(): boolean {
     const usage = this.backend.usage(this.plugin);
-    const keys = usage.keys + this.inFlight.keys + this.callKeys;
-    const bytes = usage.bytes + this.inFlight.bytes + this.callBytes;
-    return keys >= this.quota.keys * (1 - QUOTA_MARGIN) || bytes >= this.quota.bytes * (1 - QUOTA_MARGIN);
+    return usage.keys + this.inFlight.keys >= this.quota.keys * (1 - QUOTA_MARGIN) || usage.bytes + this.inFlight.bytes >= this.quota.bytes * (1 - QUOTA_MARGIN);
   }
 
   /** Reads `key` and remembers the value as this call's guard (the first read counts). */
