@@ -24,7 +24,8 @@ export function describeError(err: unknown, c: Context): { status: 400 | 401 | 4
   if (err instanceof PluginNotFoundError) return { status: 404, body: errorBody("not_found", err.message) };
   const db = databaseFault(err);
   if (db) {
-    log("error", "database unavailable", { method: c.req.method, path: c.req.path, error: db });
+    // The stack names the statement's caller: the operator (and we) can tell a read from a write.
+    log("error", "database unavailable", { method: c.req.method, path: c.req.path, error: db, stack: (err as Error)?.stack?.split("\n").slice(1, 8).join("\n") });
     return { status: 503, body: errorBody("database_unavailable", `the database did not answer (${db}); nothing was changed unless the response says so: retry`) };
   }
   log("error", "request failed", { method: c.req.method, path: c.req.path, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });

@@ -84,7 +84,8 @@ export class SessionService {
   /** Marks the session as used now (a slash command: it adds no message), for the idle and empty sweeps. */
   async touch(id: string): Promise<void> {
     const now = this.ctx.now();
-    await this.ctx.storage.db.updateTable("sessions").set({ updated_at: now }).where("id", "=", id).where("updated_at", "<", now).execute();
+    // Through batch, like every write: it waits out and retries another process's lock.
+    await this.ctx.storage.batch([{ sql: "update sessions set updated_at = ?1 where id = ?2 and updated_at < ?1", args: [now, id] }]);
   }
 
   async find(id: string): Promise<SessionRow | undefined> {
