@@ -11,6 +11,7 @@ import type { HostBinding } from "../host-api/binding.ts";
 import { WasmPlugin, type SandboxLimits } from "../runtime/sandbox/wasm-plugin.ts";
 import { directCaller } from "../runtime/sandbox/direct-call.ts";
 import { turnEventLoop } from "../runtime/sandbox/inline-slice.ts";
+import { FuelMeter } from "../runtime/sandbox/fuel.ts";
 import type { CallContext } from "@extism/extism";
 import { limitsModule } from "./helpers/wat-modules.ts";
 
@@ -123,6 +124,16 @@ describe("sandboxed calls", () => {
     const { plugin } = await sandbox({ fuel: 2 ** 40 });
     const e = await callFailure(plugin.call("spin", "", Date.now() + 30));
     assert.equal(e.kind, "timeout");
+  });
+
+  it("a deadline passed after host calls ran into the last grant never says more fuel than the budget was handed out", () => {
+    let now = 0;
+    const meter = new FuelMeter(1_000, 4, () => now);
+    meter.start(100);
+    meter.functions.begin(); // the whole budget is one grant: the pool is empty
+    meter.charge(500); // a host call's debt, within the grant the module's counter holds
+    now = 101;
+    assert.throws(() => meter.charge(1), (err: unknown) => err instanceof PluginCallError && err.kind === "timeout" && /\(1000 of 1000 fuel units handed out\)/.test(err.message));
   });
 
   it("a call whose deadline passed before it could start fails as unavailable: the plugin never ran", async () => {

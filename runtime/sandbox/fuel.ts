@@ -155,7 +155,8 @@ export class FuelMeter {
     const now = this.now();
     if (now > this.deadline) {
       // What was handed out so far, not what was used: the module's counter holds the rest of a grant.
-      throw new PluginCallError("timeout", `ran past its deadline (${this.budget - this.pool} of ${this.budget} fuel units handed out)`);
+      // Host calls charged past the last grant (a debt, pool < 0) are not more than the budget.
+      throw new PluginCallError("timeout", `ran past its deadline (${Math.min(this.budget - this.pool, this.budget)} of ${this.budget} fuel units handed out)`);
     }
     if (now > this.sliceEnd) throw new SliceExpired();
   }
