@@ -71,6 +71,16 @@ describe("plugin tools (item 1)", () => {
     assert.equal(((await pluginInfo(s, "text-stats")).stats?.calls ?? 0), calls, "the plugin never ran");
   });
 
+  it("a refusal names the first 20 issues and counts the rest (a plugin's rewrite can make thousands)", async () => {
+    const sid = await newSession(s);
+    const extra = Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`x${i}`, i]));
+    const t = await turn(s, sid, `use tool text_stats ${JSON.stringify({ text: "hi", ...extra })}`);
+    const error: string = t.tool_calls[0].error;
+    assert.match(error, /invalid arguments for text_stats/);
+    assert.match(error, /and 180 more$/, error); // two issues per extra property
+    assert.equal(error.split("; ").length, 21, error);
+  });
+
   it("the result is size-capped", async () => {
     const { s: small, dir: d2 } = await server({ tool_result_max_bytes: 256 }, ["text-stats", "toolpolicy"]);
     try {

@@ -111,11 +111,34 @@ export class ToolRegistry {
     if (!e) return `unknown tool ${name}`;
     const res = e.validator.validate(args);
     if (res.valid) return null;
-    // The deepest issues say what is wrong; the outer ones only repeat "properties failed".
-    const leaves = res.errors.filter((x) => !res.errors.some((y) => y !== x && y.instanceLocation.startsWith(x.instanceLocation) && y.keywordLocation.startsWith(x.keywordLocation) && y.keywordLocation.length > x.keywordLocation.length));
-    return (leaves.length > 0 ? leaves : res.errors).map((x) => `${x.instanceLocation || "#"}: ${x.error}`).join("; ");
+    // The deepest issues say what is wrong; the outer ones only repeat "properties failed". An issue
+    // is outer when another one's locations extend both of its own: told by one pass over the
+    // locations' prefixes (comparing every pair held the thread for seconds at 16,000 issues, which
+    // a plugin's pre_tool_call can cause with one 64 KiB rewrite of the arguments).
+    const outer = new Set<string>();
+    for (const y of res.errors) {
+      const keywords = prefixesOf(y.keywordLocation).slice(0, -1); // shorter than y's own
+      for (const at of prefixesOf(y.instanceLocation)) for (const kw of keywords) outer.add(`${at}\u0000${kw}`);
+    }
+    const isOuter = (x: (typeof res.errors)[number]) => outer.has(`${x.instanceLocation}\u0000${x.keywordLocation}`);
+    const leaves = res.errors.filter((x) => !isOuter(x));
+    const shown = leaves.length > 0 ? leaves : res.errors;
+    const lines = shown.slice(0, MAX_ISSUES_SHOWN).map((x) => `${x.instanceLocation || "#"}: ${x.error}`.slice(0, 300));
+    if (shown.length > MAX_ISSUES_SHOWN) lines.push(`and ${shown.length - MAX_ISSUES_SHOWN} more`);
+    return lines.join("; ");
   }
 }
+
+/** `a/b/c` -> ["", "a", "a/b", "a/b/c"]: a location and the locations it is within. */
+function prefixesOf(location: string): string[] {
+  const out = [""];
+  for (let i = location.indexOf("/"); i >= 0; i = location.indexOf("/", i + 1)) if (i > 0) out.push(location.slice(0, i));
+  if (location !== "") out.push(location);
+  return out;
+}
+
+/** Issues of one argument check named in its refusal (it goes into the history and the answer). */
+const MAX_ISSUES_SHOWN = 20;
 
 /**
  * Checks that a manifest's `parameters` is a usable JSON Schema (compiles) whose checks cost the host
