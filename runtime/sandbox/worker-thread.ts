@@ -63,11 +63,13 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
    */
   const answerTo = (id: number): HostCallAnswer => {
     let lateSince: number | undefined;
-    for (let reads = 0; ; reads++) {
+    for (let reads = 0; ; ) {
       Atomics.wait(flag, 0, 0); // until the answer is sent, however long its host function takes
       const answer = receiveMessageOnPort(start.port)?.message as HostCallAnswer | undefined;
       if (answer?.id === id) return answer;
-      if (answer !== undefined || reads < LATE_ANSWER_SPINS) continue;
+      // The last crossing's notify can land after this crossing cleared the flag: a wake-up with
+      // the flag still 0 is that one, and this answer is not sent yet (however long it takes).
+      if (answer !== undefined || Atomics.load(flag, 0) === 0 || reads++ < LATE_ANSWER_SPINS) continue;
       // Woken, and the message still not here: it comes within microseconds, so wait without
       // spinning, and not for ever (the server's thread may be gone); timed from here, not from
       // the request (a slow host function's answer is not late).
