@@ -112,7 +112,7 @@ export function idempotency(core: Core): MiddlewareHandler {
         // now must not turn it into a 5xx (the client would take it for "nothing changed"). The
         // client gets it; the answer is stored as soon as the database takes it, and until then a
         // retry with this key waits for it (the claim holds) instead of running the request again.
-        await store().catch((err: unknown) => storeLater(key, store, err));
+        await store().catch((err: unknown) => writeLater(key, "answer stored", store, err));
       };
       const body = c.res.clone().text();
       // A stream (a streamed turn) reaches the client as it comes; its answer is stored once it has
@@ -128,16 +128,20 @@ export function idempotency(core: Core): MiddlewareHandler {
   };
 }
 
-/** Stores an answer the database did not take at first: tried again every STORE_RETRY_MS while a claim lasts. */
-function storeLater(key: string, store: () => Promise<unknown>, first: unknown): void {
-  log("warn", "idempotency: answer not stored yet, trying again", { key, error: (first as Error)?.message ?? String(first) });
+/**
+ * Writes what the database did not take at first (a key's answer, or its release): tried again every
+ * STORE_RETRY_MS while a claim lasts, so a retry with the key is not held up by a claim whose
+ * request is long over.
+ */
+function writeLater(key: string, what: "answer stored" | "key given back", write: () => Promise<unknown>, first: unknown): void {
+  log("warn", `idempotency: ${what} not yet, trying again`, { key, error: (first as Error)?.message ?? String(first) });
   const until = Date.now() + CLAIM_STALE_MS;
   const again = () => {
-    store().then(
-      () => log("info", "idempotency: answer stored", { key }),
+    write().then(
+      () => log("info", `idempotency: ${what}`, { key }),
       (err: unknown) => {
         if (Date.now() + STORE_RETRY_MS < until) setTimeout(again, STORE_RETRY_MS).unref?.();
-        else log("error", "idempotency: answer never stored; a retry after the claim expires runs the request again", { key, error: (err as Error)?.message ?? String(err) });
+        else log("error", `idempotency: ${what} never; the claim expires on its own`, { key, error: (err as Error)?.message ?? String(err) });
       },
     );
   };
@@ -175,7 +179,12 @@ async function claim(core: Core, key: string, hash: string, now: number, ttlMs: 
   return res.length > 0;
 }
 
-/** Gives a key back (its request failed): the next try runs it again. */
+/**
+ * Gives a key back (its request failed): the next try runs it again. A request that failed because
+ * the database went away cannot give it back now either: it does as soon as the database is back
+ * (otherwise every retry waited a minute and was refused, until the claim went stale).
+ */
 async function release(core: Core, key: string): Promise<void> {
-  await core.storage.write((trx) => trx.deleteFrom("idempotency").where("key", "=", key).where("status", "=", 0).execute()).catch(() => undefined);
+  const give = () => core.storage.write((trx) => trx.deleteFrom("idempotency").where("key", "=", key).where("status", "=", 0).execute());
+  await give().catch((err: unknown) => writeLater(key, "key given back", give, err));
 }

@@ -68,7 +68,11 @@ export class CommandBridge {
     try {
       return commandOutput(await this.runExport(e, `command_${command}`, input));
     } catch (err) {
-      throw new CommandError("failed", `/${command} ${(err as Error).message}`);
+      // A call the host could not serve (its database unreachable, its instance busy past the
+      // deadline) is the server's failure (503, retried; an idempotency key is given back), not
+      // the command's (422, final).
+      const host = (err as { kind?: string }).kind === "unavailable";
+      throw new CommandError(host ? "plugin_unavailable" : "failed", `/${command} ${(err as Error).message}`);
     }
   }
 
@@ -83,7 +87,7 @@ export class CommandBridge {
       return (await this.invoke(e, fn, input)).output;
     } catch (err) {
       const failure = err as PluginCallError;
-      throw new Error(`failed (${failure.kind}): ${failure.message}`);
+      throw Object.assign(new Error(`failed (${failure.kind}): ${failure.message}`), { kind: failure.kind });
     }
   }
 

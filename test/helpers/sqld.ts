@@ -35,6 +35,10 @@ export function sqldBinary(): string {
 export interface Sqld {
   /** Hrana over HTTP, e.g. http://127.0.0.1:41234 (a db_url hookbox accepts). */
   url: string;
+  /** Kills the server and keeps its data: the database is down until restart(). */
+  kill(): Promise<void>;
+  /** Starts it again on the same data and port. */
+  restart(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -43,41 +47,57 @@ process.on("exit", () => {
   for (const p of running) p.kill("SIGKILL");
 });
 
+/** A running sqld on `dir` and `port`, once it answers its health check; undefined if it exited first. */
+async function launch(bin: string, dir: string, port: number): Promise<{ kill(): Promise<void>; err(): string } | undefined> {
+  const proc = spawn(bin, ["--no-welcome", "-d", join(dir, "db"), "--http-listen-addr", `127.0.0.1:${port}`], { stdio: ["ignore", "ignore", "pipe"] });
+  running.add(proc);
+  let err = "";
+  proc.stderr!.on("data", (b: Buffer) => (err = (err + b.toString()).slice(-2000)));
+  const exited = new Promise<void>((resolve) => proc.once("exit", () => resolve()));
+  let alive = true;
+  void exited.then(() => (alive = false));
+  const kill = async () => {
+    if (alive) proc.kill("SIGKILL");
+    await exited;
+    running.delete(proc);
+  };
+  const deadline = Date.now() + 20_000;
+  while (alive && Date.now() < deadline) {
+    if (await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false)) return { kill, err: () => err };
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  await kill();
+  if (!alive) return undefined;
+  throw new Error(`sqld did not answer its health check within 20 s: ${err}`);
+}
+
 /** Starts a fresh sqld and resolves once it answers its health check. */
 export async function startSqld(): Promise<Sqld> {
   const bin = sqldBinary();
   for (let attempt = 0; ; attempt++) {
     const dir = mkdtempSync(join(tmpdir(), "hookbox-sqld-data-"));
     const port = await freePort();
-    const proc = spawn(bin, ["--no-welcome", "-d", join(dir, "db"), "--http-listen-addr", `127.0.0.1:${port}`], { stdio: ["ignore", "ignore", "pipe"] });
-    running.add(proc);
-    let err = "";
-    proc.stderr!.on("data", (b: Buffer) => (err = (err + b.toString()).slice(-2000)));
-    const exited = new Promise<void>((resolve) => proc.once("exit", () => resolve()));
-    let alive = true;
-    void exited.then(() => (alive = false));
-    const url = `http://127.0.0.1:${port}`;
-    const deadline = Date.now() + 20_000;
-    while (alive && Date.now() < deadline) {
-      const ok = await fetch(`${url}/health`).then((r) => r.ok, () => false);
-      if (ok) {
-        return {
-          url,
-          async stop() {
-            if (alive) proc.kill("SIGKILL");
-            await exited;
-            running.delete(proc);
-            rmSync(dir, { recursive: true, force: true });
-          },
-        };
-      }
-      await new Promise((r) => setTimeout(r, 25));
+    let server = await launch(bin, dir, port);
+    if (server) {
+      let current: typeof server | undefined = server;
+      return {
+        url: `http://127.0.0.1:${port}`,
+        async kill() {
+          await current?.kill();
+          current = undefined;
+        },
+        async restart() {
+          current ??= await launch(bin, dir, port);
+          if (!current) throw new Error("sqld did not start again on its data and port");
+        },
+        async stop() {
+          await current?.kill();
+          rmSync(dir, { recursive: true, force: true });
+        },
+      };
     }
-    if (alive) proc.kill("SIGKILL");
-    await exited;
-    running.delete(proc);
     rmSync(dir, { recursive: true, force: true });
     // Another process may have taken the port between freePort() and sqld's bind: try again.
-    if (attempt >= 2) throw new Error(`sqld did not start: ${err}`);
+    if (attempt >= 2) throw new Error("sqld did not start (it exited at once three times)");
   }
 }

@@ -1,0 +1,57 @@
+// The libSQL server goes away under a running hookbox and comes back: what a client is told meanwhile
+// (503, so it retries, whichever part of the request met the outage), and that it is served again
+// once the database is back, with no restart.
+import { describe, it, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { spawnServer, type Child } from "./helpers/child.ts";
+import { SEED_DIR } from "./helpers/plugins.ts";
+import { startSqld, type Sqld } from "./helpers/sqld.ts";
+
+describe("a libSQL server outage under a running hookbox", () => {
+  let dir: string;
+  let sqld: Sqld;
+  let node: Child & { url: string };
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), "hookbox-outage-"));
+    sqld = await startSqld();
+    const config = { db_url: sqld.url, sessions_dir: join(dir, "sessions"), plugins: { dir: SEED_DIR, enabled: ["task-tracker"], grants: { "task-tracker": ["kv"] } } };
+    node = await spawnServer(mkdtempSync(join(dir, "a-")), config);
+  });
+
+  after(async () => {
+    await node?.kill();
+    await sqld?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const task = (key?: string) =>
+    fetch(`${node.url}/v1/commands/task`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...(key ? { "idempotency-key": key } : {}) },
+      body: JSON.stringify({ raw_args: "" }), // lists the tasks: a KV read
+    }).then(async (r) => ({ status: r.status, body: await r.json() }));
+
+  it("a plugin command whose KV read meets the outage answers 503 (not the command's 422); the server recovers by itself", async () => {
+    assert.equal((await task()).status, 200);
+    await sqld.kill();
+    const down = await task();
+    assert.equal(down.status, 503, JSON.stringify(down.body));
+    assert.equal(down.body.error.code, "plugin_unavailable");
+    // With a key, the claim meets the outage first: the database's 503.
+    const keyed = await task("during");
+    assert.equal(keyed.status, 503, JSON.stringify(keyed.body));
+    assert.equal(keyed.body.error.code, "database_unavailable");
+    await sqld.restart();
+    let again = await task("during");
+    for (let i = 0; i < 50 && again.status === 503; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      again = await task("during");
+    }
+    assert.equal(again.status, 200, JSON.stringify(again.body));
+    assert.doesNotThrow(() => JSON.parse(again.body.output), again.body.output);
+  });
+});
