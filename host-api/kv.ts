@@ -15,7 +15,7 @@ import { PluginCallError } from "../hooks/failures.ts";
  * staged sweeps, and the commit runs one statement per sweep over its ids on the host's thread, so
  * their number and their ids are bounded too (500 sweeps of the same 50,000 ids: a 6.6 s commit; at the 500,000-id bound, 100-111 ms).
  */
-export const KV_LIMITS = { keyBytes: 512, valueBytes: 256 * 1024, scopeBytes: 256, callBytes: 1024 * 1024, callSweeps: 64, callSweepIds: 500_000 } as const;
+export const KV_LIMITS = { keyBytes: 512, valueBytes: 256 * 1024, scopeBytes: 256, callBytes: 1024 * 1024, callSweeps: 64, callSweepIds: 500_000, callSweepBytes: 16 * 1024 * 1024 } as const;
 
 /** Distinct earlier sweeps (prefix and mode) a counted sweep's count may leave out (sweepsHiding). */
 const MAX_HIDING_SWEEPS = 32;
@@ -153,6 +153,8 @@ export class PluginKv {
   private callReplacedBytes = 0;
   /** Ids the call's sweeps named (KV_LIMITS.callSweepIds). */
   private callSweepIds = 0;
+  /** Characters of the ids' JSON the call's sweeps handed over (KV_LIMITS.callSweepBytes). */
+  private callSweepBytes = 0;
   /** Keys and bytes of this plugin's earlier calls whose writes are not committed yet (slots of `unflushed` holding a value). */
   private readonly inFlight = { keys: 0, bytes: 0 };
   /**
@@ -311,6 +313,11 @@ export class PluginKv {
     if (this.callSweepIds > KV_LIMITS.callSweepIds) {
       throw new PluginCallError("quota", `kv: one call's kv_delete_sessions sweeps may name at most ${KV_LIMITS.callSweepIds} ids in all`);
     }
+    // Each sweep's list goes to SQL whole at commit, on the server's thread: bounded per call too.
+    this.callSweepBytes += idsJson.length;
+    if (this.callSweepBytes > KV_LIMITS.callSweepBytes) {
+      throw new PluginCallError("quota", `kv: one call's kv_delete_sessions sweeps may hand over at most ${KV_LIMITS.callSweepBytes} characters of ids in all`);
+    }
     const sweep = new KvSweep(session, prefix, idsJson, ids, byIdPrefix);
     if (!counted) {
       // Not counted (the caller does not want the number): counting reads every matching key once
@@ -416,6 +423,7 @@ export class PluginKv {
     this.callBytes = 0;
     this.callReplacedBytes = 0;
     this.callSweepIds = 0;
+    this.callSweepBytes = 0;
     if (!ok || (pending.size === 0 && sweeps.length === 0)) return undefined;
     // Counted towards the quota until committed: the backend's usage has them from then on.
     this.inFlight.bytes += bytes;

@@ -12,6 +12,8 @@ import { readBlock } from "./memory.ts";
  * call stays within tens of ms; 3 M ids held the thread for 1.2 s.
  */
 export const MAX_SWEEP_IDS = 50_000;
+/** The longest id: a key is at most 512 bytes (KV_LIMITS.keyBytes), so no longer id is in one. */
+export const MAX_SWEEP_ID_CHARS = 512;
 /** The most bytes of ids one call may hand over, measured before they are decoded. */
 export const MAX_SWEEP_IDS_BYTES = 4 * 1024 * 1024;
 
@@ -41,6 +43,9 @@ export function readSessionIds(ctx: CallContext, offset: bigint): SessionIds {
   }
   if (!Array.isArray(list) || !list.every((x) => typeof x === "string")) throw refuse("ids must be a JSON array of strings");
   if (list.length > MAX_SWEEP_IDS) throw refuse(`at most ${MAX_SWEEP_IDS} ids per call (plugins-wasm/lib splits longer lists)`);
+  // An id longer than a key can match no key; SQL would still build and compare it per key (a few
+  // 12 MB ids held the server's thread for seconds).
+  if ((list as string[]).some((id) => id.length > MAX_SWEEP_ID_CHARS)) throw refuse(`an id may be at most ${MAX_SWEEP_ID_CHARS} characters (no longer one matches a key)`);
   const ids: SessionIds = { json, list: Object.freeze(list as string[]) };
   // A copy (the block is the plugin's and may change after the call), of a list up to
   // CACHED_BYTES only: a bulk delete's ids (10,000: ~300 KB), not the largest lists a plugin may

@@ -201,6 +201,9 @@ describe("plugin KV limits", () => {
     assert.throws(() => sweep(JSON.stringify(["x".repeat(5 * 1024 * 1024)])), failsAs("trap", /at most 4194304 bytes of ids per call/));
     // Bytes, measured before they are decoded: 2.5 Mi characters of 2 bytes each are refused too.
     assert.throws(() => sweep(JSON.stringify(["\u00ff".repeat(2.5 * 1024 * 1024)])), failsAs("trap", /at most 4194304 bytes of ids per call/));
+    // An id longer than a key matches none: refused before SQL compares it with every key.
+    assert.equal(sweep(JSON.stringify(["i".repeat(512)])), 0n);
+    assert.throws(() => sweep(JSON.stringify(["i".repeat(513)])), failsAs("trap", /an id may be at most 512 characters/));
     // The last list parsed is reused only for the very same bytes: a list that differs is checked anew.
     assert.equal(sweep('["a","b"]'), 0n);
     assert.equal(sweep('["a","b"]'), 0n);
@@ -221,6 +224,11 @@ describe("plugin KV limits", () => {
     const many = Array.from({ length: KV_LIMITS.callSweepIds / 4 }, (_, i) => `s${i}`);
     for (let i = 0; i < 4; i++) kv.deleteForSessions("", "entry:", JSON.stringify(many), many, false, false);
     assert.throws(() => kv.deleteForSessions("", "entry:", '["b"]', ["b"], false, false), failsAs("quota", /may name at most 500000 ids in all/));
+    kv.end(false);
+    // And their lists' characters in all: each list goes to SQL whole.
+    const long = JSON.stringify(["b".repeat(4_000_000)]);
+    for (let i = 0; i < 4; i++) kv.deleteForSessions("", "entry:", long, ["b"], false, false);
+    assert.throws(() => kv.deleteForSessions("", "entry:", long, ["b"], false, false), failsAs("quota", /at most 16777216 characters of ids in all/));
     kv.end(false);
   });
 
