@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { createClient } from "@libsql/client";
 import { openStorage, type Storage } from "../runtime/storage/db.ts";
 import { listQuery, type ListFilter } from "../runtime/sessions/service.ts";
-import { PURGE_SQL } from "../runtime/storage/plugin-kv.ts";
+import { KEYS_SQL, PURGE_SQL } from "../runtime/storage/plugin-kv.ts";
 
 let dir: string;
 let storage: Storage;
@@ -76,6 +76,11 @@ describe("storage: query plans", () => {
     const purge = await plan(PURGE_SQL, [ids]);
     assertIndexed(purge, "plugin_kv");
     assert.ok(purge.some((s) => /INDEX plugin_kv_session/.test(s)), purge.join(" / "));
+  });
+
+  it("lists a plugin's keys under a prefix as a range bounded at both ends (not every later key of the scope)", async () => {
+    const steps = await plan(KEYS_SQL, ["p", "", "entry:"]);
+    assert.ok(steps.some((s) => /USING PRIMARY KEY \(plugin=\? AND session_id=\? AND key>\? AND key<\?\)/.test(s)), steps.join(" / "));
   });
 
   it("keeps WAL with synchronous=FULL by default on the writer; NORMAL on request", async () => {
