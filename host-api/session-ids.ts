@@ -5,6 +5,7 @@
 import type { CallContext } from "@extism/extism";
 import { Buffer } from "node:buffer";
 import { PluginCallError } from "../hooks/failures.ts";
+import { KV_LIMITS } from "./kv.ts";
 import { readBlock } from "./memory.ts";
 
 /**
@@ -12,8 +13,8 @@ import { readBlock } from "./memory.ts";
  * call stays within tens of ms; 3 M ids held the thread for 1.2 s.
  */
 export const MAX_SWEEP_IDS = 50_000;
-/** The longest id: a key is at most 512 bytes (KV_LIMITS.keyBytes), so no longer id is in one. */
-export const MAX_SWEEP_ID_CHARS = 512;
+/** The longest id: a key is at most KV_LIMITS.keyBytes bytes (so as many characters), no longer id is in one. */
+export const MAX_SWEEP_ID_CHARS = KV_LIMITS.keyBytes;
 /** The most bytes of ids one call may hand over, measured before they are decoded. */
 export const MAX_SWEEP_IDS_BYTES = 4 * 1024 * 1024;
 

@@ -5,7 +5,7 @@
 import { sql } from "kysely";
 import { type CompactionKind, type CompactionReason } from "../../hooks/catalogue.ts";
 import { newId, type CoreContext } from "../context.ts";
-import { AppError, conflict, notFound } from "../errors.ts";
+import { AppError, notFound } from "../errors.ts";
 import { estimateTokens } from "../tokens.ts";
 import { SummaryAborted, type NativeCompaction, type Provider } from "../providers/types.ts";
 import { rowsToChat } from "../sessions/chat.ts";
