@@ -1,11 +1,13 @@
 // Several processes starting at once on a fresh database (each its own OS process running the
 // CLI): the migration lock lets one migrate while the others wait, and each migration runs once.
+// A start on a database already migrated writes nothing, so it is not held up by another writer.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createClient } from "@libsql/client";
+import { openNative } from "../runtime/storage/native.ts";
 import { spawnHookbox } from "./helpers/child.ts";
 import { TEST_DBS } from "./helpers/dialects.ts";
 import { startSqld } from "./helpers/sqld.ts";
@@ -17,7 +19,8 @@ for (const db of TEST_DBS) {
       const sqld = db === "sqld" ? await startSqld() : undefined;
       try {
         const config = { db_url: sqld?.url ?? `file:${join(dir, "hookbox.db")}`, sessions_dir: join(dir, "sessions"), plugins: { dir: join(dir, "none") } };
-        const runs = Array.from({ length: 20 }, (_, i) => spawnHookbox(mkdtempSync(join(dir, `p${i}-`)), config, ["sessions", "list"]));
+        // Debug logs: a failed start shows its stack in the assertion message.
+        const runs = Array.from({ length: 20 }, (_, i) => spawnHookbox(mkdtempSync(join(dir, `p${i}-`)), config, ["sessions", "list"], { HOOKBOX_LOG: "debug" }));
         const codes = await Promise.all(runs.map((r) => r.exited));
         codes.forEach((code, i) => assert.equal(code, 0, runs[i]!.output()));
         const client = createClient({ url: config.db_url });
@@ -34,3 +37,25 @@ for (const db of TEST_DBS) {
     });
   });
 }
+
+describe("a start on a migrated database", () => {
+  it("lists sessions while another connection holds the write lock (it writes nothing)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hookbox-starts-"));
+    try {
+      const config = { db_url: `file:${join(dir, "hookbox.db")}`, sessions_dir: join(dir, "sessions"), plugins: { dir: join(dir, "none") } };
+      const first = spawnHookbox(mkdtempSync(join(dir, "a-")), config, ["sessions", "list"]);
+      assert.equal(await first.exited, 0, first.output());
+      const holder = openNative(join(dir, "hookbox.db"));
+      holder.exec("BEGIN IMMEDIATE");
+      try {
+        const second = spawnHookbox(mkdtempSync(join(dir, "b-")), config, ["sessions", "list"]);
+        assert.equal(await second.exited, 0, second.output());
+      } finally {
+        holder.exec("ROLLBACK");
+        holder.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -17,6 +17,7 @@ import { log } from "../log.ts";
 import { Mutex } from "../util/mutex.ts";
 import { FileBatchWriter } from "./file-batch.ts";
 import { GroupCommit } from "./group-commit.ts";
+import { retryLocked } from "./retry.ts";
 import { openSyncReader, type FileReader, type SqlArg, type SyncReader } from "./sync-reader.ts";
 
 export const DEFAULT_DB_URL = "file:./data/hookbox.db";
@@ -89,7 +90,7 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
     // fewer pages and B-tree levels (100,000 sessions: about 12% faster than 4 KiB).
     await client.execute("PRAGMA page_size = 16384");
     // WAL lets readers proceed during a write; busy_timeout makes concurrent writers wait, not fail.
-    await client.execute("PRAGMA journal_mode = WAL");
+    await retryLocked(() => client.execute("PRAGMA journal_mode = WAL"));
     await client.execute("PRAGMA busy_timeout = 5000");
   }
   await client.execute("PRAGMA foreign_keys = ON");
@@ -153,27 +154,6 @@ function isInMemory(url: string): boolean {
   if (!url.startsWith("file:")) return false;
   const path = url.slice("file:".length);
   return path === "" || path === ":memory:" || path.startsWith(":memory:?");
-}
-
-// Another process holds the write lock past the busy timeout, or a libSQL server ended a transaction
-// it judged stuck: the transaction was rolled back whole, so running it again is safe.
-const LOCKED = /SQLITE_BUSY|database is locked|no transaction is active|TRANSACTION_CLOSED|stream expired|timed? ?out/i;
-/** Retries back off from 25 ms to 500 ms, at random (two nodes retrying part), for up to 8 s in all. */
-const RETRY_FIRST_MS = 25;
-const RETRY_MAX_MS = 500;
-const RETRY_BUDGET_MS = 8000;
-
-async function retryLocked<T>(run: () => Promise<T>): Promise<T> {
-  const giveUpAt = Date.now() + RETRY_BUDGET_MS;
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await run();
-    } catch (err) {
-      if (Date.now() >= giveUpAt || !LOCKED.test(`${(err as { code?: string }).code ?? ""} ${(err as Error).message ?? ""}`)) throw err;
-      const delay = Math.min(RETRY_FIRST_MS * 2 ** attempt, RETRY_MAX_MS) * (0.5 + Math.random());
-      await new Promise((r) => setTimeout(r, delay));
-    }
-  }
 }
 
 /** A URL fit for a log or an error: no credentials. */

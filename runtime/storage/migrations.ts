@@ -1,5 +1,6 @@
 // Schema migrations, kept in code so that Node, Deno and a remote libSQL server all run the same set.
 import { Migrator, sql, type Kysely, type Migration, type MigrationProvider } from "kysely";
+import { retryLocked } from "./retry.ts";
 
 const migrations: Record<string, Migration> = {
   "0001_initial": {
@@ -205,23 +206,30 @@ async function createUsageTriggers(db: Kysely<any>): Promise<void> {
 const provider: MigrationProvider = { getMigrations: async () => migrations };
 
 /**
- * Brings the schema up to date. Several processes may start at once on a fresh database (Kysely's
- * SQLite lock is a no-op): a lease row in hookbox_migration_lock, taken with one atomic statement,
- * lets one process migrate while the others wait; then each finds nothing left to do. `to` stops at
- * that migration (tests of a migration's data path).
+ * Brings the schema up to date. A database already at the latest migration is only read (a restart,
+ * or the CLI next to a running server, takes no write lock). Several processes may start at once on
+ * a fresh database (Kysely's SQLite lock is a no-op): a lease row in hookbox_migration_lock, taken
+ * with one atomic statement, lets one process migrate while the others wait, reading the lease
+ * rather than writing for it (writers polling for the lock starved the one migrating); then each
+ * finds nothing left to do. `to` stops at that migration (tests of a migration's data path).
  */
 export async function migrate(db: Kysely<any>, to?: string): Promise<void> {
-  await sql`create table if not exists hookbox_migration_lock (id integer primary key check (id = 1), holder text not null, expires_at integer not null)`.execute(db);
+  if (to === undefined && (await upToDate(db))) return;
+  await retryLocked(() => sql`create table if not exists hookbox_migration_lock (id integer primary key check (id = 1), holder text not null, expires_at integer not null)`.execute(db));
   const holder = crypto.randomUUID();
   const deadline = Date.now() + 60_000;
   for (;;) {
     const now = Date.now();
+    const lease = await sql<{ expires_at: number }>`select expires_at from hookbox_migration_lock`.execute(db).catch(() => undefined);
     // Taken when absent or when a crashed holder's lease ran out.
-    const got = await sql<{ holder: string }>`
-      insert into hookbox_migration_lock (id, holder, expires_at) values (1, ${holder}, ${now + 30_000})
-      on conflict (id) do update set holder = excluded.holder, expires_at = excluded.expires_at
-      where hookbox_migration_lock.expires_at < ${now}
-      returning holder`.execute(db).catch(() => ({ rows: [] }));
+    const free = lease !== undefined && (lease.rows.length === 0 || Number(lease.rows[0]!.expires_at) < now);
+    const got = free
+      ? await sql<{ holder: string }>`
+          insert into hookbox_migration_lock (id, holder, expires_at) values (1, ${holder}, ${now + 30_000})
+          on conflict (id) do update set holder = excluded.holder, expires_at = excluded.expires_at
+          where hookbox_migration_lock.expires_at < ${now}
+          returning holder`.execute(db).catch(() => ({ rows: [] }))
+      : { rows: [] };
     if (got.rows[0]?.holder === holder) break;
     if (now > deadline) throw new Error("migration lock: another process has held it for 60 s");
     await new Promise((r) => setTimeout(r, 20 + Math.random() * 80));
@@ -232,6 +240,16 @@ export async function migrate(db: Kysely<any>, to?: string): Promise<void> {
     const failed = results?.find((r) => r.status === "Error");
     if (error || failed) throw new Error(`migration ${failed?.migrationName ?? ""} failed: ${String(error)}`);
   } finally {
-    await sql`delete from hookbox_migration_lock where holder = ${holder}`.execute(db);
+    await retryLocked(() => sql`delete from hookbox_migration_lock where holder = ${holder}`.execute(db));
   }
+}
+
+/** True when the database recorded exactly the known migrations (one it does not know goes to the Migrator, which says so). */
+async function upToDate(db: Kysely<any>): Promise<boolean> {
+  const names = Object.keys(migrations);
+  const counted = await sql<{ all: number; known: number }>`select count(*) as "all", count(case when name in (${sql.join(names)}) then 1 end) as known from kysely_migration`
+    .execute(db)
+    .catch(() => undefined);
+  const row = counted?.rows[0];
+  return row !== undefined && Number(row.all) === names.length && Number(row.known) === names.length;
 }

@@ -18,14 +18,14 @@ export interface Child {
   kill(): Promise<number | string>;
 }
 
-/** Writes `config` to `<dir>/hookbox.config.json` and starts `hookbox <args>` with it. */
-export function spawnHookbox(dir: string, config: object, args: string[]): Child {
+/** Writes `config` to `<dir>/hookbox.config.json` and starts `hookbox <args>` with it (`env` added to the environment). */
+export function spawnHookbox(dir: string, config: object, args: string[], env: Record<string, string> = {}): Child {
   const configPath = join(dir, "hookbox.config.json");
   writeFileSync(configPath, JSON.stringify(config));
   const argv = isDeno ? ["run", "-A", "runtime/cli.ts", ...args] : ["--import", "tsx", "runtime/cli.ts", ...args];
   const proc = spawn(process.execPath, argv, {
     cwd: ROOT,
-    env: { ...process.env, HOOKBOX_CONFIG: configPath, HOOKBOX_LOG: "error", DENO_NO_UPDATE_CHECK: "1" },
+    env: { ...process.env, HOOKBOX_CONFIG: configPath, HOOKBOX_LOG: "error", DENO_NO_UPDATE_CHECK: "1", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";
