@@ -12,12 +12,12 @@ import type { HostBinding, HostFunction } from "../host-api/binding.ts";
 import { readText, storeText } from "../host-api/memory.ts";
 import { HOST_FUNCTION_NAMES } from "../host-api/functions.ts";
 import { PluginCallError } from "../hooks/failures.ts";
-import { instrument, MAX_MODULE_BYTES } from "../runtime/sandbox/instrument.ts";
+import { instrument, MAX_EXPORTS, MAX_IMPORTS, MAX_MODULE_BYTES, MAX_TYPES } from "../runtime/sandbox/instrument.ts";
 import { compileInstrumented } from "../runtime/sandbox/module-cache.ts";
 import { CAN_SUSPEND, MAX_ERROR_CHARS, WasmPlugin, WORKER_GRACE_MS, type SandboxLimits } from "../runtime/sandbox/wasm-plugin.ts";
 import { LOG_BURST, LOG_LINES_PER_SECOND } from "../runtime/sandbox/log-budget.ts";
 import { WorkerInstance } from "../runtime/sandbox/worker-instance.ts";
-import { codeHeavyModule, hostileModule } from "./helpers/wat-modules.ts";
+import { codeHeavyModule, hostileModule, manyItemsModule } from "./helpers/wat-modules.ts";
 
 const LIMITS: SandboxLimits = { fuel: 100_000_000, memoryPages: 64, timeoutMs: 2_000, maxOutputBytes: 64 * 1024 };
 
@@ -225,6 +225,24 @@ describe("hostile modules: host memory and outputs", () => {
     console.log(`4 MiB module: longest event-loop stall while instrumenting and compiling ${stall.toFixed(1)} ms`);
     assert.ok(stall < 150, `event loop stalled ${stall} ms`); // one piece of work at once: ~1 s before
     assert.ok(WebAssembly.Module.exports(await compiling).length === 0);
+  });
+
+  // Each export gets a wrapper, each kernel log import a shim, and an export's signature was looked
+  // up by decoding the whole type section again: 4,096 exports x 10,000 types held the thread for
+  // minutes. Counts past what any compiler emits are refused; within them the loop keeps turning.
+  it("a module of many types, exports and imports is instrumented and compiled while the event loop keeps turning", async () => {
+    const many = manyItemsModule({ types: MAX_TYPES, exports: MAX_EXPORTS, imports: MAX_IMPORTS });
+    const compiling = compileInstrumented(many, { memoryPages: 4 });
+    const stall = await longestStall(compiling);
+    console.log(`${MAX_TYPES} types, ${MAX_EXPORTS} exports, ${MAX_IMPORTS} imports: longest event-loop stall ${stall.toFixed(1)} ms`);
+    assert.ok(stall < 150, `event loop stalled ${stall} ms`);
+    assert.equal(WebAssembly.Module.exports(await compiling).length, MAX_EXPORTS);
+  });
+
+  it("a module with more types, exports or imports than any compiler emits is refused, naming the count and the limit", async () => {
+    await assert.rejects(instrument(manyItemsModule({ types: MAX_TYPES + 1 }), { memoryPages: 4 }), new RegExp(`module has ${MAX_TYPES + 1} function types, limit is ${MAX_TYPES}`));
+    await assert.rejects(instrument(manyItemsModule({ exports: MAX_EXPORTS + 1 }), { memoryPages: 4 }), new RegExp(`module has ${MAX_EXPORTS + 1} exports, limit is ${MAX_EXPORTS}`));
+    await assert.rejects(instrument(manyItemsModule({ imports: MAX_IMPORTS + 1 }), { memoryPages: 4 }), new RegExp(`module has ${MAX_IMPORTS + 1} imports, limit is ${MAX_IMPORTS}`));
   });
 
   it("a module beyond MAX_MODULE_BYTES is refused before it is compiled", async () => {

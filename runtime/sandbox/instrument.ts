@@ -95,6 +95,16 @@ interface Layout {
  * and memory grow with the size (an 8 MB module blocked it 3.3 s at +1.4 GB).
  */
 export const MAX_MODULE_BYTES = 4 * 1024 * 1024;
+/**
+ * Most exports a module may have. A plugin exports its hooks (at most 64), commands, tools (at most
+ * 32) and a few runtime functions; each export gets a wrapper here and an export object at every
+ * instantiation, on the event loop (100,000 exports: about 1 s to instrument and 0.3 s per instance).
+ */
+export const MAX_EXPORTS = 4096;
+/** Most function types a module may have (compilers emit tens to a few hundred; each is decoded on the event loop). */
+export const MAX_TYPES = 10_000;
+/** Most imports a module may have: hookbox's, the kernel's and WASI's are about 80 functions (each kernel log import gets a shim). */
+export const MAX_IMPORTS = 1024;
 /** Longest stretch of instrumentation work between two turns of the event loop, ms. */
 const INSTRUMENT_SLICE_MS = 8;
 
@@ -120,8 +130,11 @@ async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Ui
   const fuelGlobal = layout.importedGlobals + layout.definedGlobals;
   const blocksGlobal = fuelGlobal + 1;
   const keptGlobal = fuelGlobal + 2;
+  const exportCount = new Reader(find(sections, 7) ?? new Uint8Array([0])).u32();
+  if (exportCount > MAX_EXPORTS) throw new InstrumentError(`module has ${exportCount} exports, limit is ${MAX_EXPORTS}`);
   const exports = readExports(find(sections, 7));
   const funcExports = exports.filter((e) => e.kind === 0);
+  const types = signatures(sections);
   // New function indices: [old imports][fuel imports][old defined][wrappers][grow_check][charge_bytes]
   // [charge_elems][alloc_shim][one log shim per kernel log import]
   const firstWrapper = I + k + definedCount;
@@ -184,36 +197,28 @@ async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Ui
   const bodies = readVec(find(sections, 10) ?? new Uint8Array([0]), (r) => r.bytes(r.u32()));
   // The added functions first (they are few and small), so the section's count is known up front.
   const added: Uint8Array[] = [];
-  for (const e of funcExports) {
-    const params = layout.funcTypes[e.index]!;
-    const [nParams, results] = signature(sections, params);
+  const globals = { fuel: fuelGlobal, blocks: blocksGlobal, kept: keptGlobal };
+  await inSlices(funcExports, (e) => {
+    const [nParams, results] = types[layout.funcTypes[e.index]!]!;
     // An export returning one i32 (Extism's status code) reports it through `finish`.
     const returnsCode = results.length === 1 && results[0] === I32;
-    const globals = { fuel: fuelGlobal, blocks: blocksGlobal, kept: keptGlobal };
     added.push(wrapperBody(nParams, remap(e.index), globals, fuelFn(BEGIN), returnsCode ? fuelFn(FINISH) : fuelFn(END), returnsCode));
-  }
+  });
   added.push(growCheckBody(opts.memoryPages, fuelFn(OOM), find(sections, 5) !== undefined));
   added.push(chargeBody(BYTES_PER_UNIT_SHIFT, meter), chargeBody(0, meter));
   // Without an alloc import the shim is never referenced; it calls `unreachable` in its place.
   const cap = opts.memoryPages * 65_536;
   added.push(allocShimBody(cap, Math.min(cap, opts.blockBytes ?? KERNEL_BLOCK_BYTES), blocksGlobal, fuelFn(KERNEL_OOM), layout.allocImport, meter));
-  for (const idx of layout.logImports) added.push(chargedCallBody(signature(sections, layout.funcTypes[idx]!)[0], HOST_CALL_FUEL, idx, meter));
+  for (const idx of layout.logImports) added.push(chargedCallBody(types[layout.funcTypes[idx]!]![0], HOST_CALL_FUEL, idx, meter));
   added.push(bulkChunkedBody("fill", meter, hasMemory), bulkChunkedBody("copy", meter, hasMemory));
   // One growing buffer for the section and one scratch buffer reused for every body: a buffer per
   // body cost more than the instrumentation itself on a large module.
   const section = new Writer().u32(bodies.length + added.length);
   const scratch = new Writer();
-  let since = performance.now();
-  for (const b of bodies) {
+  await inSlices(bodies, (b) => {
     instrumentBody(b, meter, scratch.reset());
     section.sized(scratch);
-    // A large module (up to 4 MiB: ~100 ms of work) is done in slices, the event loop turning
-    // between them, so the server keeps answering while a plugin loads.
-    if (performance.now() - since > INSTRUMENT_SLICE_MS) {
-      await turnEventLoop();
-      since = performance.now();
-    }
-  }
+  });
   for (const a of added) section.sized(a);
   out.set(10, section.view());
 
@@ -230,6 +235,21 @@ async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Ui
   }
   capTables(result, opts.tableElements ?? TABLE_ELEMENTS);
   return capMemory(result, opts.memoryPages);
+}
+
+/**
+ * Runs `work` on each item in slices, the event loop turning between them: a large module (up to
+ * 4 MiB: ~100 ms of work) is instrumented while the server keeps answering.
+ */
+async function inSlices<T>(items: readonly T[], work: (item: T) => void): Promise<void> {
+  let since = performance.now();
+  for (const item of items) {
+    work(item);
+    if (performance.now() - since > INSTRUMENT_SLICE_MS) {
+      await turnEventLoop();
+      since = performance.now();
+    }
+  }
 }
 
 function find(sections: Section[], id: number): Uint8Array | undefined {
@@ -265,11 +285,14 @@ function encodeFuncType(params: readonly number[], results: readonly number[]): 
 
 function readLayout(sections: Section[]): Layout {
   const typeCount = new Reader(find(sections, 1) ?? new Uint8Array([0])).u32();
+  if (typeCount > MAX_TYPES) throw new InstrumentError(`module has ${typeCount} function types, limit is ${MAX_TYPES}`);
   const funcTypes: number[] = [];
   let importedGlobals = 0;
   let allocImport: number | undefined;
   const logImports: number[] = [];
   const imports = find(sections, 2);
+  const importCount = imports ? new Reader(imports).u32() : 0;
+  if (importCount > MAX_IMPORTS) throw new InstrumentError(`module has ${importCount} imports, limit is ${MAX_IMPORTS}`);
   if (imports) {
     // The import section is read here, once: it is also where imports hookbox refuses are found.
     readVec(imports, (r) => {
@@ -297,14 +320,16 @@ function readLayout(sections: Section[]): Layout {
   return { importedFuncs, importedGlobals, funcTypes, typeCount, definedGlobals, allocImport, logImports };
 }
 
-/** [parameter count, result types] of a function type. */
-function signature(sections: Section[], typeIndex: number): [number, number[]] {
-  const types = readVec(find(sections, 1)!, (r): [number, number[]] => {
+/**
+ * [parameter count, result types] of every function type, read once: per export or log import it
+ * made the work types x exports (a hostile module of 50,000 each would hold the thread for minutes).
+ */
+function signatures(sections: Section[]): Array<[number, number[]]> {
+  return readVec(find(sections, 1) ?? new Uint8Array([0]), (r): [number, number[]] => {
     if (r.byte() !== 0x60) throw new WasmFormatError("unsupported type form");
     const params = Array.from({ length: r.u32() }, () => valtype(r)).length;
     return [params, Array.from({ length: r.u32() }, () => valtype(r))];
   });
-  return types[typeIndex]!;
 }
 
 function readExports(body: Uint8Array | undefined): Array<{ name: string; kind: number; index: number }> {

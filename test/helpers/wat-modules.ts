@@ -37,3 +37,32 @@ export function codeHeavyModule(bytes: number): Uint8Array<ArrayBuffer> {
     { id: 10, body: code.toBytes() },
   ]);
 }
+
+/**
+ * A valid module of `types` function types (all () -> ()), `exports` exported empty functions (of
+ * the last type) and `imports` imported kernel functions: the shape of a module that makes the
+ * instrumenter do work per type, export or import.
+ */
+export function manyItemsModule(counts: { types?: number; exports?: number; imports?: number }): Uint8Array<ArrayBuffer> {
+  const { types = 1, exports = 0, imports = 0 } = counts;
+  const type = new Writer().u32(types);
+  for (let i = 0; i < types; i++) type.byte(0x60).u32(0).u32(0);
+  const imported = new Writer().u32(imports);
+  for (let i = 0; i < imports; i++) imported.name("extism:host/env").name("log_info").byte(0).u32(0);
+  const funcs = new Writer().u32(exports);
+  const code = new Writer().u32(exports);
+  const exported = new Writer().u32(exports);
+  const empty = new Writer().u32(0).byte(Op.End).toBytes();
+  for (let i = 0; i < exports; i++) {
+    funcs.u32(types - 1);
+    code.sized(empty);
+    exported.name(`f${i}`).byte(0).u32(imports + i);
+  }
+  return writeModule([
+    { id: 1, body: type.toBytes() },
+    ...(imports > 0 ? [{ id: 2, body: imported.toBytes() }] : []),
+    { id: 3, body: funcs.toBytes() },
+    { id: 7, body: exported.toBytes() },
+    { id: 10, body: code.toBytes() },
+  ]);
+}
