@@ -14,6 +14,7 @@ import { HOST_FUNCTION_NAMES } from "../host-api/functions.ts";
 import { PluginCallError } from "../hooks/failures.ts";
 import { instrument, MAX_EXPORTS, MAX_IMPORTS, MAX_MODULE_BYTES, MAX_TYPES } from "../runtime/sandbox/instrument.ts";
 import { compileInstrumented } from "../runtime/sandbox/module-cache.ts";
+import { MAX_CALL_BLOCKS } from "../runtime/sandbox/fuel.ts";
 import { CAN_SUSPEND, MAX_ERROR_CHARS, WasmPlugin, WORKER_GRACE_MS, type SandboxLimits } from "../runtime/sandbox/wasm-plugin.ts";
 import { LOG_BURST, LOG_LINES_PER_SECOND } from "../runtime/sandbox/log-budget.ts";
 import { WorkerInstance } from "../runtime/sandbox/worker-instance.ts";
@@ -111,11 +112,27 @@ describe("hostile modules: freeze", () => {
   });
 
   it("a flood of kernel calls costs fuel: stopped", async () => {
-    const { plugin } = await sandbox("hostcalls");
+    // 10,000 allocs' worth of fuel: it runs out before the block count's cap.
+    const { plugin } = await sandbox("hostcalls", { limits: { fuel: 10_000_000 } });
     const e = await callFailure(plugin.call("alloc_flood", "", Date.now() + 10_000));
     assert.equal(e.kind, "fuel");
     await plugin.close();
   });
+
+  // The SDK keeps every block of a call as an object on the host (~0.5 KB each, freed or not): with
+  // the manifest's largest fuel budget, empty allocs held ~480 MB of the host's memory per call.
+  for (const inWorker of [false, true]) {
+    it(`a flood of empty kernel allocs stops at MAX_CALL_BLOCKS in one call, whatever the fuel (${inWorker ? "worker" : "in-thread"})`, async () => {
+      const { plugin } = await sandbox("hostcalls", { limits: { fuel: 1_000_000_000, memoryPages: 1024, timeoutMs: 10_000 }, inWorker });
+      const before = process.memoryUsage().rss;
+      const e = await callFailure(plugin.call("alloc_flood", "", Date.now() + 10_000));
+      assert.equal(e.kind, "memory", e.message);
+      assert.match(e.message, new RegExp(`more than ${MAX_CALL_BLOCKS.toLocaleString("en-US")} blocks in one call`));
+      assert.ok(process.memoryUsage().rss - before < 128 * 1024 * 1024, `rss grew ${((process.memoryUsage().rss - before) / 1e6).toFixed(0)} MB`);
+      await plugin.call("log_flood", "", Date.now() + 10_000); // the next call runs on a fresh instance
+      await plugin.close();
+    });
+  }
 
   it("a start function that never returns is stopped at instantiation: by the slice, the deadline or fuel", async () => {
     const { plugin } = await sandbox("start", { limits: { fuel: 2 ** 40, timeoutMs: 5_000 } });
@@ -183,6 +200,12 @@ describe("hostile modules: host memory and outputs", () => {
     assert.match(e.message, /host function answers/);
     assert.ok(process.memoryUsage().rss - before < 256 * 1024 * 1024, "stopped after a few MiB of answers");
     await plugin.close();
+    // Many empty answers are counted, not only their bytes.
+    const small = await sandbox("answers", { functions: { hookbox_kv_get: (ctx: CallContext) => storeText(ctx, "") }, blockAnswers: ["hookbox_kv_get"], limits: { fuel: 1_000_000_000 } });
+    const many = await callFailure(small.plugin.call("many_small_gets", "", Date.now() + 10_000));
+    assert.equal(many.kind, "memory", many.message);
+    assert.match(many.message, new RegExp(`host function answers.*more than ${MAX_CALL_BLOCKS.toLocaleString("en-US")} blocks`));
+    await small.plugin.close();
     // A number that looks like a block address (a counter past 2^48) is not an answer block.
     const counter = await sandbox("answers", { functions: { hookbox_kv_get: () => (1n << 48n) + 7n } });
     await counter.plugin.call("many_gets", "", Date.now() + 10_000);

@@ -48,6 +48,15 @@ export const keptGrant = (grantSize: number, budget: number): number => Math.min
  */
 export const KERNEL_BLOCK_BYTES = 16 * 1024 * 1024;
 
+/**
+ * Most blocks one call may make through the kernel's alloc, and, apart, most blocks host functions
+ * may answer with in one call. The SDK keeps every block of a call (a freed one too) as an object
+ * of about 0.5 KB on the host: 1,000,000 empty allocs (fuel 10^9) held ~480 MB. It also numbers them
+ * in the top bits of a signed i64, so past 32,767 in all an address turns negative and the call fails.
+ */
+export const MAX_CALL_BLOCKS = 32_000;
+const BLOCKS_TEXT = `more than ${MAX_CALL_BLOCKS.toLocaleString("en-US")} blocks`;
+
 export class FuelMeter {
   private deadline = Infinity;
   /** An in-thread stretch's end (inline-slice.ts): past it the call moves to a worker. */
@@ -71,8 +80,9 @@ export class FuelMeter {
   used = 0;
   /** Set when the module asked for memory beyond its cap during the current call: linear or host blocks. */
   memoryRefused: false | "grow" | "kernel" | "answers" = false;
-  /** Bytes of the blocks host functions made for their answers during the current call. */
+  /** Bytes of the blocks host functions made for their answers during the current call, and how many. */
   private answerBytes = 0;
+  private answerBlocks = 0;
   /** What the last export returned when it returns an i32 (Extism: 0 success, anything else failure). */
   returnCode = 0;
 
@@ -99,6 +109,7 @@ export class FuelMeter {
     this.kept = 0;
     this.memoryRefused = false;
     this.answerBytes = 0;
+    this.answerBlocks = 0;
     this.returnCode = 0;
   }
 
@@ -139,7 +150,7 @@ export class FuelMeter {
   chargeAnswer(bytes: number): void {
     if (!this.active) return;
     this.answerBytes += bytes;
-    if (this.answerBytes > this.memoryPages * 65_536) {
+    if (this.answerBytes > this.memoryPages * 65_536 || ++this.answerBlocks > MAX_CALL_BLOCKS) {
       this.memoryRefused = "answers";
       throw this.memoryError();
     }
@@ -210,8 +221,10 @@ export class FuelMeter {
 
   memoryError(): PluginCallError {
     const limit = `${this.memoryPages} pages (${this.memoryPages * 64} KiB)`;
-    if (this.memoryRefused === "kernel") return new PluginCallError("memory", `host memory (kernel alloc) beyond the limit of ${limit} in one call, or one block beyond ${KERNEL_BLOCK_BYTES / 1_048_576} MiB (max_output_bytes when larger)`);
-    if (this.memoryRefused === "answers") return new PluginCallError("memory", `host memory (host function answers) beyond the limit of ${limit} in one call`);
+    if (this.memoryRefused === "kernel") {
+      return new PluginCallError("memory", `host memory (kernel alloc) beyond the limit of ${limit} or ${BLOCKS_TEXT} in one call, or one block beyond ${KERNEL_BLOCK_BYTES / 1_048_576} MiB (max_output_bytes when larger)`);
+    }
+    if (this.memoryRefused === "answers") return new PluginCallError("memory", `host memory (host function answers) beyond the limit of ${limit} or ${BLOCKS_TEXT} in one call`);
     return new PluginCallError("memory", `memory limit of ${limit} reached`);
   }
 }

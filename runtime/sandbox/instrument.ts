@@ -33,7 +33,7 @@
 // `kernel_oom()`, then a trap) once one call's blocks would pass the memory allowance; the export
 // wrappers reset that running total. In the module, so it holds in-thread and in a worker alike,
 // and a refused block is never made. Kernel log imports go through a shim that charges a host call.
-import { HOST_CALL_FUEL, KERNEL_BLOCK_BYTES } from "./fuel.ts";
+import { HOST_CALL_FUEL, KERNEL_BLOCK_BYTES, MAX_CALL_BLOCKS } from "./fuel.ts";
 import { turnEventLoop } from "./inline-slice.ts";
 import { Op, Reader, WasmFormatError, Writer, readInstr, readSections, rewriteVec, sectionRank, valtype, writeModule, type Section } from "./wasm-binary.ts";
 
@@ -130,6 +130,7 @@ async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Ui
   const fuelGlobal = layout.importedGlobals + layout.definedGlobals;
   const blocksGlobal = fuelGlobal + 1;
   const keptGlobal = fuelGlobal + 2;
+  const madeGlobal = fuelGlobal + 3;
   const exportCount = new Reader(find(sections, 7) ?? new Uint8Array([0])).u32();
   if (exportCount > MAX_EXPORTS) throw new InstrumentError(`module has ${exportCount} exports, limit is ${MAX_EXPORTS}`);
   const exports = readExports(find(sections, 7));
@@ -176,6 +177,7 @@ async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Ui
       new Writer().byte(I32).byte(0x01).byte(Op.I32Const).i32(START_FUEL).byte(Op.End),
       new Writer().byte(I64).byte(0x01).byte(Op.I64Const).i64(0).byte(Op.End), // this call's host-block bytes
       new Writer().byte(I32).byte(0x01).byte(Op.I32Const).i32(0).byte(Op.End), // the next call's grant (0: ask begin)
+      new Writer().byte(I32).byte(0x01).byte(Op.I32Const).i32(0).byte(Op.End), // this call's host blocks (a count)
     ]),
   );
   let wrapperIdx = firstWrapper;
@@ -197,7 +199,7 @@ async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Ui
   const bodies = readVec(find(sections, 10) ?? new Uint8Array([0]), (r) => r.bytes(r.u32()));
   // The added functions first (they are few and small), so the section's count is known up front.
   const added: Uint8Array[] = [];
-  const globals = { fuel: fuelGlobal, blocks: blocksGlobal, kept: keptGlobal };
+  const globals = { fuel: fuelGlobal, blocks: blocksGlobal, kept: keptGlobal, made: madeGlobal };
   await inSlices(funcExports, (e) => {
     const [nParams, results] = types[layout.funcTypes[e.index]!]!;
     // An export returning one i32 (Extism's status code) reports it through `finish`.
@@ -208,7 +210,7 @@ async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Ui
   added.push(chargeBody(BYTES_PER_UNIT_SHIFT, meter), chargeBody(0, meter));
   // Without an alloc import the shim is never referenced; it calls `unreachable` in its place.
   const cap = opts.memoryPages * 65_536;
-  added.push(allocShimBody(cap, Math.min(cap, opts.blockBytes ?? KERNEL_BLOCK_BYTES), blocksGlobal, fuelFn(KERNEL_OOM), layout.allocImport, meter));
+  added.push(allocShimBody(cap, Math.min(cap, opts.blockBytes ?? KERNEL_BLOCK_BYTES), globals, fuelFn(KERNEL_OOM), layout.allocImport, meter));
   for (const idx of layout.logImports) added.push(chargedCallBody(types[layout.funcTypes[idx]!]![0], HOST_CALL_FUEL, idx, meter));
   added.push(bulkChunkedBody("fill", meter, hasMemory), bulkChunkedBody("copy", meter, hasMemory));
   // One growing buffer for the section and one scratch buffer reused for every body: a buffer per
@@ -336,6 +338,14 @@ function readExports(body: Uint8Array | undefined): Array<{ name: string; kind: 
   return body ? readVec(body, (r) => ({ name: r.name(), kind: r.byte(), index: r.u32() })) : [];
 }
 
+/** The globals instrumentation adds: fuel counter, this call's host-block bytes, kept grant, this call's host-block count. */
+interface CallGlobals {
+  fuel: number;
+  blocks: number;
+  kept: number;
+  made: number;
+}
+
 interface MeterCtx {
   fuelGlobal: number;
   refill: number;
@@ -450,13 +460,14 @@ function instrumentBody(body: Uint8Array, m: MeterCtx, w: Writer): void {
  * original with the same arguments; kept = end(fuel), or finish(code, fuel) for an export that
  * returns a status code (kept in an added local and returned). Results stay on the stack.
  */
-function wrapperBody(params: number, target: number, g: { fuel: number; blocks: number; kept: number }, begin: number, end: number, returnsCode: boolean): Uint8Array {
+function wrapperBody(params: number, target: number, g: CallGlobals, begin: number, end: number, returnsCode: boolean): Uint8Array {
   const w = returnsCode ? new Writer().u32(1).u32(1).byte(I32) : new Writer().u32(0); // the code's local
   w.byte(Op.GlobalGet).u32(g.kept).byte(Op.I32Eqz);
   w.byte(Op.If).byte(0x40).byte(Op.Call).u32(begin).byte(Op.GlobalSet).u32(g.fuel);
   w.byte(Op.Else).byte(Op.GlobalGet).u32(g.kept).byte(Op.GlobalSet).u32(g.fuel).byte(Op.End);
   w.byte(Op.I32Const).i32(0).byte(Op.GlobalSet).u32(g.kept);
   w.byte(Op.I64Const).i64(0).byte(Op.GlobalSet).u32(g.blocks);
+  w.byte(Op.I32Const).i32(0).byte(Op.GlobalSet).u32(g.made);
   for (let i = 0; i < params; i++) w.byte(Op.LocalGet).u32(i);
   w.byte(Op.Call).u32(target);
   if (returnsCode) w.byte(Op.LocalTee).u32(params);
@@ -493,21 +504,22 @@ function chargeBody(shift: number, m: MeterCtx): Uint8Array {
 }
 
 /**
- * alloc_shim(n) = if (n > blockCap || blocks + n > cap) { kernel_oom(); unreachable }
- *                 blocks += n; fuel -= HOST_CALL_FUEL + n/16 (refill below zero); alloc(n)
+ * alloc_shim(n) = if (n > blockCap || blocks + n > cap || made >= MAX_CALL_BLOCKS) { kernel_oom(); unreachable }
+ *                 blocks += n; made += 1; fuel -= HOST_CALL_FUEL + n/16 (refill below zero); alloc(n)
  */
-function allocShimBody(cap: number, blockCap: number, blocks: number, kernelOom: number, alloc: number | undefined, m: MeterCtx): Uint8Array {
-  const g = m.fuelGlobal;
+function allocShimBody(cap: number, blockCap: number, g: CallGlobals, kernelOom: number, alloc: number | undefined, m: MeterCtx): Uint8Array {
   const w = new Writer().u32(0);
   if (alloc === undefined) return w.byte(Op.Unreachable).byte(Op.End).toBytes();
   w.byte(Op.LocalGet).u32(0).byte(Op.I64Const).i64(blockCap).byte(Op.I64GtU);
-  w.byte(Op.GlobalGet).u32(blocks).byte(Op.LocalGet).u32(0).byte(Op.I64Add).byte(Op.I64Const).i64(cap).byte(Op.I64GtU);
-  w.byte(Op.I32Or).byte(Op.If).byte(0x40).byte(Op.Call).u32(kernelOom).byte(Op.Unreachable).byte(Op.End);
-  w.byte(Op.GlobalGet).u32(blocks).byte(Op.LocalGet).u32(0).byte(Op.I64Add).byte(Op.GlobalSet).u32(blocks);
-  w.byte(Op.GlobalGet).u32(g).byte(Op.LocalGet).u32(0).byte(Op.I64Const).i64(BYTES_PER_UNIT_SHIFT).byte(Op.I64ShrU).byte(Op.I32WrapI64);
-  w.byte(Op.I32Const).i32(HOST_CALL_FUEL).byte(Op.I32Add).byte(Op.I32Sub).byte(Op.GlobalSet).u32(g);
-  w.byte(Op.GlobalGet).u32(g).byte(Op.I32Const).i32(0).byte(Op.I32LtS).byte(Op.If).byte(0x40);
-  w.byte(Op.GlobalGet).u32(g).byte(Op.Call).u32(m.refill).byte(Op.GlobalSet).u32(g).byte(Op.End);
+  w.byte(Op.GlobalGet).u32(g.blocks).byte(Op.LocalGet).u32(0).byte(Op.I64Add).byte(Op.I64Const).i64(cap).byte(Op.I64GtU);
+  w.byte(Op.I32Or).byte(Op.GlobalGet).u32(g.made).byte(Op.I32Const).i32(MAX_CALL_BLOCKS).byte(Op.I32GeU).byte(Op.I32Or);
+  w.byte(Op.If).byte(0x40).byte(Op.Call).u32(kernelOom).byte(Op.Unreachable).byte(Op.End);
+  w.byte(Op.GlobalGet).u32(g.blocks).byte(Op.LocalGet).u32(0).byte(Op.I64Add).byte(Op.GlobalSet).u32(g.blocks);
+  w.byte(Op.GlobalGet).u32(g.made).byte(Op.I32Const).i32(1).byte(Op.I32Add).byte(Op.GlobalSet).u32(g.made);
+  w.byte(Op.GlobalGet).u32(g.fuel).byte(Op.LocalGet).u32(0).byte(Op.I64Const).i64(BYTES_PER_UNIT_SHIFT).byte(Op.I64ShrU).byte(Op.I32WrapI64);
+  w.byte(Op.I32Const).i32(HOST_CALL_FUEL).byte(Op.I32Add).byte(Op.I32Sub).byte(Op.GlobalSet).u32(g.fuel);
+  w.byte(Op.GlobalGet).u32(g.fuel).byte(Op.I32Const).i32(0).byte(Op.I32LtS).byte(Op.If).byte(0x40);
+  w.byte(Op.GlobalGet).u32(g.fuel).byte(Op.Call).u32(m.refill).byte(Op.GlobalSet).u32(g.fuel).byte(Op.End);
   w.byte(Op.LocalGet).u32(0).byte(Op.Call).u32(alloc).byte(Op.End);
   return w.toBytes();
 }

@@ -196,6 +196,7 @@ export const Op = {
   I32LtS: 0x48,
   I32GtU: 0x4b,
   I32LeU: 0x4d,
+  I32GeU: 0x4f,
   I64Shl: 0x86,
   I64ExtendI32U: 0xad,
   I32Add: 0x6a,
