@@ -15,7 +15,14 @@ import { PluginCallError } from "../hooks/failures.ts";
  * staged sweeps, and the commit runs one statement per sweep over its ids on the host's thread, so
  * their number and their ids are bounded too (500 sweeps of the same 50,000 ids: a 6.6 s commit; at the 500,000-id bound, 100-111 ms).
  */
-export const KV_LIMITS = { keyBytes: 512, valueBytes: 256 * 1024, scopeBytes: 256, callBytes: 1024 * 1024, callSweeps: 64, callSweepIds: 500_000, callSweepBytes: 16 * 1024 * 1024 } as const;
+export const KV_LIMITS = { keyBytes: 512, valueBytes: 256 * 1024, scopeBytes: 256, callBytes: 1024 * 1024, callSweeps: 64, callSweepIds: 500_000, callSweepBytes: 16 * 1024 * 1024, callGuards: 32_000 } as const;
+
+/**
+ * Distinct keys a call's read cache remembers (PluginKv.reads); past it reads are not remembered (a
+ * kv_cas after one reads again). Each is host memory for the call: a plugin reading a million
+ * absent keys in one call would hold a million entries.
+ */
+const REMEMBERED_READS = 32_000;
 
 /** Distinct earlier sweeps (prefix and mode) a counted sweep's count may leave out (sweepsHiding). */
 const MAX_HIDING_SWEEPS = 32;
@@ -190,7 +197,8 @@ export class PluginKv {
   /** The stored value, read from the database and remembered as what this call read. */
   private readStored(session: string, key: string): string | undefined {
     const value = this.backend.get(this.plugin, session, key);
-    (this.reads ??= new Map()).set(slot(session, key), value ?? null);
+    const reads = (this.reads ??= new Map());
+    if (reads.size < REMEMBERED_READS) reads.set(slot(session, key), value ?? null);
     return value;
   }
 
@@ -485,7 +493,11 @@ export class PluginKv {
     const value = staged !== undefined ? (staged ?? undefined) : read !== undefined ? (read ?? undefined) : this.readStored(session, key);
     const guards = (this.guards ??= new Map());
     // A key the call already wrote guards nothing new: the guard taken before that write holds.
-    if (!guards.has(s) && !this.pending?.has(s)) guards.set(s, value ?? null);
+    if (!guards.has(s) && !this.pending?.has(s)) {
+      // Each guard is held until the commit, which checks each: bounded like the call's writes.
+      if (guards.size >= KV_LIMITS.callGuards) throw new PluginCallError("quota", `kv: one call may guard (kv_cas, kv_incr) at most ${KV_LIMITS.callGuards} keys`);
+      guards.set(s, value ?? null);
+    }
     return value;
   }
 

@@ -230,6 +230,15 @@ describe("plugin KV limits", () => {
     for (let i = 0; i < 4; i++) kv.deleteForSessions("", "entry:", long, ["b"], false, false);
     assert.throws(() => kv.deleteForSessions("", "entry:", long, ["b"], false, false), failsAs("quota", /at most 16777216 characters of ids in all/));
     kv.end(false);
+    // Guards are held until the commit checks each: a failed kv_cas of a key never stored guards it
+    // too, so a call may guard at most KV_LIMITS.callGuards keys, however cheap each cas.
+    for (let i = 0; i < KV_LIMITS.callGuards; i++) assert.equal(kv.cas("", `absent:${i}`, "x", "y"), false);
+    assert.equal(kv.cas("", "absent:0", "x", "y"), false); // a key already guarded is no new guard
+    assert.throws(() => kv.cas("", "absent:more", "x", "y"), failsAs("quota", /may guard \(kv_cas, kv_incr\) at most 32000 keys/));
+    kv.end(false);
+    // The next call starts with none.
+    assert.equal(kv.incr("", "counter", 1), 1);
+    kv.end(false);
   });
 
   it("a group commit that cannot be built fails its change sets, and the next commits go through", async () => {
