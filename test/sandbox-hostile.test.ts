@@ -12,13 +12,15 @@ import type { HostBinding, HostFunction } from "../host-api/binding.ts";
 import { readText, storeText } from "../host-api/memory.ts";
 import { HOST_FUNCTION_NAMES } from "../host-api/functions.ts";
 import { PluginCallError } from "../hooks/failures.ts";
-import { instrument, MAX_EXPORTS, MAX_IMPORTS, MAX_MODULE_BYTES, MAX_TYPES } from "../runtime/sandbox/instrument.ts";
+import { instrument, MAX_MODULE_BYTES } from "../runtime/sandbox/instrument.ts";
+import { MAX_BLOCK_ARITY, MAX_ELEMENT_ENTRIES, MAX_ELEMENT_SEGMENTS, MAX_EXPORTS, MAX_FUNCTIONS, MAX_GLOBALS, MAX_IMPORTS, MAX_TYPE_PARAMS, MAX_TYPE_RESULTS, MAX_TYPES } from "../runtime/sandbox/module-shape.ts";
 import { compileInstrumented } from "../runtime/sandbox/module-cache.ts";
 import { MAX_CALL_BLOCKS } from "../runtime/sandbox/fuel.ts";
 import { CAN_SUSPEND, MAX_ERROR_CHARS, WasmPlugin, WORKER_GRACE_MS, type SandboxLimits } from "../runtime/sandbox/wasm-plugin.ts";
 import { LOG_BURST, LOG_LINES_PER_SECOND } from "../runtime/sandbox/log-budget.ts";
 import { WorkerInstance } from "../runtime/sandbox/worker-instance.ts";
-import { codeHeavyModule, hostileModule, manyItemsModule } from "./helpers/wat-modules.ts";
+import { codeHeavyModule, hostileModule, manyItemsModule, oneBodyModule } from "./helpers/wat-modules.ts";
+import { Op, Writer } from "../runtime/sandbox/wasm-binary.ts";
 
 const LIMITS: SandboxLimits = { fuel: 100_000_000, memoryPages: 64, timeoutMs: 2_000, maxOutputBytes: 64 * 1024 };
 
@@ -262,10 +264,61 @@ describe("hostile modules: host memory and outputs", () => {
     assert.equal(WebAssembly.Module.exports(await compiling).length, MAX_EXPORTS);
   });
 
-  it("a module with more types, exports or imports than any compiler emits is refused, naming the count and the limit", async () => {
-    await assert.rejects(instrument(manyItemsModule({ types: MAX_TYPES + 1 }), { memoryPages: 4 }), new RegExp(`module has ${MAX_TYPES + 1} function types, limit is ${MAX_TYPES}`));
-    await assert.rejects(instrument(manyItemsModule({ exports: MAX_EXPORTS + 1 }), { memoryPages: 4 }), new RegExp(`module has ${MAX_EXPORTS + 1} exports, limit is ${MAX_EXPORTS}`));
-    await assert.rejects(instrument(manyItemsModule({ imports: MAX_IMPORTS + 1 }), { memoryPages: 4 }), new RegExp(`module has ${MAX_IMPORTS + 1} imports, limit is ${MAX_IMPORTS}`));
+  it("a module with more types, exports, imports, functions, globals or element entries than any compiler emits is refused, naming the count and the limit", async () => {
+    const refused = (counts: Parameters<typeof manyItemsModule>[0], message: string) => assert.rejects(instrument(manyItemsModule(counts), { memoryPages: 4 }), new RegExp(message));
+    await refused({ types: MAX_TYPES + 1 }, `module has ${MAX_TYPES + 1} function types, limit is ${MAX_TYPES}`);
+    await refused({ exports: MAX_EXPORTS + 1 }, `module has ${MAX_EXPORTS + 1} exports, limit is ${MAX_EXPORTS}`);
+    await refused({ imports: MAX_IMPORTS + 1 }, `module has ${MAX_IMPORTS + 1} imports, limit is ${MAX_IMPORTS}`);
+    await refused({ functions: MAX_FUNCTIONS + 1 }, `module has ${MAX_FUNCTIONS + 1} functions, limit is ${MAX_FUNCTIONS}`);
+    await refused({ globals: MAX_GLOBALS + 1 }, `module has ${MAX_GLOBALS + 1} globals, limit is ${MAX_GLOBALS}`);
+    await refused({ functions: 1, elements: MAX_ELEMENT_SEGMENTS + 1 }, `module has ${MAX_ELEMENT_SEGMENTS + 1} element segments, limit is ${MAX_ELEMENT_SEGMENTS}`);
+    await refused({ functions: 1, elements: 2, entries: MAX_ELEMENT_ENTRIES / 2 + 1 }, `element segments hold more than ${MAX_ELEMENT_ENTRIES} entries`);
+    // At the limits it loads.
+    await instrument(manyItemsModule({ functions: MAX_FUNCTIONS, globals: MAX_GLOBALS, elements: 2, entries: MAX_ELEMENT_ENTRIES / 2 }), { memoryPages: 4 });
+  });
+
+  // What V8 spends validating a module grows with the values its blocks and calls move: 20,000
+  // blocks typed (1,000 i32) -> (1,000 i32), a 65 KB module, held the thread 3.5 s and 700 MB in
+  // WebAssembly.validate (1.4 M of them: 23.7 GB, the process killed). Wide types are refused
+  // before anything but hookbox's own reader looks at the code.
+  it("a module of blocks of a wide type is refused before V8 validates it, with the event loop turning", async () => {
+    const blocks = (n: number, type: number) => {
+      const w = new Writer();
+      for (let i = 0; i < n; i++) w.byte(Op.Block).u32(type).byte(Op.End);
+      return w;
+    };
+    const wide = oneBodyModule(blocks(20_000, 1), [[1000, 1000]]);
+    const stall = await longestStall(assert.rejects(compileInstrumented(wide, { memoryPages: 4 }), new RegExp(`module has 1000 parameters in a function type, limit is ${MAX_TYPE_PARAMS}`)));
+    console.log(`20,000 blocks of a 1,000-value type: refused, longest event-loop stall ${stall.toFixed(1)} ms`);
+    assert.ok(stall < 150, `event loop stalled ${stall} ms`);
+    await assert.rejects(instrument(oneBodyModule(new Writer(), [[0, MAX_TYPE_RESULTS + 1]]), { memoryPages: 4 }), new RegExp(`results in a function type, limit is ${MAX_TYPE_RESULTS}`));
+    // Within the type limits, a block of more than MAX_BLOCK_ARITY values is refused too.
+    const half = MAX_BLOCK_ARITY / 2 + 1;
+    const params = new Writer();
+    for (let i = 0; i < half; i++) params.byte(Op.I32Const).i32(0);
+    const typed = new Writer().raw(params.view()).raw(blocks(1, 1).view());
+    for (let i = 0; i < half; i++) typed.byte(0x1a); // drop
+    await assert.rejects(instrument(oneBodyModule(typed, [[half, half]]), { memoryPages: 4 }), new RegExp(`module has a block of ${2 * half} values \\(type 1\\), limit is ${MAX_BLOCK_ARITY}`));
+  });
+
+  // One function body may be the whole 4 MiB module: it is read and written in stretches with the
+  // loop turning between them, and one whose meters alone would pass the metered size is refused.
+  it("a 4 MiB function body of nops is instrumented, and one of loops refused, with the event loop turning", async () => {
+    const n = MAX_MODULE_BYTES - 1024;
+    const nops = new Writer(n + 16);
+    for (let i = 0; i < n; i++) nops.byte(0x01);
+    const nopStall = await longestStall(compileInstrumented(oneBodyModule(nops), { memoryPages: 4 }));
+    const loops = new Writer(n + 16);
+    for (let i = 0; i < Math.floor(n / 3); i++) loops.byte(Op.Loop).byte(0x40).byte(Op.End);
+    const loopModule = oneBodyModule(loops);
+    const loopStall = await longestStall(assert.rejects(compileInstrumented(loopModule, { memoryPages: 4 }), /bytes once metered/));
+    console.log(`one 4 MiB body: nops stall ${nopStall.toFixed(1)} ms, loops (refused) stall ${loopStall.toFixed(1)} ms`);
+    assert.ok(nopStall < 150 && loopStall < 150, `event loop stalled ${nopStall} / ${loopStall} ms`);
+  });
+
+  it("a module hookbox's reader takes but V8 does not is refused as not valid, when compiled", async () => {
+    const call = new Writer().byte(Op.Call).u32(99); // no function 99
+    await assert.rejects(compileInstrumented(oneBodyModule(call), { memoryPages: 4 }), /not a valid WebAssembly module \(.+\)/);
   });
 
   it("a module beyond MAX_MODULE_BYTES is refused before it is compiled", async () => {

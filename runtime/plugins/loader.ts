@@ -126,8 +126,10 @@ export async function compilePlugin(path: string, manifest: Manifest, limits: Sa
     throw new PluginLoadError(`the last build failed: ${text.slice(0, 600)}`);
   }
   if (!existsSync(file)) throw new PluginLoadError("plugin.wasm is missing (run npm run build:plugins)");
+  // Not WebAssembly.validate: it holds the server's thread as long as V8 takes (seconds, for some
+  // modules of a few KB); instrument() reads the module under limits first, and compiling it, off
+  // the thread, validates it.
   const bytes = new Uint8Array(readPluginFile(path, "plugin.wasm", MAX_MODULE_BYTES));
-  if (!WebAssembly.validate(bytes)) throw new PluginLoadError("plugin.wasm is not a valid WebAssembly module");
   let module: WebAssembly.Module;
   try {
     // Modules from WASI toolchains get hookbox's capability-free WASI (see WASI_SANDBOX_MODULE).
@@ -135,7 +137,8 @@ export async function compilePlugin(path: string, manifest: Manifest, limits: Sa
     // An output set through the kernel is one block: the operator may allow one above the default cap.
     module = await compileInstrumented(renamed, { memoryPages: limits.memoryPages, blockBytes: Math.max(KERNEL_BLOCK_BYTES, limits.maxOutputBytes + 1024) });
   } catch (err) {
-    if (err instanceof InstrumentError || err instanceof WasmFormatError) throw new PluginLoadError(`plugin.wasm: ${err.message}`);
+    if (err instanceof InstrumentError) throw new PluginLoadError(`plugin.wasm: ${err.message}`);
+    if (err instanceof WasmFormatError) throw new PluginLoadError(`plugin.wasm is not a valid WebAssembly module (${err.message})`);
     throw err;
   }
   const refused = refusedImport(module);

@@ -35,6 +35,8 @@
 // and a refused block is never made. Kernel log imports go through a shim that charges a host call.
 import { HOST_CALL_FUEL, KERNEL_BLOCK_BYTES, MAX_CALL_BLOCKS } from "./fuel.ts";
 import { turnEventLoop } from "./inline-slice.ts";
+import { IntList } from "../util/int-list.ts";
+import { checkShape, MAX_BLOCK_ARITY, MAX_ELEMENT_ENTRIES, ModuleShapeError, type Signatures } from "./module-shape.ts";
 import { Op, Reader, WasmFormatError, Writer, readInstr, readSections, rewriteVec, sectionRank, valtype, writeModule, type Section } from "./wasm-binary.ts";
 
 /** Import module of the fuel host functions the instrumented module calls. */
@@ -96,15 +98,12 @@ interface Layout {
  */
 export const MAX_MODULE_BYTES = 4 * 1024 * 1024;
 /**
- * Most exports a module may have. A plugin exports its hooks (at most 64), commands, tools (at most
- * 32) and a few runtime functions; each export gets a wrapper here and an export object at every
- * instantiation, on the event loop (100,000 exports: about 1 s to instrument and 0.3 s per instance).
+ * Largest instrumented module: the meters make a module larger (a loop header gains a dozen bytes),
+ * and compiling costs memory by the byte; a module of nothing but empty loops grows eightfold.
  */
-export const MAX_EXPORTS = 4096;
-/** Most function types a module may have (compilers emit tens to a few hundred; each is decoded on the event loop). */
-export const MAX_TYPES = 10_000;
-/** Most imports a module may have: hookbox's, the kernel's and WASI's are about 80 functions (each kernel log import gets a shim). */
-export const MAX_IMPORTS = 1024;
+export const MAX_INSTRUMENTED_BYTES = 4 * MAX_MODULE_BYTES;
+/** Instructions of one function body read or written between two checks of the slice's time. */
+const BODY_STRETCH = 65_536;
 /** Longest stretch of instrumentation work between two turns of the event loop, ms. */
 const INSTRUMENT_SLICE_MS = 8;
 
@@ -112,16 +111,33 @@ export async function instrument(wasm: Uint8Array<ArrayBuffer>, opts: Instrument
   if (wasm.byteLength > MAX_MODULE_BYTES) {
     throw new InstrumentError(`module of ${wasm.byteLength} bytes exceeds the limit of ${MAX_MODULE_BYTES} bytes (4 MiB)`);
   }
-  if (!WebAssembly.validate(wasm)) throw new InstrumentError("not a valid WebAssembly module");
+  // No WebAssembly.validate here: it runs on the server's thread, and what V8 spends on it grows
+  // with what a module declares (module-shape.ts). The module is read by the rewrite below, under
+  // the shape's limits and in slices, and validated by the compile that follows, off the thread.
+  let sections: Section[];
   try {
-    return await rewrite(readSections(wasm), opts);
+    sections = readSections(wasm);
   } catch (err) {
-    if (err instanceof WasmFormatError) throw new InstrumentError(err.message);
-    throw err;
+    throw new InstrumentError(`not a valid WebAssembly module (${(err as Error).message})`);
   }
+  let out: Uint8Array<ArrayBuffer>;
+  try {
+    out = await rewrite(sections, checkShape(sections), opts);
+  } catch (err) {
+    if (err instanceof ModuleShapeError || err instanceof WasmFormatError) throw new InstrumentError(err.message);
+    if (err instanceof InstrumentError) throw err;
+    // Something the rewrite did not expect: an invalid module says why when compiled (off the thread).
+    const invalid = await WebAssembly.compile(wasm).then(() => undefined, (e: Error) => e.message);
+    throw invalid === undefined ? err : new InstrumentError(`not a valid WebAssembly module (${invalid})`);
+  }
+  if (out.byteLength > MAX_INSTRUMENTED_BYTES) throw tooLarge(out.byteLength);
+  return out;
 }
 
-async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Uint8Array<ArrayBuffer>> {
+const tooLarge = (bytes: number) =>
+  new InstrumentError(`module would be more than ${MAX_INSTRUMENTED_BYTES} bytes once metered (${bytes} so far): its loops or exports are too many for its size`);
+
+async function rewrite(sections: Section[], types: Signatures, opts: InstrumentOptions): Promise<Uint8Array<ArrayBuffer>> {
   const layout = readLayout(sections);
   const k = FUEL_IMPORTS.length;
   const I = layout.importedFuncs;
@@ -131,11 +147,13 @@ async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Ui
   const blocksGlobal = fuelGlobal + 1;
   const keptGlobal = fuelGlobal + 2;
   const madeGlobal = fuelGlobal + 3;
-  const exportCount = new Reader(find(sections, 7) ?? new Uint8Array([0])).u32();
-  if (exportCount > MAX_EXPORTS) throw new InstrumentError(`module has ${exportCount} exports, limit is ${MAX_EXPORTS}`);
   const exports = readExports(find(sections, 7));
   const funcExports = exports.filter((e) => e.kind === 0);
-  const types = signatures(sections);
+  const signatureOf = (func: number) => {
+    const t = types[layout.funcTypes[func] ?? -1];
+    if (!t) throw new WasmFormatError(`function ${func} has no type`);
+    return t;
+  };
   // New function indices: [old imports][fuel imports][old defined][wrappers][grow_check][charge_bytes]
   // [charge_elems][alloc_shim][one log shim per kernel log import]
   const firstWrapper = I + k + definedCount;
@@ -195,13 +213,13 @@ async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Ui
   const elements = find(sections, 9);
   if (elements) out.set(9, rewriteElements(elements, remap));
 
-  const meter: MeterCtx = { fuelGlobal, refill: fuelFn(REFILL), growCheck, chargeBytes, chargeElems, fillChunked, copyChunked, importedFuncs: I, remap };
+  const meter: MeterCtx = { fuelGlobal, refill: fuelFn(REFILL), growCheck, chargeBytes, chargeElems, fillChunked, copyChunked, importedFuncs: I, remap, types };
   const bodies = readVec(find(sections, 10) ?? new Uint8Array([0]), (r) => r.bytes(r.u32()));
   // The added functions first (they are few and small), so the section's count is known up front.
   const added: Uint8Array[] = [];
   const globals = { fuel: fuelGlobal, blocks: blocksGlobal, kept: keptGlobal, made: madeGlobal };
   await inSlices(funcExports, (e) => {
-    const [nParams, results] = types[layout.funcTypes[e.index]!]!;
+    const [nParams, results] = signatureOf(e.index);
     // An export returning one i32 (Extism's status code) reports it through `finish`.
     const returnsCode = results.length === 1 && results[0] === I32;
     added.push(wrapperBody(nParams, remap(e.index), globals, fuelFn(BEGIN), returnsCode ? fuelFn(FINISH) : fuelFn(END), returnsCode));
@@ -211,15 +229,16 @@ async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Ui
   // Without an alloc import the shim is never referenced; it calls `unreachable` in its place.
   const cap = opts.memoryPages * 65_536;
   added.push(allocShimBody(cap, Math.min(cap, opts.blockBytes ?? KERNEL_BLOCK_BYTES), globals, fuelFn(KERNEL_OOM), layout.allocImport, meter));
-  for (const idx of layout.logImports) added.push(chargedCallBody(types[layout.funcTypes[idx]!]![0], HOST_CALL_FUEL, idx, meter));
+  for (const idx of layout.logImports) added.push(chargedCallBody(signatureOf(idx)[0], HOST_CALL_FUEL, idx, meter));
   added.push(bulkChunkedBody("fill", meter, hasMemory), bulkChunkedBody("copy", meter, hasMemory));
   // One growing buffer for the section and one scratch buffer reused for every body: a buffer per
   // body cost more than the instrumentation itself on a large module.
   const section = new Writer().u32(bodies.length + added.length);
   const scratch = new Writer();
-  await inSlices(bodies, (b) => {
-    instrumentBody(b, meter, scratch.reset());
+  await inSlices(bodies, function* (b) {
+    yield* instrumentBody(b, meter, scratch.reset());
     section.sized(scratch);
+    if (section.length > MAX_INSTRUMENTED_BYTES) throw tooLarge(section.length);
   });
   for (const a of added) section.sized(a);
   out.set(10, section.view());
@@ -241,16 +260,20 @@ async function rewrite(sections: Section[], opts: InstrumentOptions): Promise<Ui
 
 /**
  * Runs `work` on each item in slices, the event loop turning between them: a large module (up to
- * 4 MiB: ~100 ms of work) is instrumented while the server keeps answering.
+ * 4 MiB: ~100 ms of work) is instrumented while the server keeps answering. A work that is a
+ * generator is checked at each of its yields too (one function body may be the whole module).
  */
-async function inSlices<T>(items: readonly T[], work: (item: T) => void): Promise<void> {
+async function inSlices<T>(items: readonly T[], work: (item: T) => Iterable<unknown> | void): Promise<void> {
   let since = performance.now();
+  const due = () => performance.now() - since > INSTRUMENT_SLICE_MS;
+  const pause = async () => {
+    await turnEventLoop();
+    since = performance.now();
+  };
   for (const item of items) {
-    work(item);
-    if (performance.now() - since > INSTRUMENT_SLICE_MS) {
-      await turnEventLoop();
-      since = performance.now();
-    }
+    const steps = work(item);
+    if (steps) for (const _ of steps) if (due()) await pause();
+    if (due()) await pause();
   }
 }
 
@@ -287,14 +310,11 @@ function encodeFuncType(params: readonly number[], results: readonly number[]): 
 
 function readLayout(sections: Section[]): Layout {
   const typeCount = new Reader(find(sections, 1) ?? new Uint8Array([0])).u32();
-  if (typeCount > MAX_TYPES) throw new InstrumentError(`module has ${typeCount} function types, limit is ${MAX_TYPES}`);
   const funcTypes: number[] = [];
   let importedGlobals = 0;
   let allocImport: number | undefined;
   const logImports: number[] = [];
   const imports = find(sections, 2);
-  const importCount = imports ? new Reader(imports).u32() : 0;
-  if (importCount > MAX_IMPORTS) throw new InstrumentError(`module has ${importCount} imports, limit is ${MAX_IMPORTS}`);
   if (imports) {
     // The import section is read here, once: it is also where imports hookbox refuses are found.
     readVec(imports, (r) => {
@@ -316,22 +336,11 @@ function readLayout(sections: Section[]): Layout {
   }
   const importedFuncs = funcTypes.length;
   const funcs = find(sections, 3);
-  if (funcs) funcTypes.push(...readVec(funcs, (r) => r.u32()));
+  // One by one: push(...list) of a million functions overflows the call stack.
+  if (funcs) for (const t of readVec(funcs, (r) => r.u32())) funcTypes.push(t);
   const globals = find(sections, 6);
   const definedGlobals = globals ? new Reader(globals).u32() : 0;
   return { importedFuncs, importedGlobals, funcTypes, typeCount, definedGlobals, allocImport, logImports };
-}
-
-/**
- * [parameter count, result types] of every function type, read once: per export or log import it
- * made the work types x exports (a hostile module of 50,000 each would hold the thread for minutes).
- */
-function signatures(sections: Section[]): Array<[number, number[]]> {
-  return readVec(find(sections, 1) ?? new Uint8Array([0]), (r): [number, number[]] => {
-    if (r.byte() !== 0x60) throw new WasmFormatError("unsupported type form");
-    const params = Array.from({ length: r.u32() }, () => valtype(r)).length;
-    return [params, Array.from({ length: r.u32() }, () => valtype(r))];
-  });
 }
 
 function readExports(body: Uint8Array | undefined): Array<{ name: string; kind: number; index: number }> {
@@ -357,7 +366,12 @@ interface MeterCtx {
   copyChunked: number;
   importedFuncs: number;
   remap: (idx: number) => number;
+  /** The module's function types (a block typed by one is checked against MAX_BLOCK_ARITY). */
+  types: Signatures;
 }
+
+/** The instructions instrumentBody's second pass may rewrite (or meter after: loops). */
+const REWRITTEN: ReadonlySet<number> = new Set([Op.Call, Op.ReturnCall, Op.RefFunc, Op.MemoryGrow, Op.Prefix, Op.Loop]);
 
 /** 0xfc sub-opcodes whose last operand is a length in bytes / in table elements. */
 const BULK_BYTES = new Set([8, 10, 11]); // memory.init, memory.copy, memory.fill
@@ -371,6 +385,9 @@ export const BULK_CHUNK_BYTES = 1 << 20;
 const BULK_ELEMS = new Set([12, 14, 15, 17]); // table.init, table.copy, table.grow, table.fill
 
 /** fuel -= cost; if (fuel < 0) fuel = refill(fuel) */
+/** The fewest bytes meterCode writes (one-byte indices and cost). */
+const METER_BYTES = 13;
+
 function meterCode(w: Writer, cost: number, m: MeterCtx): void {
   const g = m.fuelGlobal;
   w.byte(Op.GlobalGet).u32(g).byte(Op.I32Const).i32(Math.max(1, cost)).byte(Op.I32Sub).byte(Op.GlobalSet).u32(g);
@@ -383,7 +400,7 @@ function meterCode(w: Writer, cost: number, m: MeterCtx): void {
  * metering region (function entry, each loop), then the rewrite with meters inserted and function
  * indices shifted.
  */
-function instrumentBody(body: Uint8Array, m: MeterCtx, w: Writer): void {
+function* instrumentBody(body: Uint8Array, m: MeterCtx, w: Writer): Generator<void, void, void> {
   const r = new Reader(body);
   const localsStart = r.pos;
   for (let n = r.u32(); n > 0; n--) {
@@ -391,28 +408,45 @@ function instrumentBody(body: Uint8Array, m: MeterCtx, w: Writer): void {
     valtype(r);
   }
   const codeStart = r.pos;
-  const instrs = [];
-  const costs: number[] = [0]; // region 0 = function entry; one more per loop, in order
-  const stack: number[] = [0]; // region of each open block
-  while (!r.done) {
+  // Only the instructions the second pass rewrites are kept, as numbers (op, start, immediates, end)
+  // in typed arrays: a body of millions of blocks, nops or loops kept an object per instruction,
+  // hundreds of MB and collector pauses of a quarter of a second on the thread.
+  const kept = new IntList();
+  const costs = new IntList(); // region 0 = function entry; one more per loop, in order
+  costs.push(0);
+  const stack = new IntList(); // region of each open block
+  stack.push(0);
+  let lastOp = -1;
+  for (let read = 1; !r.done; read++) {
     const ins = readInstr(r);
-    instrs.push(ins);
-    const region = stack[stack.length - 1]!;
+    lastOp = ins.op;
+    if (REWRITTEN.has(ins.op)) {
+      kept.push(ins.op);
+      kept.push(ins.start);
+      kept.push(ins.immStart);
+      kept.push(ins.end);
+    }
+    if (read % BODY_STRETCH === 0) yield;
+    const region = stack.last();
     if (ins.op === Op.End) {
       stack.pop();
       continue;
     }
     // A call into the host costs what a host call costs the host, not one instruction.
-    costs[region]! += ins.op === Op.Call && new Reader(body, ins.immStart).u32() < m.importedFuncs ? HOST_CALL_UNITS : 1;
+    costs.set(region, costs.get(region) + (ins.op === Op.Call && new Reader(body, ins.immStart).u32() < m.importedFuncs ? HOST_CALL_UNITS : 1));
+    if (ins.op === Op.Loop || ins.op === Op.Block || ins.op === Op.If) checkBlockType(body, ins.immStart, m.types);
     if (ins.op === Op.Loop) {
       costs.push(0);
       stack.push(costs.length - 1);
     } else if (ins.op === Op.Block || ins.op === Op.If) stack.push(region);
   }
   // The body's own end closes its last block: anything else means it was read wrong.
-  if (stack.length !== 0 || instrs[instrs.length - 1]?.op !== Op.End) throw new WasmFormatError("a function body does not end where its size says");
+  if (stack.length !== 0 || lastOp !== Op.End) throw new WasmFormatError("a function body does not end where its size says");
+  // Each meter adds about a dozen bytes: a body whose meters alone would pass the limit is not written.
+  const atLeast = w.length + body.length + costs.length * METER_BYTES;
+  if (atLeast > MAX_INSTRUMENTED_BYTES) throw tooLarge(atLeast);
   w.raw(body.subarray(localsStart, codeStart));
-  meterCode(w, costs[0]!, m);
+  meterCode(w, costs.get(0), m);
   let loop = 0;
   // Unchanged instructions are copied in runs, not one by one.
   let copied = codeStart;
@@ -420,7 +454,12 @@ function instrumentBody(body: Uint8Array, m: MeterCtx, w: Writer): void {
     if (pos > copied) w.raw(body.subarray(copied, pos));
     copied = pos;
   };
-  for (const ins of instrs) {
+  for (let i = 0; i < kept.length; i += 4) {
+    if ((i >> 2) % BODY_STRETCH === BODY_STRETCH - 1) {
+      if (w.length > MAX_INSTRUMENTED_BYTES) throw tooLarge(w.length);
+      yield;
+    }
+    const ins = { op: kept.get(i), start: kept.get(i + 1), immStart: kept.get(i + 2), end: kept.get(i + 3) };
     if (ins.op === Op.Call || ins.op === Op.ReturnCall || ins.op === Op.RefFunc) {
       copyTo(ins.start);
       w.byte(ins.op).u32(m.remap(new Reader(body, ins.immStart).u32()));
@@ -449,10 +488,24 @@ function instrumentBody(body: Uint8Array, m: MeterCtx, w: Writer): void {
     }
     if (ins.op === Op.Loop) {
       copyTo(ins.end);
-      meterCode(w, costs[++loop]!, m);
+      meterCode(w, costs.get(++loop), m);
     }
   }
   copyTo(body.length);
+}
+
+/**
+ * A block type that names a function type takes and leaves that type's values: V8's validation
+ * costs blocks x values, so a module of many blocks of a wide type is refused here, before it.
+ */
+function checkBlockType(body: Uint8Array, at: number, types: Signatures): void {
+  const b = body[at]!;
+  if (b === 0x40 || (b & 0xc0) === 0x40) return; // empty, or one value type
+  const index = new Reader(body, at).u32();
+  const type = types[index];
+  if (!type) throw new WasmFormatError(`a block names type ${index}, which does not exist`);
+  const arity = type[0] + type[1].length;
+  if (arity > MAX_BLOCK_ARITY) throw new ModuleShapeError(`module has a block of ${arity} values (type ${index}), limit is ${MAX_BLOCK_ARITY}`);
 }
 
 /**
@@ -646,6 +699,7 @@ function rewriteGlobals(body: Uint8Array, remap: (i: number) => number): Uint8Ar
 
 /** Element segments name functions by index: shift them past the added imports. */
 function rewriteElements(body: Uint8Array, remap: (i: number) => number): Uint8Array {
+  let entries = 0;
   return rewriteVec(body, (r, w) => {
     const copyExpr = () => copyConstExpr(r, body, w, remap);
     const flags = r.u32();
@@ -654,6 +708,8 @@ function rewriteElements(body: Uint8Array, remap: (i: number) => number): Uint8A
     if (!(flags & 0b001)) copyExpr(); // active: offset expression
     if (flags & 0b011) w.byte(r.byte()); // elemkind / reftype
     const count = r.u32();
+    entries += count;
+    if (entries > MAX_ELEMENT_ENTRIES) throw new ModuleShapeError(`module's element segments hold more than ${MAX_ELEMENT_ENTRIES} entries`);
     w.u32(count);
     for (let j = 0; j < count; j++) {
       if (flags & 0b100) copyExpr();

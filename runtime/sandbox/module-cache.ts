@@ -1,7 +1,7 @@
 // Instrumenting and compiling a module costs milliseconds; instances are rebuilt after every fault,
 // so the compiled WebAssembly.Module is kept per (bytes, limits) and shared by every rebuild.
 import { createHash } from "node:crypto";
-import { instrument, type InstrumentOptions } from "./instrument.ts";
+import { instrument, InstrumentError, type InstrumentOptions } from "./instrument.ts";
 
 const cache = new Map<string, Promise<WebAssembly.Module>>();
 
@@ -10,7 +10,12 @@ export function compileInstrumented(wasm: Uint8Array<ArrayBuffer>, opts: Instrum
   const key = `${createHash("sha256").update(wasm).digest("hex")}:${opts.memoryPages}:${opts.tableElements ?? ""}:${opts.blockBytes ?? ""}`;
   let mod = cache.get(key);
   if (!mod) {
-    mod = instrument(wasm, opts).then((bytes) => WebAssembly.compile(bytes));
+    // The compile is also the module's validation (instrument() does not run V8's, on the thread).
+    mod = instrument(wasm, opts).then((bytes) =>
+      WebAssembly.compile(bytes).catch((err: Error) => {
+        throw err instanceof WebAssembly.CompileError ? new InstrumentError(`not a valid WebAssembly module (${err.message})`) : err;
+      }),
+    );
     cache.set(key, mod);
     mod.catch(() => cache.delete(key));
   }

@@ -40,29 +40,57 @@ export function codeHeavyModule(bytes: number): Uint8Array<ArrayBuffer> {
 
 /**
  * A valid module of `types` function types (all () -> ()), `exports` exported empty functions (of
- * the last type) and `imports` imported kernel functions: the shape of a module that makes the
- * instrumenter do work per type, export or import.
+ * the last type), `functions` more empty functions, `imports` imported kernel functions, `globals`
+ * i32 globals and `elements` passive element segments of `entries` function references each: the
+ * shape of a module that makes the instrumenter do work per item.
  */
-export function manyItemsModule(counts: { types?: number; exports?: number; imports?: number }): Uint8Array<ArrayBuffer> {
-  const { types = 1, exports = 0, imports = 0 } = counts;
+export function manyItemsModule(counts: { types?: number; exports?: number; functions?: number; imports?: number; globals?: number; elements?: number; entries?: number }): Uint8Array<ArrayBuffer> {
+  const { types = 1, exports = 0, functions = 0, imports = 0, globals = 0, elements = 0, entries = 1 } = counts;
+  const defined = exports + functions;
   const type = new Writer().u32(types);
   for (let i = 0; i < types; i++) type.byte(0x60).u32(0).u32(0);
   const imported = new Writer().u32(imports);
   for (let i = 0; i < imports; i++) imported.name("extism:host/env").name("log_info").byte(0).u32(0);
-  const funcs = new Writer().u32(exports);
-  const code = new Writer().u32(exports);
+  const funcs = new Writer().u32(defined);
+  const code = new Writer().u32(defined);
   const exported = new Writer().u32(exports);
   const empty = new Writer().u32(0).byte(Op.End).toBytes();
-  for (let i = 0; i < exports; i++) {
+  for (let i = 0; i < defined; i++) {
     funcs.u32(types - 1);
     code.sized(empty);
-    exported.name(`f${i}`).byte(0).u32(imports + i);
+    if (i < exports) exported.name(`f${i}`).byte(0).u32(imports + i);
+  }
+  const global = new Writer().u32(globals);
+  for (let i = 0; i < globals; i++) global.byte(0x7f).byte(0).byte(Op.I32Const).i32(0).byte(Op.End);
+  const element = new Writer().u32(elements);
+  for (let i = 0; i < elements; i++) {
+    element.u32(1).byte(0).u32(entries); // passive, function indices
+    for (let j = 0; j < entries; j++) element.u32(imports);
   }
   return writeModule([
     { id: 1, body: type.toBytes() },
     ...(imports > 0 ? [{ id: 2, body: imported.toBytes() }] : []),
     { id: 3, body: funcs.toBytes() },
+    ...(globals > 0 ? [{ id: 6, body: global.toBytes() }] : []),
     { id: 7, body: exported.toBytes() },
+    ...(elements > 0 ? [{ id: 9, body: element.toBytes() }] : []),
     { id: 10, body: code.toBytes() },
+  ]);
+}
+
+/**
+ * A valid module of one exported function "run" (type 0: () -> ()) with `code` as its body
+ * (instructions, without the locals or the final end), and `types` more function types
+ * (indices 1...) as [params, results] counts of i32.
+ */
+export function oneBodyModule(code: Writer, types: Array<[number, number]> = []): Uint8Array<ArrayBuffer> {
+  const type = new Writer().u32(1 + types.length).byte(0x60).u32(0).u32(0);
+  for (const [p, r] of types) type.byte(0x60).u32(p).raw(new Array<number>(p).fill(0x7f)).u32(r).raw(new Array<number>(r).fill(0x7f));
+  const body = new Writer().u32(0).raw(code.view()).byte(Op.End);
+  return writeModule([
+    { id: 1, body: type.toBytes() },
+    { id: 3, body: new Writer().u32(1).u32(0).toBytes() },
+    { id: 7, body: new Writer().u32(1).name("run").byte(0).u32(0).toBytes() },
+    { id: 10, body: new Writer().u32(1).sized(body).toBytes() },
   ]);
 }
