@@ -206,8 +206,17 @@ describe("hostile modules: host memory and outputs", () => {
     const small = await sandbox("answers", { functions: { hookbox_kv_get: (ctx: CallContext) => storeText(ctx, "") }, blockAnswers: ["hookbox_kv_get"], limits: { fuel: 1_000_000_000 } });
     const many = await callFailure(small.plugin.call("many_small_gets", "", Date.now() + 10_000));
     assert.equal(many.kind, "memory", many.message);
-    assert.match(many.message, new RegExp(`host function answers.*more than ${MAX_CALL_BLOCKS.toLocaleString("en-US")} blocks`));
+    assert.match(many.message, new RegExp(`more than ${MAX_CALL_BLOCKS.toLocaleString("en-US")} blocks in one call`));
     await small.plugin.close();
+    // The module's blocks and the answers share the SDK's numbering: 20,000 of each fail as memory
+    // (counted apart, answer 16,384 came back empty: a wrong answer, not a failure), in a worker too.
+    for (const inWorker of [false, true]) {
+      const mixed = await sandbox("answers", { functions: { hookbox_kv_get: (ctx: CallContext) => storeText(ctx, "v") }, blockAnswers: ["hookbox_kv_get"], limits: { fuel: 1_000_000_000 }, inWorker });
+      const both = await callFailure(mixed.plugin.call("allocs_and_gets", "", Date.now() + 10_000));
+      assert.equal(both.kind, "memory", both.message);
+      assert.match(both.message, new RegExp(`more than ${MAX_CALL_BLOCKS.toLocaleString("en-US")} blocks`));
+      await mixed.plugin.close();
+    }
     // A number that looks like a block address (a counter past 2^48) is not an answer block.
     const counter = await sandbox("answers", { functions: { hookbox_kv_get: () => (1n << 48n) + 7n } });
     await counter.plugin.call("many_gets", "", Date.now() + 10_000);
@@ -314,6 +323,19 @@ describe("hostile modules: host memory and outputs", () => {
     const loopStall = await longestStall(assert.rejects(compileInstrumented(loopModule, { memoryPages: 4 }), /bytes once metered/));
     console.log(`one 4 MiB body: nops stall ${nopStall.toFixed(1)} ms, loops (refused) stall ${loopStall.toFixed(1)} ms`);
     assert.ok(nopStall < 150 && loopStall < 150, `event loop stalled ${nopStall} / ${loopStall} ms`);
+  });
+
+  // Found by a review: an over-long LEB read as NaN made a section size or count that looped for
+  // ever (6 GB), and an export of a function that does not exist wrote an endless LEB.
+  it("malformed modules are refused at once: an over-long LEB, an export of no function, a body closing more blocks than it opens", async () => {
+    const header = [0, 0x61, 0x73, 0x6d, 1, 0, 0, 0];
+    const longLeb = [...new Array<number>(150).fill(0x80), 0x00];
+    await assert.rejects(instrument(new Uint8Array([...header, 0x00, ...longLeb]), { memoryPages: 4 }), /not a valid WebAssembly module \(a u32 longer than 5 bytes\)/);
+    await assert.rejects(instrument(new Uint8Array([...header, 6, longLeb.length, ...longLeb]), { memoryPages: 4 }), /u32 longer than 5 bytes/);
+    const exportOfNone = [...header, 1, 4, 1, 0x60, 0, 0, 7, 5, 1, 1, 0x66, 0, 5];
+    await assert.rejects(instrument(new Uint8Array(exportOfNone), { memoryPages: 4 }), /function 5 does not exist/);
+    const closes = new Writer().byte(Op.End).byte(Op.End).byte(Op.Block).byte(0x40).byte(Op.Block).byte(0x40).byte(Op.End);
+    await assert.rejects(instrument(oneBodyModule(closes), { memoryPages: 4 }), /closes more blocks than it opens/);
   });
 
   it("a module hookbox's reader takes but V8 does not is refused as not valid, when compiled", async () => {

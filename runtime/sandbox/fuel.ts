@@ -49,10 +49,11 @@ export const keptGrant = (grantSize: number, budget: number): number => Math.min
 export const KERNEL_BLOCK_BYTES = 16 * 1024 * 1024;
 
 /**
- * Most blocks one call may make through the kernel's alloc, and, apart, most blocks host functions
- * may answer with in one call. The SDK keeps every block of a call (a freed one too) as an object
- * of about 0.5 KB on the host: 1,000,000 empty allocs (fuel 10^9) held ~480 MB. It also numbers them
- * in the top bits of a signed i64, so past 32,767 in all an address turns negative and the call fails.
+ * Most blocks one call may make, the module's allocs and host functions' answers together. The SDK
+ * keeps every block of a call (a freed one too) as an object of about 0.5 KB on the host: 1,000,000
+ * empty allocs (fuel 10^9) held ~480 MB. It numbers them in the top 16 bits of a signed i64 address,
+ * so past 32,767 an address turns negative (a plugin read a wrong answer): checked on the address
+ * itself (alloc shim, FuelMeter.chargeAnswer, a worker's answers).
  */
 export const MAX_CALL_BLOCKS = 32_000;
 const BLOCKS_TEXT = `more than ${MAX_CALL_BLOCKS.toLocaleString("en-US")} blocks`;
@@ -80,9 +81,8 @@ export class FuelMeter {
   used = 0;
   /** Set when the module asked for memory beyond its cap during the current call: linear or host blocks. */
   memoryRefused: false | "grow" | "kernel" | "answers" = false;
-  /** Bytes of the blocks host functions made for their answers during the current call, and how many. */
+  /** Bytes of the blocks host functions made for their answers during the current call. */
   private answerBytes = 0;
-  private answerBlocks = 0;
   /** What the last export returned when it returns an i32 (Extism: 0 success, anything else failure). */
   returnCode = 0;
 
@@ -109,7 +109,6 @@ export class FuelMeter {
     this.kept = 0;
     this.memoryRefused = false;
     this.answerBytes = 0;
-    this.answerBlocks = 0;
     this.returnCode = 0;
   }
 
@@ -147,10 +146,12 @@ export class FuelMeter {
    * body): 1 unit per 16 bytes, and within one call such blocks may hold no more than the module's
    * memory allowance, like the blocks the module allocates itself (instrument.ts alloc_shim).
    */
-  chargeAnswer(bytes: number): void {
+  chargeAnswer(bytes: number, address?: bigint): void {
     if (!this.active) return;
     this.answerBytes += bytes;
-    if (this.answerBytes > this.memoryPages * 65_536 || ++this.answerBlocks > MAX_CALL_BLOCKS) {
+    // The SDK numbers the call's blocks in the address's top 16 bits (instrument.ts alloc_shim); a
+    // worker's answers get their addresses there, and are checked there (worker-thread.ts).
+    if (this.answerBytes > this.memoryPages * 65_536 || (address !== undefined && address >> 48n >= BigInt(MAX_CALL_BLOCKS))) {
       this.memoryRefused = "answers";
       throw this.memoryError();
     }

@@ -146,11 +146,10 @@ async function rewrite(sections: Section[], types: Signatures, opts: InstrumentO
   const fuelGlobal = layout.importedGlobals + layout.definedGlobals;
   const blocksGlobal = fuelGlobal + 1;
   const keptGlobal = fuelGlobal + 2;
-  const madeGlobal = fuelGlobal + 3;
   const exports = readExports(find(sections, 7));
   const funcExports = exports.filter((e) => e.kind === 0);
   const signatureOf = (func: number) => {
-    const t = types[layout.funcTypes[func] ?? -1];
+    const t = types[typeIndexOf(func)];
     if (!t) throw new WasmFormatError(`function ${func} has no type`);
     return t;
   };
@@ -181,12 +180,17 @@ async function rewrite(sections: Section[], types: Signatures, opts: InstrumentO
       newTypes.map((t) => new Writer().name(FUEL_MODULE).name(t.name).byte(0x00).u32(t.index)),
     ),
   );
-  const wrapperTypes = funcExports.map((e) => layout.funcTypes[e.index]!);
+  const typeIndexOf = (func: number) => {
+    const t = layout.funcTypes[func];
+    if (t === undefined) throw new WasmFormatError(`function ${func} does not exist`);
+    return t;
+  };
+  const wrapperTypes = funcExports.map((e) => typeIndexOf(e.index));
   out.set(
     3,
     appendVec(
       find(sections, 3),
-      [...wrapperTypes, growType, growType, growType, allocType, ...layout.logImports.map((i) => layout.funcTypes[i]!), bulkType, bulkType].map((t) => new Writer().u32(t)),
+      [...wrapperTypes, growType, growType, growType, allocType, ...layout.logImports.map(typeIndexOf), bulkType, bulkType].map((t) => new Writer().u32(t)),
     ),
   );
   out.set(
@@ -195,7 +199,6 @@ async function rewrite(sections: Section[], types: Signatures, opts: InstrumentO
       new Writer().byte(I32).byte(0x01).byte(Op.I32Const).i32(START_FUEL).byte(Op.End),
       new Writer().byte(I64).byte(0x01).byte(Op.I64Const).i64(0).byte(Op.End), // this call's host-block bytes
       new Writer().byte(I32).byte(0x01).byte(Op.I32Const).i32(0).byte(Op.End), // the next call's grant (0: ask begin)
-      new Writer().byte(I32).byte(0x01).byte(Op.I32Const).i32(0).byte(Op.End), // this call's host blocks (a count)
     ]),
   );
   let wrapperIdx = firstWrapper;
@@ -217,7 +220,7 @@ async function rewrite(sections: Section[], types: Signatures, opts: InstrumentO
   const bodies = readVec(find(sections, 10) ?? new Uint8Array([0]), (r) => r.bytes(r.u32()));
   // The added functions first (they are few and small), so the section's count is known up front.
   const added: Uint8Array[] = [];
-  const globals = { fuel: fuelGlobal, blocks: blocksGlobal, kept: keptGlobal, made: madeGlobal };
+  const globals = { fuel: fuelGlobal, blocks: blocksGlobal, kept: keptGlobal };
   await inSlices(funcExports, (e) => {
     const [nParams, results] = signatureOf(e.index);
     // An export returning one i32 (Extism's status code) reports it through `finish`.
@@ -347,12 +350,11 @@ function readExports(body: Uint8Array | undefined): Array<{ name: string; kind: 
   return body ? readVec(body, (r) => ({ name: r.name(), kind: r.byte(), index: r.u32() })) : [];
 }
 
-/** The globals instrumentation adds: fuel counter, this call's host-block bytes, kept grant, this call's host-block count. */
+/** The globals instrumentation adds: fuel counter, this call's host-block bytes, kept grant. */
 interface CallGlobals {
   fuel: number;
   blocks: number;
   kept: number;
-  made: number;
 }
 
 interface MeterCtx {
@@ -429,6 +431,7 @@ function* instrumentBody(body: Uint8Array, m: MeterCtx, w: Writer): Generator<vo
     if (read % BODY_STRETCH === 0) yield;
     const region = stack.last();
     if (ins.op === Op.End) {
+      if (stack.length === 0) throw new WasmFormatError("a function body closes more blocks than it opens");
       stack.pop();
       continue;
     }
@@ -520,7 +523,6 @@ function wrapperBody(params: number, target: number, g: CallGlobals, begin: numb
   w.byte(Op.Else).byte(Op.GlobalGet).u32(g.kept).byte(Op.GlobalSet).u32(g.fuel).byte(Op.End);
   w.byte(Op.I32Const).i32(0).byte(Op.GlobalSet).u32(g.kept);
   w.byte(Op.I64Const).i64(0).byte(Op.GlobalSet).u32(g.blocks);
-  w.byte(Op.I32Const).i32(0).byte(Op.GlobalSet).u32(g.made);
   for (let i = 0; i < params; i++) w.byte(Op.LocalGet).u32(i);
   w.byte(Op.Call).u32(target);
   if (returnsCode) w.byte(Op.LocalTee).u32(params);
@@ -557,23 +559,29 @@ function chargeBody(shift: number, m: MeterCtx): Uint8Array {
 }
 
 /**
- * alloc_shim(n) = if (n > blockCap || blocks + n > cap || made >= MAX_CALL_BLOCKS) { kernel_oom(); unreachable }
- *                 blocks += n; made += 1; fuel -= HOST_CALL_FUEL + n/16 (refill below zero); alloc(n)
+ * alloc_shim(n) = if (n > blockCap || blocks + n > cap) { kernel_oom(); unreachable }
+ *                 blocks += n; fuel -= HOST_CALL_FUEL + n/16 (refill below zero);
+ *                 a = alloc(n); if (a >>> 48 >= MAX_CALL_BLOCKS) { kernel_oom(); unreachable }; a
+ * The SDK numbers a call's blocks (the module's and host answers together) in the top 16 bits of a
+ * signed i64: the check on the address bounds them all, where a count of the module's own did not.
  */
 function allocShimBody(cap: number, blockCap: number, g: CallGlobals, kernelOom: number, alloc: number | undefined, m: MeterCtx): Uint8Array {
-  const w = new Writer().u32(0);
+  const w = new Writer().u32(1).u32(1).byte(I64); // local 1: the address
   if (alloc === undefined) return w.byte(Op.Unreachable).byte(Op.End).toBytes();
+  const refuse = () => w.byte(Op.If).byte(0x40).byte(Op.Call).u32(kernelOom).byte(Op.Unreachable).byte(Op.End);
   w.byte(Op.LocalGet).u32(0).byte(Op.I64Const).i64(blockCap).byte(Op.I64GtU);
   w.byte(Op.GlobalGet).u32(g.blocks).byte(Op.LocalGet).u32(0).byte(Op.I64Add).byte(Op.I64Const).i64(cap).byte(Op.I64GtU);
-  w.byte(Op.I32Or).byte(Op.GlobalGet).u32(g.made).byte(Op.I32Const).i32(MAX_CALL_BLOCKS).byte(Op.I32GeU).byte(Op.I32Or);
-  w.byte(Op.If).byte(0x40).byte(Op.Call).u32(kernelOom).byte(Op.Unreachable).byte(Op.End);
+  w.byte(Op.I32Or);
+  refuse();
   w.byte(Op.GlobalGet).u32(g.blocks).byte(Op.LocalGet).u32(0).byte(Op.I64Add).byte(Op.GlobalSet).u32(g.blocks);
-  w.byte(Op.GlobalGet).u32(g.made).byte(Op.I32Const).i32(1).byte(Op.I32Add).byte(Op.GlobalSet).u32(g.made);
   w.byte(Op.GlobalGet).u32(g.fuel).byte(Op.LocalGet).u32(0).byte(Op.I64Const).i64(BYTES_PER_UNIT_SHIFT).byte(Op.I64ShrU).byte(Op.I32WrapI64);
   w.byte(Op.I32Const).i32(HOST_CALL_FUEL).byte(Op.I32Add).byte(Op.I32Sub).byte(Op.GlobalSet).u32(g.fuel);
   w.byte(Op.GlobalGet).u32(g.fuel).byte(Op.I32Const).i32(0).byte(Op.I32LtS).byte(Op.If).byte(0x40);
   w.byte(Op.GlobalGet).u32(g.fuel).byte(Op.Call).u32(m.refill).byte(Op.GlobalSet).u32(g.fuel).byte(Op.End);
-  w.byte(Op.LocalGet).u32(0).byte(Op.Call).u32(alloc).byte(Op.End);
+  w.byte(Op.LocalGet).u32(0).byte(Op.Call).u32(alloc).byte(Op.LocalTee).u32(1);
+  w.byte(Op.I64Const).i64(48).byte(Op.I64ShrU).byte(Op.I64Const).i64(MAX_CALL_BLOCKS).byte(Op.I64GeU);
+  refuse();
+  w.byte(Op.LocalGet).u32(1).byte(Op.End);
   return w.toBytes();
 }
 

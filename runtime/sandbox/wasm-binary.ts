@@ -21,19 +21,25 @@ export class Reader {
     if (this.pos >= this.end) throw new WasmFormatError("unexpected end of module");
     return this.buf[this.pos++]!;
   }
+  /** An unsigned LEB of at most 5 bytes and 32 bits (a longer one read as NaN or Infinity, and a count of that looped for ever). */
   u32(): number {
     let result = 0;
     let mul = 1;
-    for (;;) {
+    for (let n = 0; n < 5; n++) {
       const b = this.byte();
       result += (b & 0x7f) * mul;
-      if ((b & 0x80) === 0) return result;
+      if ((b & 0x80) === 0) {
+        if (result > 0xffff_ffff) throw new WasmFormatError("a u32 beyond 32 bits");
+        return result;
+      }
       mul *= 128;
     }
+    throw new WasmFormatError("a u32 longer than 5 bytes");
   }
-  /** Skips a signed LEB (i32/i64/s33 immediates we never need to interpret). */
+  /** Skips a signed LEB (i32/i64/s33 immediates we never need to interpret): at most 10 bytes. */
   skipLeb(): void {
-    while (this.byte() & 0x80);
+    for (let n = 0; n < 10; n++) if (!(this.byte() & 0x80)) return;
+    throw new WasmFormatError("a LEB longer than 10 bytes");
   }
   bytes(n: number): Uint8Array {
     if (this.pos + n > this.end) throw new WasmFormatError("unexpected end of module");
@@ -72,6 +78,7 @@ export class Writer {
     return this;
   }
   u32(n: number): this {
+    if (!Number.isInteger(n) || n < 0 || n > 0xffff_ffff) throw new WasmFormatError(`not a u32: ${n}`);
     do {
       let b = n & 0x7f;
       n = Math.floor(n / 128);
@@ -196,7 +203,7 @@ export const Op = {
   I32LtS: 0x48,
   I32GtU: 0x4b,
   I32LeU: 0x4d,
-  I32GeU: 0x4f,
+  I64GeU: 0x5a,
   I64Shl: 0x86,
   I64ExtendI32U: 0xad,
   I32Add: 0x6a,

@@ -599,7 +599,7 @@ export class WasmPlugin {
     };
     // A block the function made for its answer is charged and counted too (see FuelMeter.chargeAnswer).
     const answered = (ctx: CallContext, result: unknown) => {
-      if (answersBlock && typeof result === "bigint" && result >= FIRST_BLOCK) this.meter.chargeAnswer(Number(ctx.length(result)));
+      if (answersBlock && typeof result === "bigint" && result >= FIRST_BLOCK) this.meter.chargeAnswer(Number(ctx.length(result)), this.instanceInWorker ? undefined : result);
       return result;
     };
     const failed = (err: unknown) => {
