@@ -56,6 +56,9 @@ export const KERNEL_BLOCK_BYTES = 16 * 1024 * 1024;
  * itself (alloc shim, FuelMeter.chargeAnswer, a worker's answers).
  */
 export const MAX_CALL_BLOCKS = 32_000;
+const MAX_CALL_BLOCKS_N = BigInt(MAX_CALL_BLOCKS);
+/** Whether a block's address (the SDK's number in its top 16 bits) is past MAX_CALL_BLOCKS. */
+export const pastCallBlocks = (address: bigint): boolean => address >> 48n >= MAX_CALL_BLOCKS_N;
 const BLOCKS_TEXT = `more than ${MAX_CALL_BLOCKS.toLocaleString("en-US")} blocks`;
 
 export class FuelMeter {
@@ -151,7 +154,7 @@ export class FuelMeter {
     this.answerBytes += bytes;
     // The SDK numbers the call's blocks in the address's top 16 bits (instrument.ts alloc_shim); a
     // worker's answers get their addresses there, and are checked there (worker-thread.ts).
-    if (this.answerBytes > this.memoryPages * 65_536 || (address !== undefined && address >> 48n >= BigInt(MAX_CALL_BLOCKS))) {
+    if (this.answerBytes > this.memoryPages * 65_536 || (address !== undefined && pastCallBlocks(address))) {
       this.memoryRefused = "answers";
       throw this.memoryError();
     }

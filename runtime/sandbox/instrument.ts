@@ -462,35 +462,36 @@ function* instrumentBody(body: Uint8Array, m: MeterCtx, w: Writer): Generator<vo
       if (w.length > MAX_INSTRUMENTED_BYTES) throw tooLarge(w.length);
       yield;
     }
-    const ins = { op: kept.get(i), start: kept.get(i + 1), immStart: kept.get(i + 2), end: kept.get(i + 3) };
-    if (ins.op === Op.Call || ins.op === Op.ReturnCall || ins.op === Op.RefFunc) {
-      copyTo(ins.start);
-      w.byte(ins.op).u32(m.remap(new Reader(body, ins.immStart).u32()));
-      copied = ins.end;
+    // One kept instruction: its opcode, start, immediates' start and end (no object per instruction).
+    const op = kept.get(i), start = kept.get(i + 1), immStart = kept.get(i + 2), end = kept.get(i + 3);
+    if (op === Op.Call || op === Op.ReturnCall || op === Op.RefFunc) {
+      copyTo(start);
+      w.byte(op).u32(m.remap(new Reader(body, immStart).u32()));
+      copied = end;
       continue;
     }
-    if (ins.op === Op.MemoryGrow) {
-      copyTo(ins.start);
+    if (op === Op.MemoryGrow) {
+      copyTo(start);
       w.byte(Op.Call).u32(m.growCheck);
     }
-    if (ins.op === Op.Prefix) {
-      const sub = new Reader(body, ins.immStart).u32();
+    if (op === Op.Prefix) {
+      const sub = new Reader(body, immStart).u32();
       // memory.fill / memory.copy (memory 0: the only one) become a call that runs them in chunks.
       const chunked = sub === MEMORY_FILL ? m.fillChunked : sub === MEMORY_COPY ? m.copyChunked : undefined;
       if (chunked !== undefined) {
-        copyTo(ins.start);
+        copyTo(start);
         w.byte(Op.Call).u32(chunked);
-        copied = ins.end;
+        copied = end;
         continue;
       }
       const charge = BULK_BYTES.has(sub) ? m.chargeBytes : BULK_ELEMS.has(sub) ? m.chargeElems : undefined;
       if (charge !== undefined) {
-        copyTo(ins.start);
+        copyTo(start);
         w.byte(Op.Call).u32(charge);
       }
     }
-    if (ins.op === Op.Loop) {
-      copyTo(ins.end);
+    if (op === Op.Loop) {
+      copyTo(end);
       meterCode(w, costs.get(++loop), m);
     }
   }

@@ -12,7 +12,7 @@ import createPlugin, { type CallContext, type Plugin } from "@extism/extism";
 import { createWasi } from "../../host-api/wasi.ts";
 import { blockCopyFunctions } from "./block-copy.ts";
 import { CallIo } from "./call-io.ts";
-import { FIRST_BLOCK, FUEL_SLICE, hostCallCost, MAX_CALL_BLOCKS } from "./fuel.ts";
+import { FIRST_BLOCK, FUEL_SLICE, hostCallCost, MAX_CALL_BLOCKS, pastCallBlocks } from "./fuel.ts";
 import { LogBudget } from "./log-budget.ts";
 import { INLINE_BLOCK_BYTES, placeholder, SETTLE, SharedArea, WORKER_PROTOCOL, type FromWorker, type HostCallAnswer, type HostCallRequest, type Tally, type ToWorker, type WorkerStart } from "./worker-protocol.ts";
 
@@ -112,7 +112,7 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
       const address = ctx.store(new Uint8Array(answer.scratch!, at, length)); // a copy into the kernel
       // Past MAX_CALL_BLOCKS the SDK's addresses break (fuel.ts): the server's meter is told (its
       // kernel_oom), which fails the call as memory.
-      if (BigInt(address) >> 48n >= BigInt(MAX_CALL_BLOCKS)) {
+      if (pastCallBlocks(address)) {
         cross({ ns: start.local.fuelModule, name: "kernel_oom", args: [], blocks: [] });
         throw new Error(`more than ${MAX_CALL_BLOCKS} blocks in one call`);
       }
