@@ -351,14 +351,27 @@ describe("hostile modules: host memory and outputs", () => {
 });
 
 describe("hostile modules: tampering", () => {
-  it("a plugin that scribbles over its input does not change what the next plugin reads", async () => {
-    const { plugin } = await sandbox("tamper");
-    const payload = JSON.stringify({ hook: "pre_llm_call", user_message: "the user's own words" });
-    await plugin.call("scribble", payload, Date.now() + 5_000);
-    const echoed = await plugin.call("echo", payload, Date.now() + 5_000);
-    assert.equal(echoed.output, payload);
-    await plugin.close();
-  });
+  // The kernel's input functions are the sandbox's (call-io.ts), in-thread and in a worker alike.
+  for (const inWorker of [false, true]) {
+    const where = inWorker ? "worker" : "in-thread";
+    it(`a plugin that scribbles over its input does not change what the next plugin reads (${where})`, async () => {
+      const { plugin } = await sandbox("tamper", { inWorker });
+      const payload = JSON.stringify({ hook: "pre_llm_call", user_message: "the user's own words" });
+      await plugin.call("scribble", payload, Date.now() + 5_000);
+      assert.equal((await plugin.call("echo", payload, Date.now() + 5_000)).output, payload);
+      // Within one call too: its input block is a copy of its own, the loads read the input as given.
+      assert.equal((await plugin.call("scribble_echo", payload, Date.now() + 5_000)).output, payload);
+      await plugin.close();
+    });
+
+    it(`a load past the input's end fails the call as a trap (${where})`, async () => {
+      const { plugin } = await sandbox("tamper", { inWorker });
+      const e = await callFailure(plugin.call("overread", "0123456789", Date.now() + 5_000));
+      assert.equal(e.kind, "trap", e.message);
+      assert.equal((await plugin.call("echo", "after", Date.now() + 5_000)).output, "after");
+      await plugin.close();
+    });
+  }
 });
 
 // A worker thread serves some host functions itself (no crossing): their fuel is settled with the

@@ -1,6 +1,7 @@
 // Calls an export of an in-thread Extism instance synchronously. The SDK's own call() takes the same
-// steps (drop the kernel's blocks, store the input as a block, push a call frame, run the export,
-// pop the frame, read the output or error block) inside two async functions: on a small plugin that
+// steps (drop the kernel's blocks, push a call frame, run the export, pop the frame, read the output
+// or error block; it also stores the input as a block, which the sandbox's kernel input functions
+// make unneeded: call-io.ts) inside two async functions: on a small plugin that
 // was a third of a raw Extism call (0.6 of 1.8 us), and it made every plugin call a promise, so a
 // fan-out to in-thread plugins awaited each one. The steps are the SDK's methods, keyed by symbols on
 // its CallContext and found by their descriptions; the SDK is pinned to one version, and where they
@@ -8,11 +9,11 @@
 import type { CallContext } from "@extism/extism";
 
 /** The CallContext methods ForegroundPlugin.call uses, by their symbols' descriptions. */
-const STEPS = ["reset", "store-value", "begin", "end", "get-block"] as const;
+const STEPS = ["reset", "begin", "end", "get-block"] as const;
 
 interface Steps {
   reset(): void;
-  store(input: Uint8Array): number | null;
+  /** Pushes a call frame; its input block (none here) is what the SDK's own input functions read. */
   begin(input: number | null): void;
   /** [error block, output block] of the frame it pops. */
   end(): [number | null, number | null];
@@ -21,17 +22,17 @@ interface Steps {
 
 export interface DirectCaller {
   /**
-   * Runs export `fn` with `input` as the call's input block (`input` must be a whole ArrayBuffer's
-   * view, which the kernel wraps without a copy). Returns the output block's bytes (undefined for
-   * none); throws what the export threw, or an Error "Plugin-originated error: ..." for error_set.
+   * Runs export `fn` in a fresh call frame (the input is the sandbox's: call-io.ts). Returns the
+   * output block's bytes (undefined for none); throws what the export threw, or an Error
+   * "Plugin-originated error: ..." for error_set.
    */
-  call(fn: string, input: Uint8Array): Uint8Array | undefined;
+  call(fn: string): Uint8Array | undefined;
   /**
    * The same for an instance with async (Suspending) host functions, where the runtime has JSPI:
    * the export runs through WebAssembly.promising, made once per export (the SDK makes one per
    * call: about 5 us on Deno, and its call() adds two async functions on top).
    */
-  callSuspending(fn: string, input: Uint8Array): Promise<Uint8Array | undefined>;
+  callSuspending(fn: string): Promise<Uint8Array | undefined>;
 }
 
 const decoder = new TextDecoder();
@@ -41,8 +42,8 @@ function stepsOf(ctx: CallContext): Steps | undefined {
   const found = new Map(Object.getOwnPropertySymbols(proto).map((s) => [s.description, s]));
   if (!STEPS.every((name) => found.has(name))) return undefined;
   const c = ctx as unknown as Record<symbol, (...args: any[]) => any>;
-  const [reset, store, begin, end, block] = STEPS.map((name) => c[found.get(name)!]!.bind(ctx));
-  return { reset: reset!, store: store!, begin: begin!, end: end!, block: block! };
+  const [reset, begin, end, block] = STEPS.map((name) => c[found.get(name)!]!.bind(ctx));
+  return { reset: reset!, begin: begin!, end: end!, block: block! };
 }
 
 /**
@@ -57,9 +58,9 @@ export function directCaller(ctx: CallContext, exports: WebAssembly.Exports): Di
     if (typeof func !== "function") throw new Error(`Plugin error: function "${fn}" does not exist`);
     return func;
   };
-  const enter = (input: Uint8Array) => {
+  const enter = () => {
     s.reset();
-    s.begin(s.store(input));
+    s.begin(null);
   };
   const output = ([error, output]: [number | null, number | null]): Uint8Array | undefined => {
     if (error !== null) throw new Error(`Plugin-originated error: ${decoder.decode(s.block(error).buffer as ArrayBuffer)}`);
@@ -67,9 +68,9 @@ export function directCaller(ctx: CallContext, exports: WebAssembly.Exports): Di
   };
   const promising = new Map<string, () => Promise<unknown>>();
   return {
-    call(fn, input) {
+    call(fn) {
       const func = exported(fn);
-      enter(input);
+      enter();
       let blocks: [number | null, number | null];
       try {
         func();
@@ -78,10 +79,10 @@ export function directCaller(ctx: CallContext, exports: WebAssembly.Exports): Di
       }
       return output(blocks);
     },
-    async callSuspending(fn, input) {
+    async callSuspending(fn) {
       let run = promising.get(fn);
       if (!run) promising.set(fn, (run = (WebAssembly as unknown as { promising(f: Function): () => Promise<unknown> }).promising(exported(fn))));
-      enter(input);
+      enter();
       let blocks: [number | null, number | null];
       try {
         await run();

@@ -139,6 +139,8 @@ export type AcceptOutput = (output: string | undefined) => unknown;
 
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
+/** The kernel's input for a call through the SDK's call(): unused, the plugin reads CallIo's. */
+const NO_BYTES = new Uint8Array(0);
 
 // A fan-out hands every plugin the same payload string (Delivery.json() builds it once): encode it
 // once too. One entry is enough; plugins of one emit are called one after another.
@@ -190,8 +192,6 @@ export class WasmPlugin {
   private hostFailure: PluginCallError | undefined;
   private readonly wasi: Record<string, HostFunction>;
   private readonly logBudget = new LogBudget();
-  /** This instance's own copy of the call input, reused while the length stays the same. */
-  private inputCopy = new Uint8Array(0);
   /** The live instance's generation: host functions of an abandoned instance refuse to run. */
   private generation = 0;
   /** Rejects of the async host calls in flight: a discarded instance fails them at once. */
@@ -371,20 +371,19 @@ export class WasmPlugin {
     let out: Uint8Array | undefined;
     try {
       const bytes = utf8(input);
+      // The plugin reads the input through the sandbox's functions (CallIo), never as a kernel
+      // block it could write to: one emit's bytes serve every plugin of it.
       this.io.begin(bytes);
       this.awaitedHost = false;
       this.hostFailure = undefined;
-      // The kernel wraps the bytes it is given without a copy and the plugin may write to that
-      // block: each call gets its own copy, so no plugin changes what a later one reads.
-      const own = this.privateInput(bytes);
       const direct = inWorker || this.suspends ? undefined : this.direct;
       if (!direct) {
-        return this.invokeLater(plugin, fn, own, deadline, inWorker).then(
+        return this.invokeLater(plugin, fn, bytes, deadline, inWorker).then(
           (bytes) => this.complete(fn, bytes, accept),
           (err) => this.failed(err, false),
         );
       }
-      out = direct.call(fn, own);
+      out = direct.call(fn);
       this.onThreadUntil = performance.now();
     } catch (err) {
       return this.failed(err, false);
@@ -393,14 +392,14 @@ export class WasmPlugin {
   }
 
   /** invoke()'s run of the export in a worker, suspending, or through the SDK's call (a first call): the output. */
-  private async invokeLater(plugin: Instance, fn: string, own: Uint8Array, deadline: number, inWorker: boolean): Promise<Uint8Array | undefined> {
+  private async invokeLater(plugin: Instance, fn: string, input: Uint8Array, deadline: number, inWorker: boolean): Promise<Uint8Array | string | undefined> {
     // In-thread with async host functions (CAN_SUSPEND), from the second call on: the export runs
     // suspending through the direct caller; else through the SDK's call().
     const direct = inWorker ? undefined : this.direct;
     const call =
-      plugin instanceof WorkerInstance ? plugin.call(fn, own)
-      : direct ? direct.callSuspending(fn, own)
-      : plugin.call(fn, own).then((out) => out?.bytes());
+      plugin instanceof WorkerInstance ? plugin.call(fn, input)
+      : direct ? direct.callSuspending(fn)
+      : plugin.call(fn, NO_BYTES).then((out) => out?.bytes()); // the kernel's input is not read (CallIo)
     // A worker, or a suspended in-thread call, may not come back by itself: raced against the deadline.
     const out = inWorker || this.suspends ? await this.withinDeadline(call, deadline) : await call;
     this.onThreadUntil = performance.now();
@@ -408,7 +407,7 @@ export class WasmPlugin {
   }
 
   /** finish(), a failure of it going through failed(). */
-  private complete(fn: string, bytes: Uint8Array | undefined, accept: AcceptOutput | undefined): Promise<SandboxResult> | SandboxResult {
+  private complete(fn: string, bytes: Uint8Array | string | undefined, accept: AcceptOutput | undefined): Promise<SandboxResult> | SandboxResult {
     try {
       return this.finish(fn, bytes, accept);
     } catch (err) {
@@ -417,13 +416,14 @@ export class WasmPlugin {
   }
 
   /** Checks and reads the output, settles the call, and commits its writes (then it may fail as `conflict`). */
-  private finish(fn: string, bytes: Uint8Array | undefined, accept: AcceptOutput | undefined): Promise<SandboxResult> | SandboxResult {
+  private finish(fn: string, out: Uint8Array | string | undefined, accept: AcceptOutput | undefined): Promise<SandboxResult> | SandboxResult {
     this.checkReturn(fn);
     const { limits, host } = this.opts;
-    if (bytes && bytes.byteLength > limits.maxOutputBytes) {
-      throw new PluginCallError("bad_output", `output of ${bytes.byteLength} bytes exceeds max_output_bytes ${limits.maxOutputBytes}`);
+    // Text came through hookbox_output_write, which took it only within max_output_bytes.
+    if (out instanceof Uint8Array && out.byteLength > limits.maxOutputBytes) {
+      throw new PluginCallError("bad_output", `output of ${out.byteLength} bytes exceeds max_output_bytes ${limits.maxOutputBytes}`);
     }
-    const output = bytes && bytes.byteLength > 0 ? decoder.decode(bytes) : undefined;
+    const output = out === undefined || out.length === 0 ? undefined : typeof out === "string" ? out : decoder.decode(out);
     const result: SandboxResult = { output, fuel: this.meter.used, accepted: accept?.(output) };
     this.settle(true);
     let committing: Promise<void> | undefined | void;
@@ -490,17 +490,6 @@ export class WasmPlugin {
     });
     call.catch(() => undefined); // settles after the race was lost: nothing to report
     return Promise.race([call, late]).finally(() => clearTimeout(timer));
-  }
-
-  /**
-   * The input as this call may see it: copied into a buffer of this instance's own. Allocating a
-   * fresh one per call (slice) cost 1.5 µs a call, half of a small plugin's whole call; a worker's
-   * transfer may detach it, and then a new one is made.
-   */
-  private privateInput(bytes: Uint8Array): Uint8Array {
-    if (this.inputCopy.byteLength !== bytes.byteLength) this.inputCopy = new Uint8Array(bytes.byteLength);
-    this.inputCopy.set(bytes);
-    return this.inputCopy;
   }
 
   /** Extism's convention (ignored by its JS SDK): a non-zero i32 return is a failure. */
@@ -584,6 +573,19 @@ export class WasmPlugin {
       hookbox_input_read: (_ctx: CallContext, dest: bigint, len: bigint): bigint => (live(), this.io.readInput(dest, len)),
       hookbox_output_write: (_ctx: CallContext, src: bigint, len: bigint): bigint => (live(), this.io.writeOutput(src, len)),
     };
+  }
+
+  /** The kernel's input functions, served by CallIo for one instance (`generation`). */
+  private kernelFunctions(generation: number): Record<string, HostFunction> {
+    return Object.fromEntries(
+      Object.entries(this.io.kernelFunctions()).map(([name, fn]) => [
+        name,
+        (ctx: CallContext, ...args: any[]) => {
+          if (generation !== this.generation) throw new PluginCallError("unavailable", "host call from an abandoned instance");
+          return fn(ctx, ...args);
+        },
+      ]),
+    );
   }
 
   /**
@@ -695,6 +697,7 @@ export class WasmPlugin {
     this.meter.start(deadline, this.stretch(inWorker));
     host.begin(deadline);
     const functions = {
+      [KERNEL_MODULE]: this.kernelFunctions(generation),
       [HOST_MODULE]: { ...this.chargedAll(user, generation), ...this.ioFunctions(generation) },
       [FUEL_MODULE]: { ...this.meter.functions, begin: this.beginFn },
       [WASI_SANDBOX_MODULE]: this.chargedAll(this.wasi, generation),
@@ -711,7 +714,7 @@ export class WasmPlugin {
           : WorkerInstance.start({
               module,
               functions,
-              local: { hostModule: HOST_MODULE, fuelModule: FUEL_MODULE, wasiModule: WASI_SANDBOX_MODULE, maxOutputBytes: limits.maxOutputBytes, kept: keptGrant(WORKER_GRANT, limits.fuel) },
+              local: { kernelModule: KERNEL_MODULE, hostModule: HOST_MODULE, fuelModule: FUEL_MODULE, wasiModule: WASI_SANDBOX_MODULE, maxOutputBytes: limits.maxOutputBytes, kept: keptGrant(WORKER_GRANT, limits.fuel) },
               account,
               log: (level, source, message) => this.log(level, source, message),
             });

@@ -63,7 +63,7 @@ export interface WorkerInstanceOptions {
 }
 
 export class WorkerInstance {
-  private pending: { resolve(out: Uint8Array | undefined): void; reject(err: Error): void } | undefined;
+  private pending: { resolve(out: Uint8Array | string | undefined): void; reject(err: Error): void } | undefined;
   /** The instance (re)building in the worker: settles at its "ready" or its failure. */
   private starting: { resolve(): void; reject(err: Error): void } | undefined;
   /**
@@ -165,7 +165,7 @@ export class WorkerInstance {
   }
 
   /** Runs export `fn` with `input` (the worker's kernel is reset by each call): its output, if any. */
-  call(fn: string, input: Uint8Array): Promise<Uint8Array | undefined> {
+  call(fn: string, input: Uint8Array): Promise<Uint8Array | string | undefined> {
     if (this.closed) return Promise.reject(new Error("the plugin's worker thread is closed"));
     if (this.pending) return Promise.reject(new Error("plugin is not reentrant"));
     return new Promise((resolve, reject) => {

@@ -22,6 +22,8 @@ export interface WorkerStart {
   maxShippedBytes: number;
   /** Where the functions served here are imported from, and what they need. */
   local: {
+    /** The Extism kernel's: its input functions are served here (call-io.ts), the rest by the SDK. */
+    kernelModule: string;
     hostModule: string;
     fuelModule: string;
     /** The module's WASI imports (host-api/wasi.ts: capability-free, over its memory) are served here. */
@@ -78,7 +80,7 @@ export type ToWorker = { type: "call"; fn: string; input: Uint8Array } | { type:
 export type FromWorker =
   | HostCallRequest
   | { type: "ready" }
-  | { type: "done"; output: Uint8Array | null; tally: Tally }
+  | { type: "done"; output: Uint8Array | string | null; tally: Tally }
   | { type: "failed"; name: string; message: string; tally: Tally }
   | { type: "log"; level: "info" | "warn" | "error" | "debug"; source: "log" | "stdout" | "stderr"; message: string };
 

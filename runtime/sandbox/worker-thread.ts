@@ -138,6 +138,7 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
     output: (fd, line) => postLog(fd === 1 ? "info" : "warn", fd === 1 ? "stdout" : "stderr", line),
   });
   const local: Record<string, Record<string, (ctx: CallContext, ...args: any[]) => unknown>> = {
+    [start.local.kernelModule]: io.kernelFunctions(),
     [start.local.wasiModule]: Object.fromEntries(
       Object.entries(wasi).map(([name, fn]) => [name, metered((_ctx: CallContext, ...args: any[]) => fn(...args))]),
     ),
