@@ -43,7 +43,9 @@ export const MAX_ANSWER_BYTES = 4 * 1024 * 1024;
 const ANSWER_CAP_TEXT = `the most one answer may hold (the plugin's memory allowance, at most ${MAX_ANSWER_BYTES})`;
 
 // A block's size is checked before it is decoded (readText): the KV limits bound every argument.
-const scopeOf = (ctx: CallContext, o: bigint) => readText(ctx, o, "kv session", KV_LIMITS.scopeBytes);
+// Scope offset 0 is the plugin-wide scope (""), which then needs no block: two kernel calls (alloc,
+// free) and an allocation fewer per KV call for the most common scope.
+const scopeOf = (ctx: CallContext, o: bigint) => (o === 0n ? "" : readText(ctx, o, "kv session", KV_LIMITS.scopeBytes));
 const keyOf = (ctx: CallContext, o: bigint) => readText(ctx, o, "kv key", KV_LIMITS.keyBytes);
 const prefixOf = (ctx: CallContext, o: bigint) => readText(ctx, o, "kv prefix", KV_LIMITS.keyBytes);
 const valueOf = (ctx: CallContext, o: bigint, what: string) => readText(ctx, o, what, KV_LIMITS.valueBytes);

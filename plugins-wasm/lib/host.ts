@@ -45,6 +45,15 @@ export const ERROR = 3;
 /** Plugin-wide KV scope (no session). */
 export const GLOBAL = "";
 
+/** A scope argument: the host takes offset 0 for GLOBAL, so the commonest scope needs no block. */
+function storeScope(session: string): u64 {
+  return session.length == 0 ? 0 : storeString(session);
+}
+
+function releaseScope(s: u64): void {
+  if (s != 0) free(s);
+}
+
 export function log(level: i32, msg: string): void {
   const m = storeString(msg);
   hookbox_log(level, m);
@@ -53,10 +62,10 @@ export function log(level: i32, msg: string): void {
 
 /** The value's UTF-8 bytes, or null when the key is absent. */
 export function kvGetBytes(session: string, key: string): Uint8Array | null {
-  const s = storeString(session);
+  const s = storeScope(session);
   const k = storeString(key);
   const off = hookbox_kv_get(s, k);
-  free(s);
+  releaseScope(s);
   free(k);
   return off == 0 ? null : loadBlock(off);
 }
@@ -67,11 +76,11 @@ export function kvGet(session: string, key: string): string | null {
 }
 
 export function kvSet(session: string, key: string, value: string): void {
-  const s = storeString(session);
+  const s = storeScope(session);
   const k = storeString(key);
   const v = storeString(value);
   hookbox_kv_set(s, k, v);
-  free(s);
+  releaseScope(s);
   free(k);
   free(v);
 }
@@ -81,10 +90,10 @@ export function kvSet(session: string, key: string, value: string): void {
  * every process on the database: no two callers ever get the same value.
  */
 export function kvIncr(session: string, key: string, delta: i64): i64 {
-  const s = storeString(session);
+  const s = storeScope(session);
   const k = storeString(key);
   const n = hookbox_kv_incr(s, k, delta);
-  free(s);
+  releaseScope(s);
   free(k);
   return n;
 }
@@ -94,12 +103,12 @@ export function kvIncr(session: string, key: string, delta: i64): i64 {
  * it held something else: nothing was written; read it again and decide.
  */
 export function kvCas(session: string, key: string, expected: string | null, next: string | null): bool {
-  const s = storeString(session);
+  const s = storeScope(session);
   const k = storeString(key);
   const e = expected === null ? 0 : storeString(expected);
   const v = next === null ? 0 : storeString(next);
   const ok = hookbox_kv_cas(s, k, e, v);
-  free(s);
+  releaseScope(s);
   free(k);
   if (e != 0) free(e);
   if (v != 0) free(v);
@@ -107,19 +116,19 @@ export function kvCas(session: string, key: string, expected: string | null, nex
 }
 
 export function kvDelete(session: string, key: string): void {
-  const s = storeString(session);
+  const s = storeScope(session);
   const k = storeString(key);
   hookbox_kv_delete(s, k);
-  free(s);
+  releaseScope(s);
   free(k);
 }
 
 /** Keys in `session` starting with `prefix` (the host returns a JSON array). */
 export function kvList(session: string, prefix: string): string[] {
-  const s = storeString(session);
+  const s = storeScope(session);
   const p = storeString(prefix);
   const off = hookbox_kv_list(s, p);
-  free(s);
+  releaseScope(s);
   free(p);
   if (off == 0) return [];
   const keys = decodeStringArray(loadBlock(off), 0);
@@ -131,10 +140,10 @@ export function kvList(session: string, prefix: string): string[] {
  * StringCursor: no string per key; kvList decodes them all, which large namespaces cannot afford).
  */
 export function kvListBytes(session: string, prefix: string): Uint8Array {
-  const s = storeString(session);
+  const s = storeScope(session);
   const p = storeString(prefix);
   const off = hookbox_kv_list(s, p);
-  free(s);
+  releaseScope(s);
   free(p);
   return off == 0 ? new Uint8Array(0) : loadBlock(off);
 }
@@ -155,7 +164,7 @@ export const UNCOUNTED: u64 = 2;
  * Returns how many keys were deleted, or -1 with UNCOUNTED in `mode`.
  */
 export function kvDeleteSessions(session: string, prefix: string, buf: Uint8Array, start: i32, end: i32, mode: u64): i64 {
-  const s = storeString(session);
+  const s = storeScope(session);
   const p = storeString(prefix);
   let n: i64 = 0;
   // A list that may pass the host's bounds per call (SWEEP_IDS ids, SWEEP_BYTES) goes in parts;
@@ -166,7 +175,7 @@ export function kvDeleteSessions(session: string, prefix: string, buf: Uint8Arra
     n = <i64>hookbox_kv_delete_sessions(s, p, ids, mode);
     free(ids);
   }
-  free(s);
+  releaseScope(s);
   free(p);
   return n;
 }
@@ -236,7 +245,7 @@ export class KvKeys {
   private valueBlocks: Map<i32, u64> = new Map<i32, u64>();
 
   constructor(session: string) {
-    this.scope = storeString(session);
+    this.scope = storeScope(session);
   }
 
   delete(buf: Uint8Array, start: i32, end: i32): void {
@@ -253,7 +262,7 @@ export class KvKeys {
   }
 
   close(): void {
-    free(this.scope);
+    releaseScope(this.scope);
     const keys = this.keyBlocks.values();
     for (let i = 0; i < keys.length; i++) free(keys[i]);
     const values = this.valueBlocks.values();
@@ -287,9 +296,9 @@ function reuse(blocks: Map<i32, u64>, ptr: usize, len: i32): u64 {
 
 /** Raw JSON array of {role, content} for a session (grant sessions:read). */
 export function sessionMessages(session: string, limit: i64): string {
-  const s = storeString(session);
+  const s = storeScope(session);
   const off = hookbox_session_messages(s, limit);
-  free(s);
+  releaseScope(s);
   if (off == 0) return "[]";
   const b = loadBlock(off);
   return String.UTF8.decodeUnsafe(b.dataStart, <usize>b.length);

@@ -25,7 +25,7 @@ export function storeRaw(ptr: usize, len: i32): u64 {
 
 /** Overwrites the Extism block at `off` (exactly `len` bytes long) with `len` bytes at `ptr`. */
 export function writeBlock(off: u64, ptr: usize, len: i32): void {
-  if (blockCopies && len > 64 && hookbox_block_write(off, <u64>ptr, <u64>len) == <u64>len) return;
+  if (blockCopies && len > 0 && hookbox_block_write(off, <u64>ptr, <u64>len) == <u64>len) return;
   let i = 0;
   for (; i + 8 <= len; i += 8) store_u64(off + <u64>i, load<u64>(ptr + <usize>i));
   for (; i < len; i++) store_u8(off + <u64>i, load<u8>(ptr + <usize>i));
