@@ -364,6 +364,33 @@ describe("hostile modules: tampering", () => {
       await plugin.close();
     });
 
+    it(`a call that reads its input after an await sees its own, whatever ran meanwhile (${where})`, async () => {
+      let answer!: () => void;
+      const answered = new Promise<void>((resolve) => (answer = resolve));
+      const slow = await sandbox("lateinput", {
+        inWorker,
+        functions: {
+          hookbox_http: async () => {
+            await answered;
+            return 0n;
+          },
+        },
+      });
+      const { plugin: fast } = await sandbox("tamper");
+      const own = JSON.stringify({ hook: "post_llm_call", session_id: "s_slow", secret: "A".repeat(200) });
+      await fast.call("echo", "warm", Date.now() + 5_000); // later calls take the synchronous path
+      const late = slow.plugin.call("late_echo", own, Date.now() + 5_000);
+      await new Promise((r) => setTimeout(r, 50)); // the slow call is suspended in hookbox_http
+      for (let i = 0; i < 5; i++) {
+        const other = JSON.stringify({ hook: "post_llm_call", session_id: `s_fst${i}`, secret: String(i).repeat(200) });
+        assert.equal((await fast.call("echo", other, Date.now() + 5_000)).output, other);
+      }
+      answer();
+      assert.equal((await late).output, own);
+      await slow.plugin.close();
+      await fast.close();
+    });
+
     it(`a load past the input's end fails the call as a trap (${where})`, async () => {
       const { plugin } = await sandbox("tamper", { inWorker });
       const e = await callFailure(plugin.call("overread", "0123456789", Date.now() + 5_000));

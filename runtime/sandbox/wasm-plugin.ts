@@ -142,17 +142,26 @@ const encoder = new TextEncoder();
 /** The kernel's input for a call through the SDK's call(): unused, the plugin reads CallIo's. */
 const NO_BYTES = new Uint8Array(0);
 
-// A fan-out hands every plugin the same payload string (Delivery.json() builds it once): encode it
-// once too. One entry is enough; plugins of one emit are called one after another.
+// A fan-out hands every plugin the same payload string (Delivery.json() builds it once): it is
+// encoded once, into one reused buffer. TextEncoder.encode allocates an ArrayBuffer each time: 1 us
+// for a few bytes, 5 us for 2 KB (Node and Deno alike), against 0.1 us for encodeInto. A call that
+// runs synchronously is done with the bytes before the next payload is encoded; one that may
+// outlive that (in a worker, suspended, the SDK's first call) gets a copy of its own (ownInput).
+const SCRATCH_MAX = 64 * 1024;
+let scratch = new Uint8Array(1024);
 let lastText: string | undefined;
 let lastBytes = new Uint8Array(0);
 function utf8(text: string): Uint8Array {
-  if (text !== lastText) {
-    lastBytes = encoder.encode(text);
-    lastText = text;
-  }
-  return lastBytes;
+  if (text === lastText) return lastBytes;
+  lastText = text;
+  const worst = text.length * 3; // UTF-8 bytes per UTF-16 unit, at most
+  if (worst > SCRATCH_MAX) return (lastBytes = encoder.encode(text));
+  if (scratch.length < worst) scratch = new Uint8Array(Math.min(SCRATCH_MAX, Math.max(worst, scratch.length * 2)));
+  return (lastBytes = scratch.subarray(0, encoder.encodeInto(text, scratch).written));
 }
+
+/** `bytes` as a call that may outlive the next payload's encoding can keep them. */
+const ownInput = (bytes: Uint8Array): Uint8Array => (bytes.buffer === scratch.buffer ? bytes.slice() : bytes);
 
 /** An instance: in-thread (the SDK's) or in a worker thread of its own (worker-instance.ts). */
 type Instance = Plugin | WorkerInstance;
