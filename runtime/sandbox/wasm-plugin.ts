@@ -379,13 +379,13 @@ export class WasmPlugin {
     this.onThreadUntil = undefined;
     let out: Uint8Array | undefined;
     try {
-      const bytes = utf8(input);
+      const direct = inWorker || this.suspends ? undefined : this.direct;
       // The plugin reads the input through the sandbox's functions (CallIo), never as a kernel
       // block it could write to: one emit's bytes serve every plugin of it.
+      const bytes = direct ? utf8(input) : ownInput(utf8(input));
       this.io.begin(bytes);
       this.awaitedHost = false;
       this.hostFailure = undefined;
-      const direct = inWorker || this.suspends ? undefined : this.direct;
       if (!direct) {
         return this.invokeLater(plugin, fn, bytes, deadline, inWorker).then(
           (bytes) => this.complete(fn, bytes, accept),
