@@ -361,6 +361,8 @@ describe("hostile modules: tampering", () => {
       assert.equal((await plugin.call("echo", payload, Date.now() + 5_000)).output, payload);
       // Within one call too: its input block is a copy of its own, the loads read the input as given.
       assert.equal((await plugin.call("scribble_echo", payload, Date.now() + 5_000)).output, payload);
+      // No kernel block holds the input the module reads (a worker's SDK call stored it as block 1).
+      assert.equal((await plugin.call("poke_echo", payload, Date.now() + 5_000)).output, payload);
       await plugin.close();
     });
 
@@ -389,6 +391,24 @@ describe("hostile modules: tampering", () => {
       assert.equal((await late).output, own);
       await slow.plugin.close();
       await fast.close();
+    });
+
+    it(`a plugin call run inside another one's host call leaves the outer call's input alone (${where})`, async () => {
+      const { plugin: inner } = await sandbox("tamper");
+      for (let i = 0; i < 2; i++) await inner.call("echo", "warm", Date.now() + 5_000); // synchronous from now on
+      const other = JSON.stringify({ hook: "post_llm_call", session_id: "s_inner", secret: "B".repeat(100) });
+      const innerOutputs: unknown[] = [];
+      const { plugin: outer } = await sandbox("tamper", {
+        inWorker,
+        functions: { hookbox_log: () => void innerOutputs.push(inner.callNow("echo", other, Date.now() + 5_000)) },
+      });
+      for (let i = 0; i < 2; i++) await outer.call("echo", "warm", Date.now() + 5_000);
+      const own = JSON.stringify({ hook: "post_llm_call", session_id: "s_outer", secret: "A".repeat(100) });
+      assert.equal((await outer.call("log_echo", own, Date.now() + 5_000)).output, own);
+      assert.equal((await innerOutputs[0])?.constructor, Object, "the inner call ran");
+      assert.equal(((await innerOutputs[0]) as { output: string }).output, other);
+      await inner.close();
+      await outer.close();
     });
 
     it(`a load past the input's end fails the call as a trap (${where})`, async () => {

@@ -296,9 +296,9 @@ function reuse(blocks: Map<i32, u64>, ptr: usize, len: i32): u64 {
 
 /** Raw JSON array of {role, content} for a session (grant sessions:read). */
 export function sessionMessages(session: string, limit: i64): string {
-  const s = storeScope(session);
+  const s = storeString(session); // a session id, not a KV scope: offset 0 is no id
   const off = hookbox_session_messages(s, limit);
-  releaseScope(s);
+  free(s);
   if (off == 0) return "[]";
   const b = loadBlock(off);
   return String.UTF8.decodeUnsafe(b.dataStart, <usize>b.length);

@@ -139,23 +139,24 @@ export type AcceptOutput = (output: string | undefined) => unknown;
 
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
-/** The kernel's input for a call through the SDK's call(): unused, the plugin reads CallIo's. */
-const NO_BYTES = new Uint8Array(0);
 
 // A fan-out hands every plugin the same payload string (Delivery.json() builds it once): it is
 // encoded once, into one reused buffer. TextEncoder.encode allocates an ArrayBuffer each time: 1 us
 // for a few bytes, 5 us for 2 KB (Node and Deno alike), against 0.1 us for encodeInto. A call that
 // runs synchronously is done with the bytes before the next payload is encoded; one that may
 // outlive that (in a worker, suspended, the SDK's first call) gets a copy of its own (ownInput).
+// While a synchronous call runs (`running`), nothing overwrites the buffer: should a host function
+// ever start another plugin's call, that call's payload gets a buffer of its own.
 const SCRATCH_MAX = 64 * 1024;
 let scratch = new Uint8Array(1024);
 let lastText: string | undefined;
 let lastBytes = new Uint8Array(0);
+let running = 0;
 function utf8(text: string): Uint8Array {
   if (text === lastText) return lastBytes;
   lastText = text;
   const worst = text.length * 3; // UTF-8 bytes per UTF-16 unit, at most
-  if (worst > SCRATCH_MAX) return (lastBytes = encoder.encode(text));
+  if (worst > SCRATCH_MAX || running > 0) return (lastBytes = encoder.encode(text));
   if (scratch.length < worst) scratch = new Uint8Array(Math.min(SCRATCH_MAX, Math.max(worst, scratch.length * 2)));
   return (lastBytes = scratch.subarray(0, encoder.encodeInto(text, scratch).written));
 }
@@ -395,7 +396,12 @@ export class WasmPlugin {
           (err) => this.failed(err, false),
         );
       }
-      out = direct.call(fn);
+      running++;
+      try {
+        out = direct.call(fn);
+      } finally {
+        running--;
+      }
       this.onThreadUntil = Date.now();
     } catch (err) {
       return this.failed(err, false);
@@ -411,7 +417,7 @@ export class WasmPlugin {
     const call =
       plugin instanceof WorkerInstance ? plugin.call(fn, input)
       : direct ? direct.callSuspending(fn)
-      : plugin.call(fn, NO_BYTES).then((out) => out?.bytes()); // the kernel's input is not read (CallIo)
+      : plugin.call(fn).then((out) => out?.bytes()); // no kernel input block: the module reads CallIo's
     // A worker, or a suspended in-thread call, may not come back by itself: raced against the deadline.
     const out = inWorker || this.suspends ? await this.withinDeadline(call, deadline) : await call;
     this.onThreadUntil = Date.now();

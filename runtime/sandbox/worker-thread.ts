@@ -180,7 +180,7 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
     if (!plugin) return post(failure(new Error("no instance (it failed to start)")));
     io.begin(m.input);
     plugin
-      .call(m.fn, m.input)
+      .call(m.fn) // no kernel input block: the module reads CallIo's (read-only)
       .then(
         (out) => post({ type: "done", output: io.output ?? (out ? out.bytes() : null), tally: takeTally() }),
         (err: unknown) => post(failure(err)),
