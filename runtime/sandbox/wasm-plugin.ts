@@ -584,13 +584,16 @@ export class WasmPlugin {
    * through the generic wrapper, which looks for block arguments in every call.
    */
   private ioFunctions(generation: number): Record<string, HostFunction> {
-    const live = () => {
-      if (generation !== this.generation) throw new PluginCallError("unavailable", "host call from an abandoned instance");
-    };
+    const live = () => this.assertLive(generation);
     return {
       hookbox_input_read: (_ctx: CallContext, dest: bigint, len: bigint): bigint => (live(), this.io.readInput(dest, len)),
       hookbox_output_write: (_ctx: CallContext, src: bigint, len: bigint): bigint => (live(), this.io.writeOutput(src, len)),
     };
+  }
+
+  /** Host functions of an abandoned instance (one built before the live one) refuse to run. */
+  private assertLive(generation: number): void {
+    if (generation !== this.generation) throw new PluginCallError("unavailable", "host call from an abandoned instance");
   }
 
   /** The kernel's input functions, served by CallIo for one instance (`generation`). */
@@ -599,7 +602,7 @@ export class WasmPlugin {
       Object.entries(this.io.kernelFunctions()).map(([name, fn]) => [
         name,
         (ctx: CallContext, ...args: any[]) => {
-          if (generation !== this.generation) throw new PluginCallError("unavailable", "host call from an abandoned instance");
+          this.assertLive(generation);
           return fn(ctx, ...args);
         },
       ]),
@@ -614,7 +617,7 @@ export class WasmPlugin {
    */
   private charged(fn: HostFunction, generation: number, awaited: boolean, answersBlock: boolean): HostFunction {
     const charge = (ctx: CallContext, args: unknown[]) => {
-      if (generation !== this.generation) throw new PluginCallError("unavailable", "host call from an abandoned instance");
+      this.assertLive(generation);
       this.meter.charge(hostCallCost(ctx, args));
     };
     // A block the function made for its answer is charged and counted too (see FuelMeter.chargeAnswer).
@@ -673,7 +676,7 @@ export class WasmPlugin {
 
   /** What a worker's own functions did (worker-protocol.ts Tally), settled with this side's meter. */
   private account(tally: Tally, generation: number): void {
-    if (generation !== this.generation) throw new PluginCallError("unavailable", "host call from an abandoned instance");
+    this.assertLive(generation);
     if (tally.fuel > 0) this.meter.charge(tally.fuel);
     if (tally.inputRead) this.io.inputRead = true;
     if (tally.droppedLogs) this.logBudget.dropped += tally.droppedLogs;
