@@ -5,8 +5,8 @@
 import type { CallContext } from "@extism/extism";
 import { blockBytes } from "../../host-api/memory.ts";
 
-/** An Extism address is a block index (high 16 bits) and an offset in it (low 48). */
-const BLOCK_OFFSET_MASK = (1n << 48n) - 1n;
+/** An Extism address is a block index (high 16 bits) and an offset in it (low 48): the offset. */
+export const offsetInBlock = (address: bigint): number => Number(BigInt.asUintN(48, address));
 
 /**
  * The block at `block` (from its start, exactly `len` long) and linear memory at `at` as two views
@@ -14,7 +14,7 @@ const BLOCK_OFFSET_MASK = (1n << 48n) - 1n;
  * range. Then the functions return 0 and the plugin falls back to the kernel's loads and stores.
  */
 function views(memory: WebAssembly.Memory | undefined, ctx: CallContext, block: bigint, at: bigint, len: bigint): [Uint8Array, Uint8Array] | undefined {
-  if (!memory || (block & BLOCK_OFFSET_MASK) !== 0n || ctx.length(block) !== len) return undefined;
+  if (!memory || offsetInBlock(block) !== 0 || ctx.length(block) !== len) return undefined;
   // In-thread a block reads as a view of its own ArrayBuffer.
   const target = blockBytes(ctx, block);
   if (target === null || !(target.buffer instanceof ArrayBuffer) || BigInt(target.byteLength) !== len) return undefined;

@@ -3,11 +3,10 @@
 // functions read the same bytes. Served where the memory is: by the sandbox for an in-thread
 // instance, by the worker thread for one that runs there (worker-thread.ts).
 import type { CallContext } from "@extism/extism";
+import { offsetInBlock } from "./block-copy.ts";
 import { HOST_CALL_FUEL } from "./fuel.ts";
 
 const decoder = new TextDecoder();
-/** An Extism address's offset within its block (the low 48 bits). */
-const offsetIn = (address: bigint): number => Number(BigInt.asUintN(48, address));
 const NO_INPUT = new DataView(new ArrayBuffer(0));
 
 export class CallIo {
@@ -60,8 +59,8 @@ export class CallIo {
   kernelFunctions(): Record<string, (ctx: CallContext, ...args: any[]) => unknown> {
     return {
       input_length: () => BigInt(this.input?.byteLength ?? 0),
-      input_load_u8: (_ctx: CallContext, at: bigint) => this.loads().getUint8(offsetIn(at)),
-      input_load_u64: (_ctx: CallContext, at: bigint) => this.loads().getBigUint64(offsetIn(at), true),
+      input_load_u8: (_ctx: CallContext, at: bigint) => this.loads().getUint8(offsetInBlock(at)),
+      input_load_u64: (_ctx: CallContext, at: bigint) => this.loads().getBigUint64(offsetInBlock(at), true),
       input_offset: (ctx: CallContext) => {
         if (!this.input) return 0n;
         return (this.inputBlock ??= ctx.store(this.input.slice()));
