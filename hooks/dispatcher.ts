@@ -16,6 +16,12 @@ export interface Delivery<H extends HookName = HookName> {
   json(): string;
   /** Epoch ms after which the call counts as timed out (the plugin's own wall-clock limit). */
   readonly deadline: number;
+  /**
+   * The clock at the call's start, as the dispatcher read it: epoch ms (Date.now's clock, with a
+   * fraction) and performance.now() ms. A sandbox takes them instead of reading the clock again.
+   */
+  readonly startedAt: number;
+  readonly startedMono: number;
   /** readHookOutput for this hook under the dispatcher's output limits (throws bad_output). */
   readOutput(output: string | undefined): HookOutput | undefined;
 }
@@ -25,6 +31,11 @@ export interface CallResult {
   output?: string | undefined;
   /** Fuel the call used, when the runtime meters it. */
   fuel?: number | undefined;
+  /**
+   * performance.now() when a call that answered synchronously was done (output read, nothing left
+   * to commit): the dispatcher takes it as the next call's start instead of reading the clock.
+   */
+  endedMono?: number | undefined;
   /**
    * Set when the subscriber already ran delivery.readOutput on its output before committing the call's
    * effects (a WASM call's KV writes must not land when its output is refused): what it read.
@@ -185,11 +196,14 @@ export class HookDispatcher {
     if (!subs || subs.length === 0) return report;
     const payload = new PayloadOf<H>(Object.freeze({ hook, schema_version: SCHEMA_VERSION, ...fields }) as unknown as HookPayload<H>);
     const readOutput = this.outputReader(hook);
-    // One clock read per call: a call's end is the next call's start (the bookkeeping between the
-    // two is a few hundred ns), where two reads per call were measurable on a 10-plugin fan-out.
-    // The wall clock (deadlines, cool-offs) is read once, and followed by that one.
+    // At most one clock read per call: a call's end is the next call's start (the bookkeeping
+    // between the two is a few hundred ns), where two reads per call were measurable on a
+    // 10-plugin fan-out; a sandbox's synchronous call reports its end (endedMono) and is not read
+    // again. The wall clock is read once, and followed by that one: the real one for deadlines
+    // (sandboxes check them against it), the dispatcher's `now` for cool-offs.
     let t = performance.now();
-    const wall = this.now() - t;
+    const wall = Date.now() - t;
+    const policyWall = this.now === Date.now ? wall : this.now() - t;
     for (const sub of subs) {
       const b = this.book(sub.name);
       if (b.quarantined !== null || b.hookQuarantine.has(hook)) {
@@ -199,7 +213,7 @@ export class HookDispatcher {
       const until = b.cooloffUntil.get(hook);
       const start = wall + t;
       if (until !== undefined) {
-        if (start < until) {
+        if (policyWall + t < until) {
           b.skippedCooloff++;
           report.skipped.push({ plugin: sub.name, why: "cooloff" });
           continue;
@@ -207,15 +221,21 @@ export class HookDispatcher {
         b.cooloffUntil.delete(hook);
       }
       const timeoutMs = sub.timeoutMs ?? this.timeoutMs;
-      const delivery = new HookDelivery(hook, payload, start + timeoutMs, readOutput);
+      const delivery = new HookDelivery(hook, payload, start + timeoutMs, readOutput, start, t);
       const t0 = t;
       b.calls++;
       try {
         const pending = sub.call(delivery as Delivery);
         // A call that answered synchronously is not awaited: a fan-out to in-thread plugins then
         // runs its calls back to back, with no trip through the microtask queue per plugin.
-        const result = pending instanceof Promise ? await (sub.enforcesDeadline ? pending : this.withDeadline(pending, timeoutMs, sub.name)) : pending;
-        t = performance.now();
+        let result: CallResult;
+        if (pending instanceof Promise) {
+          result = await (sub.enforcesDeadline ? pending : this.withDeadline(pending, timeoutMs, sub.name));
+          t = performance.now();
+        } else {
+          result = pending;
+          t = result.endedMono ?? performance.now();
+        }
         const ms = t - t0;
         // Read before anything is counted: a refused output fails the call, counted once (below).
         const out = result.checked ? result.checked.output : readOutput(result.output);
@@ -332,6 +352,8 @@ class HookDelivery<H extends HookName> implements Delivery<H> {
     private readonly shared: PayloadOf<H>,
     readonly deadline: number,
     readonly readOutput: (output: string | undefined) => HookOutput | undefined,
+    readonly startedAt: number,
+    readonly startedMono: number,
   ) {}
   get payload(): Readonly<HookPayload<H>> {
     return this.shared.value;

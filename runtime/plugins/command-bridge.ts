@@ -5,7 +5,7 @@
 import type { HookDispatcher, HookOutput, HookSubscriber } from "../../hooks/dispatcher.ts";
 import { PluginCallError } from "../../hooks/failures.ts";
 import { CommandError, type CommandCall } from "../commands/registry.ts";
-import type { AcceptOutput, SandboxResult, WasmPlugin } from "../sandbox/wasm-plugin.ts";
+import type { AcceptOutput, CallStart, SandboxResult, WasmPlugin } from "../sandbox/wasm-plugin.ts";
 import { commandOutput } from "./command-output.ts";
 import type { PluginEntry } from "./entry.ts";
 import type { PluginLogs } from "./logs.ts";
@@ -38,11 +38,11 @@ export class CommandBridge {
       call: (d) => {
         let r: Promise<SandboxResult> | SandboxResult;
         try {
-          r = callRetrying(sandbox, d.hook, d.json(), d.deadline, d.readOutput);
+          r = callRetrying(sandbox, d.hook, d.json(), d.deadline, d.readOutput, d);
         } catch (err) {
           throw this.failed(name, d.hook, err); // not the plugin's doing (callNow never throws): logged all the same
         }
-        if (!(r instanceof Promise)) return { fuel: r.fuel, checked: { output: r.accepted as HookOutput | undefined } };
+        if (!(r instanceof Promise)) return { fuel: r.fuel, checked: { output: r.accepted as HookOutput | undefined }, endedMono: r.endedMono };
         return r.then(
           (done) => ({ fuel: done.fuel, checked: { output: done.accepted as HookOutput | undefined } }),
           (err) => {
@@ -123,8 +123,8 @@ export class CommandBridge {
  * One call, run again when its guarded KV writes lost a race with another writer (`conflict`).
  * Answers without a promise when the first try did (callNow never throws).
  */
-function callRetrying(sandbox: WasmPlugin, fn: string, input: string, deadline: number, accept?: AcceptOutput): Promise<SandboxResult> | SandboxResult {
-  const first = sandbox.callNow(fn, input, deadline, accept);
+function callRetrying(sandbox: WasmPlugin, fn: string, input: string, deadline: number, accept?: AcceptOutput, started?: CallStart): Promise<SandboxResult> | SandboxResult {
+  const first = sandbox.callNow(fn, input, deadline, accept, started);
   return first instanceof Promise ? first.catch((err) => retryConflicts(sandbox, err, fn, input, deadline, accept)) : first;
 }
 
