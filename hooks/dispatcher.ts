@@ -37,10 +37,12 @@ export interface CallResult {
    */
   endedMono?: number | undefined;
   /**
-   * Set when the subscriber already ran delivery.readOutput on its output before committing the call's
-   * effects (a WASM call's KV writes must not land when its output is refused): what it read.
+   * True when the subscriber already ran delivery.readOutput on its output before committing the
+   * call's effects (a WASM call's KV writes must not land when its output is refused); what it read
+   * is `accepted`.
    */
-  checked?: { output: HookOutput | undefined } | undefined;
+  checked?: boolean | undefined;
+  accepted?: HookOutput | undefined;
 }
 
 export interface HookSubscriber {
@@ -238,7 +240,7 @@ export class HookDispatcher {
         }
         const ms = t - t0;
         // Read before anything is counted: a refused output fails the call, counted once (below).
-        const out = result.checked ? result.checked.output : readOutput(result.output);
+        const out = result.checked ? result.accepted : readOutput(result.output);
         b.recordLatency(ms);
         if (result.fuel) b.fuelUsed += result.fuel;
         this.observed(sub.name, hook, ms, result.fuel ?? 0);

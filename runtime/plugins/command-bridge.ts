@@ -2,7 +2,7 @@
 // slash commands and tools, and direct calls (`hookbox plugins call`). Every call is counted in the
 // plugin's stats, run again when its guarded KV writes lost a race (`conflict`), and a failure is
 // written to the plugin's log ring.
-import type { HookDispatcher, HookOutput, HookSubscriber } from "../../hooks/dispatcher.ts";
+import type { CallResult, HookDispatcher, HookSubscriber } from "../../hooks/dispatcher.ts";
 import { PluginCallError } from "../../hooks/failures.ts";
 import { CommandError, type CommandCall } from "../commands/registry.ts";
 import type { AcceptOutput, CallStart, SandboxResult, WasmPlugin } from "../sandbox/wasm-plugin.ts";
@@ -42,9 +42,10 @@ export class CommandBridge {
         } catch (err) {
           throw this.failed(name, d.hook, err); // not the plugin's doing (callNow never throws): logged all the same
         }
-        if (!(r instanceof Promise)) return { fuel: r.fuel, checked: { output: r.accepted as HookOutput | undefined }, endedMono: r.endedMono };
+        // A SandboxResult is a CallResult (checked, accepted: d.readOutput's answer): handed on as is.
+        if (!(r instanceof Promise)) return r as CallResult;
         return r.then(
-          (done) => ({ fuel: done.fuel, checked: { output: done.accepted as HookOutput | undefined } }),
+          (done) => done as CallResult,
           (err) => {
             throw this.failed(name, d.hook, err);
           },

@@ -110,7 +110,8 @@ export interface SandboxResult {
   /** Output text, undefined when the plugin wrote none. */
   output: string | undefined;
   fuel: number;
-  /** What `accept` returned for the output (e.g. the parsed hook result). */
+  /** True when `accept` ran on the output; what it returned (e.g. the parsed hook result). */
+  checked?: boolean;
   accepted?: unknown;
   /** performance.now() when an in-thread call was done, its output read (see CallStart). */
   endedMono?: number | undefined;
@@ -451,7 +452,7 @@ export class WasmPlugin {
       throw new PluginCallError("bad_output", `output of ${out.byteLength} bytes exceeds max_output_bytes ${limits.maxOutputBytes}`);
     }
     const output = out === undefined || out.length === 0 ? undefined : typeof out === "string" ? out : decoder.decode(out);
-    const result: SandboxResult = { output, fuel: this.meter.used, accepted: accept?.(output), endedMono: undefined };
+    const result: SandboxResult = { output, fuel: this.meter.used, checked: accept !== undefined, accepted: accept?.(output), endedMono: undefined };
     result.endedMono = this.settle(true);
     let committing: Promise<void> | undefined | void;
     try {
