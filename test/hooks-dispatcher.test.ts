@@ -54,6 +54,43 @@ describe("hooks: dispatcher bookkeeping", () => {
     assert.equal(d.stats("c-quick")!.latency_ms.p50, 3);
   });
 
+  // A sandbox's synchronous call reads the clock once, at its end, and reports it (endedMono): the
+  // dispatcher times the call to it and starts the next call there, with no read of its own.
+  it("times a call that reports its end to that end, and hands the next call its start", async () => {
+    const d = new HookDispatcher();
+    const starts: number[] = [];
+    const sub = (name: string, ms: number, reportsEnd: boolean) => ({
+      name,
+      hooks: new Set(["pre_llm_call" as const]),
+      call: (dl: { startedMono: number }) => {
+        starts.push(dl.startedMono);
+        now += ms;
+        const ended = now;
+        now += 1; // work after the reading (the sandbox's own settling): not this call's
+        return reportsEnd ? { endedMono: ended, checked: true } : {};
+      },
+    });
+    d.subscribe(sub("a-reports", 4, true));
+    d.subscribe(sub("b-reports", 2, true));
+    d.subscribe(sub("c-reads", 3, false));
+    await d.emit("pre_llm_call", event);
+    assert.deepEqual(starts, [0, 4, 7]);
+    assert.deepEqual(["a-reports", "b-reports", "c-reads"].map((p) => d.stats(p)!.latency_ms.p50), [4, 3, 5]);
+  });
+
+  // Sandboxes check deadlines against the real clock: an injected `now` (tests, replays) moves the
+  // cool-offs, not the deadlines handed to the calls.
+  it("hands calls deadlines on the real clock whatever its own clock says", async () => {
+    const d = new HookDispatcher({ now: () => 1_000, timeoutMs: 2_000 });
+    const seen: Array<{ deadline: number; startedAt: number }> = [];
+    d.subscribe({ name: "p", hooks: new Set(["pre_llm_call" as const]), call: (dl) => (seen.push({ deadline: dl.deadline, startedAt: dl.startedAt }), {}) });
+    const before = Date.now();
+    await d.emit("pre_llm_call", event);
+    const [{ deadline, startedAt }] = seen as [{ deadline: number; startedAt: number }];
+    assert.ok(startedAt >= before - 1 && startedAt <= Date.now() + 1, `started at ${startedAt}, real clock ${before}`);
+    assert.equal(deadline - startedAt, 2_000);
+  });
+
   it("refuses an output nested deeper than 64 levels as bad_output; brackets inside strings do not count", async () => {
     const d = new HookDispatcher();
     const deep = '{"action":"modify","args":{"expression":' + "[".repeat(20_000) + "]".repeat(20_000) + "}}";
