@@ -1,7 +1,8 @@
 // What the dispatcher counts for each plugin (GET /v1/plugins stats, the call metrics): a call's
 // latency is its own, not the bookkeeping of the plugin before it (a failure's log line, the call
-// observers), and a refused output is one failed call, not a success and a failure. The clock
-// (performance.now) is a fake one the test moves, so the figures are exact.
+// observers; only the last steps a sandbox takes after the end it reports, with nothing to commit,
+// fall into the next call's span), and a refused output is one failed call, not a success and a
+// failure. The clock (performance.now) is a fake one the test moves, so the figures are exact.
 import { afterEach, beforeEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { callbackSubscriber, HookDispatcher, type CallEvent } from "../hooks/dispatcher.ts";
@@ -66,7 +67,7 @@ describe("hooks: dispatcher bookkeeping", () => {
         starts.push(dl.startedMono);
         now += ms;
         const ended = now;
-        now += 1; // work after the reading (the sandbox's own settling): not this call's
+        now += 1; // steps after the reading (lock passed on, nothing to commit): timed with the next call
         return reportsEnd ? { endedMono: ended, checked: true } : {};
       },
     });

@@ -17,11 +17,11 @@ import { limitsModule } from "./helpers/wat-modules.ts";
 
 const LIMITS: SandboxLimits = { fuel: 200_000, memoryPages: 4, timeoutMs: 5_000, maxOutputBytes: 64 };
 
-async function sandbox(limits: Partial<SandboxLimits> = {}, inWorker = false) {
+async function sandbox(limits: Partial<SandboxLimits> = {}, inWorker = false, onLog?: (level: number) => void) {
   const ends: boolean[] = [];
   const logs: number[] = [];
   const host: HostBinding = {
-    functions: { hookbox_log: (_ctx, level: number) => void logs.push(level) },
+    functions: { hookbox_log: (_ctx, level: number) => void (logs.push(level), onLog?.(level)) },
     begin() {},
     end: (ok) => void ends.push(ok),
   };
@@ -138,6 +138,39 @@ describe("sandboxed calls", () => {
       for (let i = 0; i < 7; i++) meter.charge(1);
     };
     assert.throws(moreCalls, (err: unknown) => err instanceof PluginCallError && err.kind === "timeout" && /\(1000 of 1000 fuel units handed out\)/.test(err.message));
+  });
+
+  // A host API function may read the database or start a request: it never runs past the deadline.
+  // The sandbox's own cheap functions (input, output, block copies) read the clock now and then.
+  it("a host API function called after the deadline passed fails the call as timeout before it runs", async () => {
+    const { plugin, logs } = await sandbox({}, false, (level) => {
+      if (level !== 1) return;
+      const until = Date.now() + 60;
+      while (Date.now() < until); // the first call outlasts the deadline
+    });
+    const e = await callFailure(plugin.call("log2", "", Date.now() + 30));
+    assert.equal(e.kind, "timeout");
+    assert.deepEqual(logs, [1]);
+    await plugin.close();
+  });
+
+  it("reads the clock at every host API call, every 8th cheap one and a large one", () => {
+    let now = 0;
+    const meter = new FuelMeter(1e9, 4, () => now);
+    const armed = () => {
+      now = 0;
+      meter.start(100);
+      meter.functions.begin();
+      now = 101; // past the deadline from here on
+    };
+    const timeout = (err: unknown) => err instanceof PluginCallError && err.kind === "timeout";
+    armed();
+    for (let i = 0; i < 7; i++) meter.charge(10);
+    assert.throws(() => meter.charge(10), timeout);
+    armed();
+    assert.throws(() => meter.charge(10, true), timeout);
+    armed();
+    assert.throws(() => meter.charge(8_001), timeout);
   });
 
   it("a call whose deadline passed before it could start fails as unavailable: the plugin never ran", async () => {

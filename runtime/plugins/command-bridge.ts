@@ -35,6 +35,8 @@ export class CommandBridge {
       // The output is checked inside the call, so a refused output also discards the call's KV writes.
       // d.readOutput itself is the check (a closure made per call costs on the fan-out's hot path).
       // A call that can run synchronously (sandbox.callNow) answers without a promise.
+      // The call's clock starts at d's start, before its payload's JSON is made: on the thread for
+      // the WASM plugins' sake (callbacks never ask for it), so counted as theirs.
       call: (d) => {
         let r: Promise<SandboxResult> | SandboxResult;
         try {

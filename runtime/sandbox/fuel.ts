@@ -23,9 +23,10 @@ export const WORKER_GRANT = 2 ** 30;
 /** Fuel a host call costs on top of 1 unit per 16 bytes of the blocks it is handed or makes. */
 export const HOST_CALL_FUEL = 1_000;
 /**
- * A call's host calls read the clock (deadline, slice) every CLOCK_EVERY_CALLS, and at once when
- * one is charged more than that many plain ones (a big answer). The call's start read it, and every
- * refill reads it.
+ * The sandbox's own cheap host calls (the input, the output, block copies: memory work charged by
+ * its bytes) read the clock (deadline, slice) every CLOCK_EVERY_CALLS, and at once when one is
+ * charged more than that many plain ones. The call's start read it, every refill reads it, and so
+ * does every call of a host API function (it may read the database or start a request).
  */
 const CLOCK_EVERY_CALLS = 8;
 const CLOCK_AT_UNITS = CLOCK_EVERY_CALLS * HOST_CALL_FUEL;
@@ -146,15 +147,15 @@ export class FuelMeter {
 
   /**
    * Charges a host call (see wasm-plugin.ts: every host function the module imports is wrapped):
-   * host work costs fuel like the module's own. Every CLOCK_EVERY_CALLS-th call, or one charged
-   * more than CLOCK_AT_UNITS, is a clock check: a few cheap calls (the input, the output, a KV read)
-   * are not worth a clock read each (45-100 ns, a tenth of a small plugin's call).
+   * host work costs fuel like the module's own. A `checked` call is a clock check; a cheap one is
+   * every CLOCK_EVERY_CALLS-th, or when charged more than CLOCK_AT_UNITS: reading the input or
+   * writing the output is not worth a clock read each (45-100 ns, a tenth of a small plugin's call).
    */
-  charge(units: number): void {
+  charge(units: number, checked = false): void {
     if (!this.active) return;
     this.pool -= units;
     if (this.pool < -this.lastGrant) this.outOfFuel();
-    if (++this.uncheckedCalls >= CLOCK_EVERY_CALLS || units > CLOCK_AT_UNITS) {
+    if (checked || ++this.uncheckedCalls >= CLOCK_EVERY_CALLS || units > CLOCK_AT_UNITS) {
       this.uncheckedCalls = 0;
       this.checkClock();
     }

@@ -582,6 +582,8 @@ export class WasmPlugin {
   }
 
   private readonly blockCopy = blockCopyFunctions(() => this.memory);
+  /** Host functions that only copy memory (charged by its bytes): a clock check only now and then. */
+  private readonly cheapFunctions: ReadonlySet<HostFunction> = new Set(Object.values(this.blockCopy) as HostFunction[]);
 
   /**
    * The meter's `begin`, which every export of an instrumented module calls first: the first call
@@ -630,13 +632,15 @@ export class WasmPlugin {
   /**
    * Wraps a host function: refuses to run for an abandoned instance, charges HOST_CALL_FUEL plus
    * 1 unit per 16 bytes of the blocks named by its u64 arguments and of the block it answers with
-   * (those count towards the call's memory allowance), and checks the clock (all may end the call).
-   * An async function stays async (Extism awaits those).
+   * (those count towards the call's memory allowance), and checks the clock unless `cheap` (all
+   * may end the call). An async function stays async (Extism awaits those).
    */
-  private charged(fn: HostFunction, generation: number, awaited: boolean, answersBlock: boolean): HostFunction {
+  private charged(fn: HostFunction, generation: number, awaited: boolean, answersBlock: boolean, cheap: boolean): HostFunction {
+    // A host API function is a clock check before it runs (it may read the database or start a
+    // request); a block copy (memory work) only now and then (FuelMeter.charge).
     const charge = (ctx: CallContext, args: unknown[]) => {
       this.assertLive(generation);
-      this.meter.charge(hostCallCost(ctx, args));
+      this.meter.charge(hostCallCost(ctx, args), !cheap);
     };
     // A block the function made for its answer is charged and counted too (see FuelMeter.chargeAnswer).
     const answered = (ctx: CallContext, result: unknown) => {
@@ -705,7 +709,7 @@ export class WasmPlugin {
   private chargedAll(fns: Record<string, HostFunction>, generation: number): Record<string, HostFunction> {
     const { asyncFunctions: awaited, blockAnswers } = this.opts.host;
     return Object.fromEntries(
-      Object.entries(fns).map(([name, fn]) => [name, this.charged(fn, generation, awaited?.has(name) ?? false, blockAnswers?.has(name) ?? false)]),
+      Object.entries(fns).map(([name, fn]) => [name, this.charged(fn, generation, awaited?.has(name) ?? false, blockAnswers?.has(name) ?? false, this.cheapFunctions.has(fn))]),
     );
   }
 
