@@ -616,14 +616,17 @@ export class WasmPlugin {
     if (generation !== this.generation) throw new PluginCallError("unavailable", "host call from an abandoned instance");
   }
 
-  /** The kernel's input functions, served by CallIo for one instance (`generation`). */
+  /**
+   * The kernel's input functions, served by CallIo for one instance (`generation`). Each takes at
+   * most one argument (an address): passed as one, not as a rest array spread again.
+   */
   private kernelFunctions(generation: number): Record<string, HostFunction> {
     return Object.fromEntries(
       Object.entries(this.io.kernelFunctions()).map(([name, fn]) => [
         name,
-        (ctx: CallContext, ...args: any[]) => {
+        (ctx: CallContext, at?: bigint) => {
           this.assertLive(generation);
-          return fn(ctx, ...args);
+          return fn(ctx, at);
         },
       ]),
     );
