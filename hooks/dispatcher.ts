@@ -100,8 +100,11 @@ export interface DispatcherOptions {
 export class HookDispatcher {
   private readonly subscribers = new Map<string, HookSubscriber>();
   private readonly books = new Map<string, Bookkeeping>();
-  /** Per hook, its subscribers in name order; rebuilt on (un)subscribe so emit does no sorting. */
-  private byHook = new Map<HookName, HookSubscriber[]>();
+  /**
+   * Per hook, its subscribers in name order with their bookkeeping (a plugin's stays the same object
+   * for the dispatcher's life); rebuilt on (un)subscribe so emit does no sorting and no lookups.
+   */
+  private byHook = new Map<HookName, Array<{ readonly sub: HookSubscriber; readonly book: Bookkeeping }>>();
   private readonly timeoutMs: number;
   private readonly cooloffMs: number;
   private readonly quarantineAfter: number;
@@ -185,7 +188,7 @@ export class HookDispatcher {
   }
 
   subscribersOf(hook: HookName): readonly string[] {
-    return (this.byHook.get(hook) ?? []).map((s) => s.name);
+    return (this.byHook.get(hook) ?? []).map((s) => s.sub.name);
   }
 
   /**
@@ -206,13 +209,12 @@ export class HookDispatcher {
     let t = performance.now();
     const wall = Date.now() - t;
     const policyWall = this.now === Date.now ? wall : this.now() - t;
-    for (const sub of subs) {
-      const b = this.book(sub.name);
-      if (b.quarantined !== null || b.hookQuarantine.has(hook)) {
+    for (const { sub, book: b } of subs) {
+      if (b.quarantined !== null || (b.hookQuarantine.size > 0 && b.hookQuarantine.has(hook))) {
         report.skipped.push({ plugin: sub.name, why: "quarantined" });
         continue;
       }
-      const until = b.cooloffUntil.get(hook);
+      const until = b.cooloffUntil.size > 0 ? b.cooloffUntil.get(hook) : undefined;
       const start = wall + t;
       if (until !== undefined) {
         if (policyWall + t < until) {
@@ -332,8 +334,8 @@ export class HookDispatcher {
 
   private reindex(): void {
     const sorted = [...this.subscribers.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-    const next = new Map<HookName, HookSubscriber[]>();
-    for (const s of sorted) for (const h of s.hooks) (next.get(h) ?? next.set(h, []).get(h)!).push(s);
+    const next = new Map<HookName, Array<{ sub: HookSubscriber; book: Bookkeeping }>>();
+    for (const s of sorted) for (const h of s.hooks) (next.get(h) ?? next.set(h, []).get(h)!).push({ sub: s, book: this.book(s.name) });
     this.byHook = next;
   }
 }
