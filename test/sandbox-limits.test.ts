@@ -11,7 +11,9 @@ import type { HostBinding } from "../host-api/binding.ts";
 import { WasmPlugin, type SandboxLimits } from "../runtime/sandbox/wasm-plugin.ts";
 import { directCaller } from "../runtime/sandbox/direct-call.ts";
 import { turnEventLoop } from "../runtime/sandbox/inline-slice.ts";
-import { FuelMeter } from "../runtime/sandbox/fuel.ts";
+import { FIRST_BLOCK, FuelMeter, HOST_CALL_FUEL } from "../runtime/sandbox/fuel.ts";
+import { CallIo } from "../runtime/sandbox/call-io.ts";
+import { blockCopyFunctions, COPY_CHUNK_BYTES } from "../runtime/sandbox/block-copy.ts";
 import type { CallContext } from "@extism/extism";
 import { limitsModule } from "./helpers/wat-modules.ts";
 
@@ -171,6 +173,37 @@ describe("sandboxed calls", () => {
     assert.throws(() => meter.charge(10, true), timeout);
     armed();
     assert.throws(() => meter.charge(8_001), timeout);
+    armed();
+    meter.charge(3_000);
+    meter.charge(3_000);
+    assert.throws(() => meter.charge(3_000), timeout); // cheap calls whose units add up
+  });
+
+  it("charges an input read by its bytes, as a copy", () => {
+    const charged: number[] = [];
+    const memory = new WebAssembly.Memory({ initial: 1 });
+    const io = new CallIo(() => memory, 1024, (units) => void charged.push(units));
+    io.begin(new Uint8Array(4_096).fill(1));
+    assert.equal(io.readInput(0n, 4_096n), 4_096n);
+    assert.deepEqual(charged, [HOST_CALL_FUEL + 4_096 / 16]);
+  });
+
+  it("copies a large block a chunk at a time, checking the clock in between: a check that fails stops the copy", () => {
+    const len = 3 * COPY_CHUNK_BYTES;
+    const block = new Uint8Array(len).fill(7);
+    const ctx = { length: () => BigInt(len), read: () => ({ bytes: () => block }) } as unknown as CallContext;
+    const memory = new WebAssembly.Memory({ initial: 64 });
+    let checks = 0;
+    const whole = blockCopyFunctions(() => memory, () => void checks++);
+    assert.equal(whole.hookbox_block_read(ctx, FIRST_BLOCK, 0n, BigInt(len)), BigInt(len));
+    assert.equal(checks, 2);
+    new Uint8Array(memory.buffer).fill(0);
+    const stopped = blockCopyFunctions(() => memory, () => {
+      throw new PluginCallError("timeout", "past its deadline");
+    });
+    assert.throws(() => stopped.hookbox_block_read(ctx, FIRST_BLOCK, 0n, BigInt(len)), /past its deadline/);
+    const mem = new Uint8Array(memory.buffer);
+    assert.deepEqual([mem[COPY_CHUNK_BYTES - 1], mem[COPY_CHUNK_BYTES]], [7, 0]);
   });
 
   it("a call whose deadline passed before it could start fails as unavailable: the plugin never ran", async () => {

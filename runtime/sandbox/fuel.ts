@@ -24,9 +24,9 @@ export const WORKER_GRANT = 2 ** 30;
 export const HOST_CALL_FUEL = 1_000;
 /**
  * The sandbox's own cheap host calls (the input, the output, block copies: memory work charged by
- * its bytes) read the clock (deadline, slice) every CLOCK_EVERY_CALLS, and at once when one is
- * charged more than that many plain ones. The call's start read it, every refill reads it, and so
- * does every call of a host API function (it may read the database or start a request).
+ * its bytes) read the clock (deadline, slice) every CLOCK_EVERY_CALLS, or once they were charged
+ * more than that many plain ones since the last read. The call's start read it, every refill reads
+ * it, and so does every call of a host API function (it may read the database or start a request).
  */
 const CLOCK_EVERY_CALLS = 8;
 const CLOCK_AT_UNITS = CLOCK_EVERY_CALLS * HOST_CALL_FUEL;
@@ -122,6 +122,7 @@ export class FuelMeter {
     this.answerBytes = 0;
     this.returnCode = 0;
     this.uncheckedCalls = 0;
+    this.uncheckedUnits = 0;
   }
 
   stop(): void {
@@ -142,23 +143,31 @@ export class FuelMeter {
     this.suspendedMs += ms;
   }
 
-  /** Host calls charged since the clock was last read (see charge). */
+  /** Host calls charged since the clock was last read, and their units (see charge). */
   private uncheckedCalls = 0;
+  private uncheckedUnits = 0;
 
   /**
    * Charges a host call (see wasm-plugin.ts: every host function the module imports is wrapped):
-   * host work costs fuel like the module's own. A `checked` call is a clock check; a cheap one is
-   * every CLOCK_EVERY_CALLS-th, or when charged more than CLOCK_AT_UNITS: reading the input or
-   * writing the output is not worth a clock read each (45-100 ns, a tenth of a small plugin's call).
+   * host work costs fuel like the module's own. A `checked` call is a clock check; cheap ones are
+   * every CLOCK_EVERY_CALLS-th, or once they were charged more than CLOCK_AT_UNITS since the last:
+   * reading the input or writing the output is not worth a clock read each (45-100 ns, a tenth of a
+   * small plugin's call), and a copy's price grows with its bytes.
    */
   charge(units: number, checked = false): void {
     if (!this.active) return;
     this.pool -= units;
     if (this.pool < -this.lastGrant) this.outOfFuel();
-    if (checked || ++this.uncheckedCalls >= CLOCK_EVERY_CALLS || units > CLOCK_AT_UNITS) {
-      this.uncheckedCalls = 0;
-      this.checkClock();
-    }
+    this.uncheckedUnits += units;
+    if (checked || ++this.uncheckedCalls >= CLOCK_EVERY_CALLS || this.uncheckedUnits > CLOCK_AT_UNITS) this.checkTime();
+  }
+
+  /** Checks the deadline and the slice now (a host function's long work, between its steps). */
+  checkTime(): void {
+    if (!this.active) return;
+    this.uncheckedCalls = 0;
+    this.uncheckedUnits = 0;
+    this.checkClock();
   }
 
   /**

@@ -581,7 +581,11 @@ export class WasmPlugin {
     return this.building;
   }
 
-  private readonly blockCopy = blockCopyFunctions(() => this.memory);
+  // A large copy checks the deadline and slice between its chunks (in-thread: it holds the thread).
+  private readonly blockCopy = blockCopyFunctions(
+    () => this.memory,
+    () => this.meter.checkTime(),
+  );
   /** Host functions that only copy memory (charged by its bytes): a clock check only now and then. */
   private readonly cheapFunctions: ReadonlySet<HostFunction> = new Set(Object.values(this.blockCopy) as HostFunction[]);
 
