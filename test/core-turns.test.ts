@@ -15,7 +15,7 @@ for (const db of TEST_DBS) {
       t = await startTestServer({
         db,
         now: () => NOW,
-        config: { plugins: { command_users: { "admin-only": ["alice"] } } },
+        config: { plugins: { command_users: { "admin-only": ["alice"], "listed-plain": ["alice"] } } },
         before: (core) => {
           rec = recordHooks(core.dispatcher, { name: "recorder" });
           // Two context providers; injected text must come out in plugin name order, not subscribe order.
@@ -26,6 +26,7 @@ for (const db of TEST_DBS) {
           core.commands.register({ name: "plug", description: "plugin command", plugin: "some-plugin", run: (call) => JSON.stringify(call) });
           core.commands.register({ name: "secret", description: "sensitive", sensitive: true, wants: ["source"], run: (call) => `ok ${call.source?.user_id}` });
           core.commands.register({ name: "admin-only", description: "limited", sensitive: true, run: () => "admin ok" });
+          core.commands.register({ name: "listed-plain", description: "not sensitive, but listed", run: () => "listed ok" });
         },
       });
     });
@@ -146,6 +147,12 @@ for (const db of TEST_DBS) {
       assert.deepEqual([ok.status, ok.body.output], [200, "ok carol"]);
       assert.equal((await t.api("POST", "/v1/commands/admin-only", { session_id: carol })).status, 403);
       assert.equal((await t.api("POST", "/v1/commands/admin-only", { session_id: await as({ user_id: "alice" }) })).body.output, "admin ok");
+      // A command the operator listed is limited to its users even when it is not marked sensitive.
+      assert.equal((await t.api("POST", "/v1/commands/listed-plain", { session_id: carol })).status, 403);
+      const anonymous = await t.api("POST", "/v1/commands/listed-plain", {});
+      assert.deepEqual([anonymous.status, anonymous.body.error.code], [403, "forbidden"]);
+      assert.match(anonymous.body.error.message, /limited to listed users/);
+      assert.equal((await t.api("POST", "/v1/commands/listed-plain", { session_id: await as({ user_id: "alice" }) })).body.output, "listed ok");
       // The identity is the session's: a body claiming alice's source or a platform is refused outright.
       for (const claim of [{ source: { user_id: "alice" } }, { session_id: carol, source: { user_id: "alice" } }, { session_id: carol, platform: "admin" }]) {
         const forged = await t.api("POST", "/v1/commands/admin-only", claim);

@@ -169,12 +169,15 @@ export class CommandRegistry {
       // Failed or quarantined: the server cannot serve it now (503). Disabled: not in this deployment (404).
       throw new CommandError(why.status === "disabled" ? "unknown_command" : "plugin_unavailable", text);
     }
-    if (spec.sensitive) {
+    // A command listed in plugins.command_users runs only for its users, sensitive or not: an
+    // operator who lists one means it to be limited.
+    const allowed = this.allowedUsers[name];
+    if (spec.sensitive || allowed) {
       // A blank user_id ("  ") is no identity either.
       if (!caller.source?.user_id?.trim()) {
-        throw new CommandError("forbidden", `/${name} is sensitive and needs a caller identity (source.user_id)`);
+        const why = spec.sensitive ? "is sensitive" : "is limited to listed users (plugins.command_users)";
+        throw new CommandError("forbidden", `/${name} ${why} and needs a caller identity (source.user_id)`);
       }
-      const allowed = this.allowedUsers[name];
       if (allowed && !allowed.includes(caller.source.user_id)) {
         throw new CommandError("forbidden", `/${name} is not allowed for user ${caller.source.user_id}`);
       }
