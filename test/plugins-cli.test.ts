@@ -7,7 +7,7 @@ import { startPluginServer, SEED_DIR, type PluginServer } from "./helpers/plugin
 describe("hookbox plugins", () => {
   let s: PluginServer;
   before(async () => {
-    s = await startPluginServer({ dir: SEED_DIR, enabled: ["whoami", "sidecar-index"], grants: { "sidecar-index": ["kv"] } });
+    s = await startPluginServer({ dir: SEED_DIR, enabled: ["whoami", "sidecar-index"], disabled: ["memory-reinject"], grants: { "sidecar-index": ["kv"] } });
   });
   after(() => s.close());
 
@@ -40,6 +40,15 @@ describe("hookbox plugins", () => {
       { name: "whoami", enabled: 0 },
     ]);
     assert.equal((await cli("enable", "nope")).code, 1);
+    // plugins.disabled wins: an enable says so and changes nothing.
+    const denied = await cli("enable", "memory-reinject");
+    assert.equal(denied.code, 1);
+    assert.match(denied.err, /disabled by the config \(plugins\.disabled\)/);
+    const http = await s.api("POST", "/v1/plugins/memory-reinject/enable", {});
+    assert.deepEqual([http.status, http.body.error.code], [409, "disabled_by_config"]);
+    assert.equal((await s.api("GET", "/v1/plugins/memory-reinject")).body.plugin.status, "disabled");
+    const stored = await s.core.storage.db.selectFrom("plugin_state").select("name").where("name", "=", "memory-reinject").execute();
+    assert.deepEqual(stored, []);
     assert.equal((await cli("frob")).code, 2);
     assert.equal((await cli("enable")).code, 2);
   });

@@ -89,7 +89,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     query: LogsQuery,
   },
   "POST /v1/plugins/:name/:action": {
-    summary: "Enable (also lifts a quarantine) or disable a plugin",
+    summary: "Enable (also lifts a quarantine) or disable a plugin; enabling one that plugins.disabled lists is refused (409 disabled_by_config)",
     tag: "plugins",
     params: { name: PluginName, action: v.picklist(["enable", "disable"]) },
     body: v.strictObject({}),

@@ -9,6 +9,7 @@ import { PluginCallError } from "../../hooks/failures.ts";
 import { grantedOf } from "../../host-api/capabilities.ts";
 import type { MissingCommand } from "../commands/registry.ts";
 import type { Core } from "../core.ts";
+import { conflict } from "../errors.ts";
 import { log } from "../log.ts";
 import type { AcceptOutput, WasmPlugin } from "../sandbox/wasm-plugin.ts";
 import { CommandBridge } from "./command-bridge.ts";
@@ -146,6 +147,10 @@ export class PluginManager implements PluginHost {
 
   async enable(name: string): Promise<PluginInfo> {
     const e = this.entry(name);
+    // The config's deny list wins over an operator's enable: refused, not stored as done.
+    if (this.core.config.plugins.disabled.includes(name)) {
+      throw conflict("disabled_by_config", `plugin ${name} is disabled by the config (plugins.disabled), which an enable does not override: remove it from plugins.disabled (HOOKBOX_PLUGINS_DISABLED) and restart`);
+    }
     await this.state.save(name, { enabled: 1, quarantined: null });
     e.override = true;
     this.core.dispatcher.release(name);
