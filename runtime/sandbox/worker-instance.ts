@@ -73,6 +73,8 @@ export class WorkerInstance {
   private hostError: unknown;
   /** Where answers' blocks cross to the worker (HostCallAnswer). */
   private readonly answers = new SharedArea();
+  /** Where each call's input crosses (see ToWorker). */
+  private readonly inputArea = new SharedArea();
   private closed = false;
 
   private constructor(
@@ -172,7 +174,9 @@ export class WorkerInstance {
       this.pending = { resolve, reject };
       this.hostError = undefined;
       this.hold(true);
-      this.worker.postMessage({ type: "call", fn, input } satisfies ToWorker);
+      this.inputArea.reset();
+      this.inputArea.put(input);
+      this.worker.postMessage({ type: "call", fn, input: this.inputArea.buffer, length: input.byteLength } satisfies ToWorker);
     });
   }
 

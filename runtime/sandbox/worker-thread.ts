@@ -178,7 +178,7 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
   parent.on("message", (m: ToWorker) => {
     if (m.type === "rebuild") return build();
     if (!plugin) return post(failure(new Error("no instance (it failed to start)")));
-    io.begin(m.input);
+    io.begin(m.input ? new Uint8Array(m.input, 0, m.length) : new Uint8Array(0));
     plugin
       .call(m.fn) // no kernel input block: the module reads CallIo's (read-only)
       .then(
