@@ -354,11 +354,19 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   // An empty HOOKBOX_CONFIG is unset, as for every other variable.
   const path = env.HOOKBOX_CONFIG || (existsSync("hookbox.config.json") ? "hookbox.config.json" : undefined);
   if (path === undefined) return parseConfig({}, env);
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    const missing = (err as { code?: string }).code === "ENOENT";
+    const named = env.HOOKBOX_CONFIG ? `HOOKBOX_CONFIG names ${path}` : path;
+    throw new ConfigError(missing ? `${named}, which does not exist` : `${named}, which cannot be read: ${(err as Error).message}`);
+  }
   let raw: unknown;
   try {
-    raw = JSON.parse(readFileSync(path, "utf8"));
+    raw = JSON.parse(text);
   } catch (err) {
-    throw new ConfigError(`${path}: ${(err as Error).message}`);
+    throw new ConfigError(`${path} is not valid JSON: ${(err as Error).message}`);
   }
   return parseConfig(raw, env, path);
 }

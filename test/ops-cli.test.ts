@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runCli } from "../runtime/cli.ts";
-import { ConfigError, ENV_SETTINGS, checkCommandUsers, checkPluginNames, maskSecrets, parseConfig } from "../runtime/config.ts";
+import { ConfigError, ENV_SETTINGS, checkCommandUsers, checkPluginNames, loadConfig, maskSecrets, parseConfig } from "../runtime/config.ts";
 import { logThreshold } from "../runtime/log.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { seed } from "./helpers/seed.ts";
@@ -211,6 +211,15 @@ describe("configuration (operator)", () => {
     assert.throws(() => checkCommandUsers(users, { names: ["guard", "task"], unreadable: [] }), /plugins\.command_users: no plugin in .* declares a command "gaurd" \(did you mean guard\?\)/);
     assert.doesNotThrow(() => checkCommandUsers(parseConfig({ plugins: { command_users: { guard: ["admin"] } } }), { names: ["guard"], unreadable: [] }));
     assert.throws(() => checkCommandUsers(users, { names: [], unreadable: ["broken"] }), /unreadable manifest\.json in: broken/);
+  });
+
+  it("a config file that is missing or not JSON is named, with what is wrong with it", () => {
+    const dir = mkdtempSync(join(tmpdir(), "hookbox-config-"));
+    const missing = join(dir, "nope.json");
+    assert.throws(() => loadConfig({ HOOKBOX_CONFIG: missing }), (err: unknown) => err instanceof ConfigError && err.message === `HOOKBOX_CONFIG names ${missing}, which does not exist`);
+    const truncated = join(dir, "cut.json");
+    writeFileSync(truncated, '{"port": 8');
+    assert.throws(() => loadConfig({ HOOKBOX_CONFIG: truncated }), (err: unknown) => err instanceof ConfigError && err.message.startsWith(`${truncated} is not valid JSON: `));
   });
 
   it("a provider setting without a type is the local provider's; a HOOKBOX_ variable that is no setting is reported", () => {
