@@ -134,6 +134,12 @@ describe("reliability: bad input", () => {
     assert.throws(() => parseConfig({ provider: { type: "openai" } }), /provider\.base_url: missing required field "base_url"/);
   });
 
+  it("says which whole numbers a query parameter takes", async () => {
+    const res = await t.api("GET", "/v1/sessions?limit=-1");
+    assert.equal(res.status, 400);
+    assert.match(res.body.error.message, /limit: must be a whole number from 1 to \d+/);
+  });
+
   it("refuses bad queries and ids on the read endpoints without a 5xx", async () => {
     const paths = [
       "/v1/sessions?limit=abc",

@@ -47,7 +47,8 @@ export function registerBuiltins(
       await deps.sessions.end(id, "exit");
       if (!f.has("--delete")) return `session ${id} ended`;
       const res = await deps.deletion.remove({ reason: "delete", ids: [id] });
-      return `session ${id} ended and deleted (${res.deleted_ids.length} rows)`;
+      const n = res.deleted_ids.length;
+      return `session ${id} ended and deleted (${n} ${n === 1 ? "session" : "sessions"}, its cascade included)`;
     },
   });
   commands.register({
