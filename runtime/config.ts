@@ -247,7 +247,10 @@ export function parseConfig(input: unknown, env: Record<string, string | undefin
   if (!res.success) {
     const where = res.issues
       .map((i) => {
-        const { path, message } = describeIssue(ConfigSchema, i);
+        const { path, message: said } = describeIssue(ConfigSchema, i);
+        // A missing setting says how to give it (HOOKBOX_PROVIDER_TYPE=openai alone lacks two).
+        const variable = said.startsWith("missing required field") ? ENV_SETTINGS.find((s) => s.path.join(".") === path)?.env : undefined;
+        const message = variable ? `${said} (set ${variable}, or ${path} in the config file)` : said;
         // A value from the environment is named by its variable, not blamed on the file.
         const name = envFor(path);
         return name ? `environment: ${name} (${path}): ${message}` : `${origin}: ${path || "(root)"}: ${message}`;

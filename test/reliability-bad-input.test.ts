@@ -131,7 +131,8 @@ describe("reliability: bad input", () => {
     const res = await t.api("POST", `/v1/sessions/${fx.open}/turns`, {});
     assert.equal(res.status, 400);
     assert.equal(res.body.error.message, 'invalid body: message: missing required field "message"');
-    assert.throws(() => parseConfig({ provider: { type: "openai" } }), /provider\.base_url: missing required field "base_url"/);
+    assert.throws(() => parseConfig({ provider: { type: "openai" } }), /provider\.base_url: missing required field "base_url" \(set HOOKBOX_PROVIDER_BASE_URL, or provider\.base_url in the config file\)/);
+    assert.throws(() => parseConfig({}, { HOOKBOX_PROVIDER_TYPE: "openai" }), /missing required field "model" \(set HOOKBOX_PROVIDER_MODEL/);
   });
 
   it("says which whole numbers a query parameter takes", async () => {
