@@ -156,8 +156,10 @@ const encoder = new TextEncoder();
 // A fan-out hands every plugin the same payload string (Delivery.json() builds it once): it is
 // encoded once, into one reused buffer. TextEncoder.encode allocates an ArrayBuffer each time: 1 us
 // for a few bytes, 5 us for 2 KB (Node and Deno alike), against 0.1 us for encodeInto. A call that
-// runs synchronously is done with the bytes before the next payload is encoded; one that may
-// outlive that (in a worker, suspended, the SDK's first call) gets a copy of its own (ownInput).
+// runs synchronously is done with the bytes before the next payload is encoded; an in-thread one
+// that may outlive that (suspended, the SDK's first call) gets a copy of its own (ownInput); a
+// worker call's input is copied into the worker's shared area as the call is posted
+// (worker-instance.ts), and this thread's CallIo is not read while it runs there.
 // While a synchronous call runs (`running`), nothing overwrites the buffer: should a host function
 // ever start another plugin's call, that call's payload gets a buffer of its own.
 const SCRATCH_MAX = 64 * 1024;
@@ -397,7 +399,7 @@ export class WasmPlugin {
       const direct = inWorker || this.suspends ? undefined : this.direct;
       // The plugin reads the input through the sandbox's functions (CallIo), never as a kernel
       // block it could write to: one emit's bytes serve every plugin of it.
-      const bytes = direct ? utf8(input) : ownInput(utf8(input));
+      const bytes = direct || inWorker ? utf8(input) : ownInput(utf8(input));
       this.io.begin(bytes);
       this.awaitedHost = false;
       this.hostFailure = undefined;
