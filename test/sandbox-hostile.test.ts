@@ -257,7 +257,9 @@ describe("hostile modules: host memory and outputs", () => {
     const compiling = compileInstrumented(big, { memoryPages: 4 });
     const stall = await longestStall(compiling);
     console.log(`4 MiB module: longest event-loop stall while instrumenting and compiling ${stall.toFixed(1)} ms`);
-    assert.ok(stall < 150, `event loop stalled ${stall} ms`); // one piece of work at once: ~1 s before
+    // One piece of work at once held it ~1 s; sliced, 40-140 ms on an idle 2-core machine and up to
+    // ~180 ms while other processes load it (V8 finishes the compile on this thread): a wide bound.
+    assert.ok(stall < 400, `event loop stalled ${stall} ms`);
     assert.ok(WebAssembly.Module.exports(await compiling).length === 0);
   });
 

@@ -282,6 +282,22 @@ describe("sandboxed calls", () => {
     await plugin.close();
   });
 
+  it("a warm in-thread call starts without the blocks of the calls before it (the SDK's block numbers start over)", async () => {
+    const { plugin } = await sandbox();
+    const where = async () => (await plugin.callNow("where", "", soon())).output;
+    const first = await where(); // through the SDK's call()
+    assert.equal(first?.length, 8);
+    await turnEventLoop();
+    // Direct calls, with calls that make no block and a refused output between them: each "where"
+    // gets the block number the first one got.
+    for (let i = 0; i < 4; i++) {
+      assert.equal(await where(), first, `call ${i + 2}`);
+      await plugin.callNow("count", "", soon());
+      assert.equal((await callFailure(Promise.resolve().then(() => plugin.callNow("big", "x".repeat(100), soon())))).kind, "bad_output");
+    }
+    await plugin.close();
+  });
+
   it("without the SDK's CallContext steps (another SDK version) there is no direct caller: calls stay on the SDK's call()", async () => {
     assert.equal(directCaller({} as CallContext, {}), undefined);
     class Partial {
