@@ -70,6 +70,26 @@ describe("plugin errors name their cause", () => {
     assert.deepEqual(uncheckedKeywords({ type: "object", properties: { pattern: { type: "string" } } }), []);
   });
 
+  it("a tool's argument check is bounded by values times the subschemas each is checked against (an outside probe: 16 s, then out of heap)", () => {
+    // 2,000 anyOf branches under additionalProperties, within every load limit; the arguments a
+    // plugin's pre_tool_call may write.
+    const parameters = { type: "object", additionalProperties: { anyOf: Array.from({ length: 1_998 }, () => ({ type: "string" })) } };
+    const [spec] = parseManifest({ name: "x", version: "1", tools: [{ name: "t", description: "d", parameters }] }, "manifest.json").tools;
+    const registry = new ToolRegistry();
+    registry.register({ spec: spec!, plugin: "x", run: () => "" });
+    const args = (n: number, value: unknown) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, value]));
+    const t0 = performance.now();
+    assert.match(registry.check("t", args(5_000, 0)) ?? "", /too large to check against tool t's schema: more than 4 JSON values, each checked against up to 1,999 subschemas \(at most 10,000 checks\)/);
+    assert.ok(performance.now() - t0 < 1_000);
+    assert.equal(registry.check("t", args(3, "s")), null, "within the bound: checked");
+    // Every branch fails alike: the refusal says so once, not 1,998 times.
+    assert.equal(registry.check("t", args(1, 0)), '#/k0: Instance type "number" is invalid. Expected "string".');
+    // A schema with nothing repeated checks any number of values (each one against nothing).
+    const flat = new ToolRegistry();
+    flat.register({ spec: { name: "f", description: "d", parameters: { type: "object", properties: { xs: { type: "array" } } } }, plugin: "x", run: () => "" });
+    assert.equal(flat.check("f", { xs: Array.from({ length: 50_000 }, () => 1) }), null);
+  });
+
   it("a host-wide http: grant and a pinned port on the other side meet in that port, either way round", () => {
     const reaches = (requested: string[], granted: string[], url: string) => grantedOf(requested, granted).allowsHttp(new URL(url));
     assert.ok(reaches(["http:127.0.0.1"], ["http:127.0.0.1:8080"], "http://127.0.0.1:8080/x"));

@@ -27,6 +27,9 @@ export class ToolNameTaken extends Error {
 interface Entry {
   tool: Tool;
   validator: Validator;
+  /** Subschemas in the schema, and the most of them one repeated value (an item, a property) is checked against. */
+  subschemas: number;
+  perValue: number;
 }
 
 /** A tool name more than one plugin declares: it runs for none of them. */
@@ -59,7 +62,7 @@ export class ToolRegistry {
     // draft 2020-12, short-circuit off: every issue is reported back to the model at once.
     // A plugin's schema is checked without the keywords whose check has no bound (see schemaProblem).
     const schema = tool.plugin === undefined ? tool.spec.parameters : checkedSchema(tool.spec.parameters);
-    const entry = { tool, validator: new Validator(schema as Schema, "2020-12", false) };
+    const entry = { tool, validator: new Validator(schema as Schema, "2020-12", false), subschemas: countSubschemas(schema), perValue: perValueWork(schema) };
     if (tool.plugin === undefined) {
       this.tools.set(name, entry);
       this.specsCache = null;
@@ -109,24 +112,89 @@ export class ToolRegistry {
   check(name: string, args: Record<string, unknown>): string | null {
     const e = this.tools.get(name);
     if (!e) return `unknown tool ${name}`;
+    // The validator checks each value against each subschema that applies to it, and keeps every
+    // failure: a schema of 2,000 anyOf branches under additionalProperties and 1,000 arguments (a
+    // plugin's pre_tool_call can write them) held the thread for 16 s, and 5,000 ran the heap out.
+    // Its pairs are at most the schema's subschemas (each applies once where nothing repeats) plus,
+    // for every value, the subschemas a repeated value is checked against.
+    if (e.perValue > 0) {
+      const most = Math.max(0, Math.floor((MAX_CHECK_PAIRS - e.subschemas) / e.perValue));
+      if (countValues(args, most + 1) > most) {
+        return `the arguments are too large to check against tool ${name}'s schema: more than ${most.toLocaleString("en-US")} JSON values, each checked against up to ${e.perValue.toLocaleString("en-US")} subschemas (at most ${MAX_CHECK_PAIRS.toLocaleString("en-US")} checks)`;
+      }
+    }
     const res = e.validator.validate(args);
     if (res.valid) return null;
     // The deepest issues say what is wrong; the outer ones only repeat "properties failed". An issue
     // is outer when another one's locations extend both of its own: told by one pass over the
-    // locations' prefixes (comparing every pair held the thread for seconds at 16,000 issues, which
-    // a plugin's pre_tool_call can cause with one 64 KiB rewrite of the arguments).
+    // locations' prefixes (comparing every pair held the thread for seconds at 16,000 issues), over
+    // the first MAX_ISSUES_READ issues (the refusal names 20).
+    const errors = res.errors.slice(0, MAX_ISSUES_READ);
     const outer = new Set<string>();
-    for (const y of res.errors) {
+    for (const y of errors) {
       const keywords = prefixesOf(y.keywordLocation).slice(0, -1); // shorter than y's own
       for (const at of prefixesOf(y.instanceLocation)) for (const kw of keywords) outer.add(`${at}\u0000${kw}`);
     }
-    const isOuter = (x: (typeof res.errors)[number]) => outer.has(`${x.instanceLocation}\u0000${x.keywordLocation}`);
-    const leaves = res.errors.filter((x) => !isOuter(x));
-    const shown = leaves.length > 0 ? leaves : res.errors;
-    const lines = shown.slice(0, MAX_ISSUES_SHOWN).map((x) => `${x.instanceLocation || "#"}: ${x.error}`.slice(0, 300));
-    if (shown.length > MAX_ISSUES_SHOWN) lines.push(`and ${shown.length - MAX_ISSUES_SHOWN} more`);
+    const isOuter = (x: (typeof errors)[number]) => outer.has(`${x.instanceLocation}\u0000${x.keywordLocation}`);
+    const leaves = errors.filter((x) => !isOuter(x));
+    const shown = leaves.length > 0 ? leaves : errors;
+    // anyOf's branches may fail alike: each issue is told once.
+    const lines = [...new Set(shown.map((x) => `${x.instanceLocation || "#"}: ${x.error}`.slice(0, 300)))];
+    const more = lines.length - MAX_ISSUES_SHOWN;
+    lines.length = Math.min(lines.length, MAX_ISSUES_SHOWN);
+    if (more > 0) lines.push(`and ${more}${errors.length < res.errors.length ? "+" : ""} more`);
     return lines.join("; ");
   }
+}
+
+/**
+ * The most (JSON value, subschema) checks one argument check may take: about 1.5-2 us each where
+ * every one fails (measured with @cfworker/json-schema on Node), so at most ~20 ms on the thread.
+ * Real tools stay far below it (a dozen subschemas, tens of values).
+ */
+export const MAX_CHECK_PAIRS = 10_000;
+
+/** Issues of one check read to find the deepest ones (the validator may report one per pair). */
+const MAX_ISSUES_READ = 1_000;
+
+/** The JSON values in `v` (itself included), counted up to `stop`. */
+function countValues(v: unknown, stop: number): number {
+  let n = 0;
+  const stack: unknown[] = [v];
+  while (stack.length > 0 && n < stop) {
+    const x = stack.pop();
+    n++;
+    if (typeof x === "object" && x !== null) for (const child of Object.values(x)) stack.push(child);
+  }
+  return n;
+}
+
+/** Keywords whose subschemas apply to many values of one instance (every item, every other property). */
+const REPEATED = new Set(["items", "additionalItems", "additionalProperties", "unevaluatedItems", "unevaluatedProperties", "contains", "propertyNames", "prefixItems"]);
+
+/** The largest subtree under a REPEATED keyword anywhere in `schema` (0: nothing repeats). */
+function perValueWork(schema: unknown): number {
+  let most = 0;
+  const walk = (node: unknown) => {
+    if (typeof node !== "object" || node === null || Array.isArray(node)) return;
+    for (const [k, v] of Object.entries(node)) {
+      mapSubschemas(k, v, (child) => {
+        if (REPEATED.has(k)) most = Math.max(most, countSubschemas(child));
+        walk(child);
+      });
+    }
+  };
+  walk(schema);
+  return most;
+}
+
+/** The subschemas of `schema`, itself included (true/false schemas count too). */
+function countSubschemas(schema: unknown): number {
+  let n = 1;
+  if (typeof schema === "object" && schema !== null && !Array.isArray(schema)) {
+    for (const [k, v] of Object.entries(schema)) mapSubschemas(k, v, (child) => (n += countSubschemas(child)));
+  }
+  return n;
 }
 
 /** `a/b/c` -> ["", "a", "a/b", "a/b/c"]: a location and the locations it is within. */
