@@ -27,6 +27,7 @@ for (const db of TEST_DBS) {
           core.commands.register({ name: "secret", description: "sensitive", sensitive: true, wants: ["source"], run: (call) => `ok ${call.source?.user_id}` });
           core.commands.register({ name: "admin-only", description: "limited", sensitive: true, run: () => "admin ok" });
           core.commands.register({ name: "listed-plain", description: "not sensitive, but listed", run: () => "listed ok" });
+          core.commands.register({ name: "constructor", description: "named like an object's own member", run: () => "ctor ok" });
         },
       });
     });
@@ -153,6 +154,11 @@ for (const db of TEST_DBS) {
       assert.deepEqual([anonymous.status, anonymous.body.error.code], [403, "forbidden"]);
       assert.match(anonymous.body.error.message, /limited to listed users/);
       assert.equal((await t.api("POST", "/v1/commands/listed-plain", { session_id: await as({ user_id: "alice" }) })).body.output, "listed ok");
+      // A command named like a member every object has is not "listed" by that member (it was a 500).
+      for (const body of [{}, { session_id: carol }]) {
+        const ctor = await t.api("POST", "/v1/commands/constructor", body);
+        assert.deepEqual([ctor.status, ctor.body.output], [200, "ctor ok"], JSON.stringify(ctor.body));
+      }
       // The identity is the session's: a body claiming alice's source or a platform is refused outright.
       for (const claim of [{ source: { user_id: "alice" } }, { session_id: carol, source: { user_id: "alice" } }, { session_id: carol, platform: "admin" }]) {
         const forged = await t.api("POST", "/v1/commands/admin-only", claim);

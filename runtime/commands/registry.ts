@@ -2,6 +2,7 @@
 // caller's identity (session, platform, source) only when it asks for it. `source` is identity,
 // not authorization: a sensitive command refuses callers without one and may be limited to user_ids.
 import type { Source } from "../../hooks/catalogue.ts";
+import { ownValue } from "../util/own.ts";
 
 export const COMMAND_KWARGS = ["session_id", "session_key", "platform", "source"] as const;
 export type CommandKwarg = (typeof COMMAND_KWARGS)[number];
@@ -171,7 +172,7 @@ export class CommandRegistry {
     }
     // A command listed in plugins.command_users runs only for its users, sensitive or not: an
     // operator who lists one means it to be limited.
-    const allowed = this.allowedUsers[name];
+    const allowed = ownValue(this.allowedUsers, name);
     if (spec.sensitive || allowed) {
       // A blank user_id ("  ") is no identity either.
       if (!caller.source?.user_id?.trim()) {

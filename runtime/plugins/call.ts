@@ -17,6 +17,7 @@ import { suggest } from "../util/suggest.ts";
 import { readManifest, scanPluginDir } from "./loader.ts";
 import type { PluginLogEntry } from "./logs.ts";
 import { startPluginHost, type PluginManager } from "./manager.ts";
+import { ownValue } from "../util/own.ts";
 
 export type CallTarget =
   | { kind: "hook"; hook: string; payload: string }
@@ -47,7 +48,7 @@ export async function callPlugin(config: Config, name: string, target: CallTarge
   const folder = folders.find((f) => f.folder === name);
   if (!folder) throw notFound(`no plugin named ${name} in ${config.plugins.dir}${suggest(name, folders.map((f) => f.folder))}`);
   const manifest = readManifest(folder.path, name);
-  const configured = config.plugins.grants[name];
+  const configured = ownValue(config.plugins.grants, name);
   const granted = configured ?? manifest.capabilities;
 
   let fn: string;

@@ -25,6 +25,7 @@ import type { PluginStateTable } from "../storage/schema.ts";
 import { isWanted, pluginInfo } from "./status.ts";
 import { suggest } from "../util/suggest.ts";
 import { uncheckedKeywords } from "../tools/registry.ts";
+import { ownValue } from "../util/own.ts";
 
 type Entry = PluginEntry;
 
@@ -182,7 +183,7 @@ export class PluginManager implements PluginHost {
     e.error = null;
     try {
       e.manifest = readManifest(e.path, e.name);
-      e.grants = grantedOf(e.manifest.capabilities, config.plugins.grants[e.name]);
+      e.grants = grantedOf(e.manifest.capabilities, ownValue(config.plugins.grants, e.name));
       e.limits = effectiveLimits(e.name, e.manifest.limits, config);
     } catch (err) {
       this.failed(e, err);
