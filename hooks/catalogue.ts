@@ -108,12 +108,22 @@ export const PreLlmResultSchema = v.union([
   v.null(),
 ]);
 
+/**
+ * The most JSON text a pre_tool_call `modify` may write as arguments, whatever the plugin's own
+ * max_output_bytes: the arguments go on to every post_tool_call and transform_tool_result plugin,
+ * the turn's answer and its history (a 1 MiB rewrite ran another plugin out of fuel on every call).
+ */
+export const MAX_MODIFY_ARGS_CHARS = 64 * 1024;
+
 /** What a pre_tool_call plugin may return: nothing, or a block / modify directive. */
 export const ToolDirectiveSchema = v.union([
   v.null(),
   v.object({ action: v.literal("allow") }),
   v.object({ action: v.literal("block"), message: v.optional(v.string(), "blocked by a plugin") }),
-  v.object({ action: v.literal("modify"), args: Args }),
+  v.object({
+    action: v.literal("modify"),
+    args: v.pipe(Args, v.check((a) => JSON.stringify(a).length <= MAX_MODIFY_ARGS_CHARS, `args may hold at most ${MAX_MODIFY_ARGS_CHARS} characters of JSON`)),
+  }),
 ]);
 export type ToolDirective = v.InferOutput<typeof ToolDirectiveSchema>;
 

@@ -29,7 +29,20 @@ export function checkHookResult(hook: HookName, parsed: unknown): HookResult {
   const schema = RESULT_SCHEMAS[hook];
   if (!schema) return { ok: true, value: null };
   const res = v.safeParse(schema, parsed);
-  return res.success ? { ok: true, value: res.output } : { ok: false, problem: `${hook} output must be ${EXPECTED[hook]}` };
+  if (res.success) return { ok: true, value: res.output };
+  // The right shape with a value past a limit says which limit; any other miss, the shapes expected.
+  const limit = firstCheck(res.issues);
+  return { ok: false, problem: limit ? `${hook} output: ${limit}` : `${hook} output must be ${EXPECTED[hook]}` };
+}
+
+/** The message of the first failed v.check among `issues` and the issues nested in them (a union's options). */
+function firstCheck(issues: readonly v.BaseIssue<unknown>[] | undefined): string | undefined {
+  for (const issue of issues ?? []) {
+    if (issue.type === "check") return issue.message;
+    const nested = firstCheck(issue.issues);
+    if (nested) return nested;
+  }
+  return undefined;
 }
 
 /** What the core took from one plugin's output: the parsed result, and pre_llm_call's context. */

@@ -104,6 +104,18 @@ describe("hooks: dispatcher bookkeeping", () => {
     assert.deepEqual(report.delivered, ["flat"]);
   });
 
+  it("refuses a modify whose arguments pass 64 KiB of JSON as bad_output, whatever the plugin's own output limit", async () => {
+    const d = new HookDispatcher({ maxOutputBytes: 4 * 1024 * 1024 });
+    const raw = (name: string, text: string) => ({ name, hooks: new Set(["pre_tool_call" as const]), call: () => ({ output: text }) });
+    const modify = (chars: number) => JSON.stringify({ action: "modify", args: { expression: "x".repeat(chars) } });
+    d.subscribe(raw("huge", modify(1024 * 1024)));
+    d.subscribe(raw("within", modify(60_000)));
+    const report = await d.emit("pre_tool_call", { session_id: "s1", tool_name: "calculator", args: { expression: "1+1" }, task_id: "t1", tool_call_id: "c1" } as never);
+    assert.deepEqual(report.failed.map((f) => [f.plugin, f.kind]), [["huge", "bad_output"]]);
+    assert.match(report.failed[0]!.message, /args may hold at most 65536 characters of JSON/);
+    assert.deepEqual(report.delivered, ["within"]);
+  });
+
   it("counts a refused output once, as a failed call", async () => {
     const d = new HookDispatcher();
     const seen: CallEvent[] = [];

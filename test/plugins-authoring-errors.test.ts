@@ -88,6 +88,8 @@ describe("plugin errors name their cause", () => {
     const flat = new ToolRegistry();
     flat.register({ spec: { name: "f", description: "d", parameters: { type: "object", properties: { xs: { type: "array" } } } }, plugin: "x", run: () => "" });
     assert.equal(flat.check("f", { xs: Array.from({ length: 50_000 }, () => 1) }), null);
+    // 1e999 parses as Infinity: a "number" the tool would get as null.
+    assert.match(flat.check("f", JSON.parse('{"xs":[1,1e999]}')) ?? "", /beyond what JSON can carry/);
   });
 
   it("a host-wide http: grant and a pinned port on the other side meet in that port, either way round", () => {

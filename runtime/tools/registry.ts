@@ -117,12 +117,13 @@ export class ToolRegistry {
     // plugin's pre_tool_call can write them) held the thread for 16 s, and 5,000 ran the heap out.
     // Its pairs are at most the schema's subschemas (each applies once where nothing repeats) plus,
     // for every value, the subschemas a repeated value is checked against.
-    if (e.perValue > 0) {
-      const most = Math.max(0, Math.floor((MAX_CHECK_PAIRS - e.subschemas) / e.perValue));
-      if (countValues(args, most + 1) > most) {
-        return `the arguments are too large to check against tool ${name}'s schema: more than ${most.toLocaleString("en-US")} JSON values, each checked against up to ${e.perValue.toLocaleString("en-US")} subschemas (at most ${MAX_CHECK_PAIRS.toLocaleString("en-US")} checks)`;
-      }
+    const most = e.perValue > 0 ? Math.max(0, Math.floor((MAX_CHECK_PAIRS - e.subschemas) / e.perValue)) : Infinity;
+    const scan = scanValues(args, most + 1);
+    if (scan.count > most) {
+      return `the arguments are too large to check against tool ${name}'s schema: more than ${most.toLocaleString("en-US")} JSON values, each checked against up to ${e.perValue.toLocaleString("en-US")} subschemas (at most ${MAX_CHECK_PAIRS.toLocaleString("en-US")} checks)`;
     }
+    // JSON.parse reads 1e999 as Infinity, which passes a "number" check and reaches the tool as null.
+    if (scan.nonFinite) return "a number in the arguments is beyond what JSON can carry (1e999 reads as Infinity)";
     const res = e.validator.validate(args);
     if (res.valid) return null;
     // The deepest issues say what is wrong; the outer ones only repeat "properties failed". An issue
@@ -157,16 +158,18 @@ export const MAX_CHECK_PAIRS = 10_000;
 /** Issues of one check read to find the deepest ones (the validator may report one per pair). */
 const MAX_ISSUES_READ = 1_000;
 
-/** The JSON values in `v` (itself included), counted up to `stop`. */
-function countValues(v: unknown, stop: number): number {
-  let n = 0;
+/** The JSON values in `v` (itself included), counted up to `stop`, and whether a number among them is not finite. */
+function scanValues(v: unknown, stop: number): { count: number; nonFinite: boolean } {
+  let count = 0;
+  let nonFinite = false;
   const stack: unknown[] = [v];
-  while (stack.length > 0 && n < stop) {
+  while (stack.length > 0 && count < stop) {
     const x = stack.pop();
-    n++;
-    if (typeof x === "object" && x !== null) for (const child of Object.values(x)) stack.push(child);
+    count++;
+    if (typeof x === "number" && !Number.isFinite(x)) nonFinite = true;
+    else if (typeof x === "object" && x !== null) for (const child of Object.values(x)) stack.push(child);
   }
-  return n;
+  return { count, nonFinite };
 }
 
 /** Keywords whose subschemas apply to many values of one instance (every item, every other property). */
