@@ -210,6 +210,18 @@ describe("pre_tool_call directives (item 2) and transforms (item 3)", () => {
     assert.equal(events.at(-1)!.data.reply, "You said: again [redacted]");
   });
 
+  it("redact masks a long answer at its shipped limits: quotes, backslashes, newlines and non-ASCII kept (an outside probe: 2,500 characters ran it out of memory)", async () => {
+    const sid = await newSession(s);
+    const line = (k: number, masked: boolean) =>
+      `line ${k}: "quoted" \\ back ${masked ? "[redacted]" : "ana.b+x@example.com"} tel ${masked ? "[redacted]" : "0123456789"} ok 12345 café 🙂\n`;
+    const lines = (masked: boolean) => Array.from({ length: 400 }, (_, k) => line(k, masked)).join("");
+    assert.ok(lines(false).length > 30_000);
+    const t = await turn(s, sid, lines(false));
+    assert.equal(t.transformed_by, "redact");
+    assert.equal(t.reply, `You said: ${lines(true)}`);
+    assert.equal((await pluginInfo(s, "redact")).stats.failures.memory, 0);
+  });
+
   it("a transformed text holding a NUL is returned as it is stored: the NUL becomes U+FFFD, nothing after it is lost", async () => {
     // The embedded file's driver reads a text up to its first NUL: the history read back "kept".
     const sid = await newSession(s);

@@ -7,7 +7,7 @@
 //   one growing buffer (at most twice the final size).
 // Slices are raw JSON string contents (escapes not decoded): two slices produced by the same JSON
 // encoder (the host's JSON.stringify) compare equal exactly when the strings are equal.
-import { skipString, skipValue, skipWs } from "./json";
+import { escapeOf, hexDigit, skipString, skipValue, skipWs } from "./json";
 import { outputRaw } from "./mem";
 
 const QUOTE = 0x22;
@@ -160,6 +160,40 @@ export class ByteWriter {
     this.reserve(n);
     String.UTF8.encodeUnsafe(changetype<usize>(s), s.length, this.buf.dataStart + <usize>this.length);
     this.length += n;
+    return this;
+  }
+
+  /**
+   * Appends s[start, end) as the inside of a JSON string (quotes, backslashes and control
+   * characters escaped), straight from the string's memory: no substring, no quoted copy.
+   */
+  escaped(s: string, start: i32, end: i32): ByteWriter {
+    let run = start;
+    for (let i = start; i <= end; i++) {
+      const c = i < end ? <i32>s.charCodeAt(i) : 0;
+      const esc = i < end ? escapeOf(c) : -1;
+      if (esc == 0) continue;
+      if (i > run) {
+        // A run ends at an ASCII character or the end: it never splits a surrogate pair.
+        this.reserve((i - run) * 3);
+        this.length += <i32>String.UTF8.encodeUnsafe(changetype<usize>(s) + (<usize>run << 1), i - run, this.buf.dataStart + <usize>this.length);
+      }
+      if (esc > 0) {
+        this.reserve(6);
+        const at = this.buf.dataStart + <usize>this.length;
+        store<u8>(at, 0x5c);
+        store<u8>(at, <u8>esc, 1);
+        this.length += 2;
+        if (esc == 0x75) {
+          store<u8>(at, 0x30, 2);
+          store<u8>(at, 0x30, 3);
+          store<u8>(at, <u8>hexDigit(c >> 4), 4);
+          store<u8>(at, <u8>hexDigit(c & 15), 5);
+          this.length += 4;
+        }
+      }
+      run = i + 1;
+    }
     return this;
   }
 

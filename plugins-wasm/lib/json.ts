@@ -275,14 +275,28 @@ export function getStringArray(buf: Uint8Array, key: string, obj: i32 = 0): stri
   return decodeStringArray(buf, findField(buf, key, obj));
 }
 
+/**
+ * How JSON writes the UTF-16 unit `c` inside a string: 0 as it is, 0x75 ('u') as \u00XX, else the
+ * character that follows a backslash.
+ */
+export function escapeOf(c: i32): i32 {
+  if (c == QUOTE || c == BACKSLASH) return c;
+  if (c >= 0x20) return 0;
+  if (c == 0x0a) return 0x6e;
+  if (c == 0x0d) return 0x72;
+  if (c == 0x09) return 0x74;
+  if (c == 0x08) return 0x62;
+  if (c == 0x0c) return 0x66;
+  return 0x75;
+}
+
 /** `s` as a JSON string literal, quotes included. */
 export function quote(s: string): string {
   const n = s.length;
   let extra = 0;
   for (let j = 0; j < n; j++) {
-    const c = s.charCodeAt(j);
-    if (c == QUOTE || c == BACKSLASH || c == 0x0a || c == 0x0d || c == 0x09 || c == 0x08 || c == 0x0c) extra += 1;
-    else if (c < 0x20) extra += 5;
+    const esc = escapeOf(s.charCodeAt(j));
+    if (esc != 0) extra += esc == 0x75 ? 5 : 1;
   }
   if (extra == 0) return '"' + s + '"';
   const out = new ArrayBuffer((n + extra + 2) << 1);
@@ -291,30 +305,25 @@ export function quote(s: string): string {
   put16(o, u++, QUOTE);
   for (let j = 0; j < n; j++) {
     const c = <i32>s.charCodeAt(j);
-    let esc = 0;
-    if (c == QUOTE || c == BACKSLASH) esc = c;
-    else if (c == 0x0a) esc = 0x6e;
-    else if (c == 0x0d) esc = 0x72;
-    else if (c == 0x09) esc = 0x74;
-    else if (c == 0x08) esc = 0x62;
-    else if (c == 0x0c) esc = 0x66;
-    if (esc != 0) {
-      put16(o, u++, BACKSLASH);
-      put16(o, u++, <u16>esc);
-    } else if (c < 0x20) {
-      put16(o, u++, BACKSLASH);
-      put16(o, u++, 0x75);
+    const esc = escapeOf(c);
+    if (esc == 0) {
+      put16(o, u++, <u16>c);
+      continue;
+    }
+    put16(o, u++, BACKSLASH);
+    put16(o, u++, <u16>esc);
+    if (esc == 0x75) {
       put16(o, u++, 0x30);
       put16(o, u++, 0x30);
       put16(o, u++, <u16>hexDigit(c >> 4));
       put16(o, u++, <u16>hexDigit(c & 15));
-    } else put16(o, u++, <u16>c);
+    }
   }
   put16(o, u++, QUOTE);
   return String.UTF16.decodeUnsafe(o, <usize>u << 1);
 }
 
-function hexDigit(d: i32): i32 {
+export function hexDigit(d: i32): i32 {
   return d < 10 ? 0x30 + d : 0x57 + d;
 }
 
