@@ -100,6 +100,9 @@ for (const db of TEST_DBS) {
       assert.equal(rec.of("on_session_end")[0]!.reason, "reset");
       const turnOnEnded = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "hi" });
       assert.equal(turnOnEnded.status, 409);
+      // A slash command is a turn too: refused the same way, naming where the conversation went.
+      const commandOnEnded = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "/kw" });
+      assert.deepEqual([commandOnEnded.status, commandOnEnded.body.error.code], [409, "session_ended"]);
       rec.clear();
       const end = await t.api("POST", `/v1/sessions/${fresh.id}/end`, { reason: "user_left" });
       assert.equal(end.body.ended, true);

@@ -77,6 +77,8 @@ export class TurnService {
     const slash = parseSlash(text);
     if (slash) {
       const s = await this.sessions.get(sessionId);
+      // A turn on an ended session is refused whatever it holds (a command would act for it).
+      if (s.ended_at !== null) throw await this.sessions.endedConflict(s);
       const output = await this.commands.run(slash.name, slash.raw_args, { session_id: s.id, platform: s.platform, source: sourceOf(s) });
       // A command adds no message: without this, a session used only for commands looked unused to
       // the empty sweep and the idle archive. A refused or failed command changes nothing.
