@@ -60,6 +60,9 @@ describe("plugins in C and Rust (WASI)", { skip: missing }, () => {
     assert.match(JSON.stringify(failed.body), /asked to fail/);
     const sid = await newSession(s);
     assert.ok((await logs("hello-rust")).some((l) => l.source === "log" && l.message === `session started: ${sid}`));
+    // Long arguments: the input is read whole, the answer shows 200 bytes of them and stays JSON.
+    assert.match((await command(s, "hello_rust", { raw_args: "y".repeat(9_000) })).body.output, /^hello from Rust, y{200} \(greeting #3\)$/);
+    assert.match((await command(s, "hello_c", { raw_args: "z".repeat(9_000) })).body.output, /^hello from C, z{254} \(lucky number \d+, year \d+\)$/);
   });
 
   it("WASI gives no host access: files, directories, stdin, environment are errnos; exit ends only the call", async () => {

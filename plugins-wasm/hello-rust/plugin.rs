@@ -1,7 +1,7 @@
 // hookbox example plugin in Rust: `#![no_std]`, no crates, built by plugins-wasm/build.mjs with
 //   /usr/bin/rustc --edition 2021 --target wasm32-unknown-unknown --crate-type cdylib -O -C panic=abort -C strip=symbols plugin.rs
 // It talks to the host only through Extism's kernel (`extism:host/env`: input, output, memory
-// blocks, error) and hookbox's host functions (`extism:host/user`: log, KV). Exports return 0 on
+// blocks, error) and hookbox's host functions (`extism:host/user`: the input in one copy, log, KV). Exports return 0 on
 // success; anything else is a failure whose text is the message given to `error_set`.
 #![no_std]
 
@@ -20,6 +20,7 @@ extern "C" {
 
 #[link(wasm_import_module = "extism:host/user")]
 extern "C" {
+    fn hookbox_input_read(dest: u64, len: u64) -> u64;
     fn hookbox_log(level: i32, msg: u64);
     fn hookbox_kv_get(session: u64, key: u64) -> u64;
     fn hookbox_kv_set(session: u64, key: u64, value: u64);
@@ -90,16 +91,29 @@ fn store(bytes: &[u8]) -> u64 {
     }
 }
 
-/// Reads the call's input (truncated to the buffer's capacity).
-fn input() -> Buf {
-    let mut buf = Buf::new();
+/// The most input a call takes: a larger one fails the call (cut short, its JSON would be misread).
+/// A payload can be large: on_session_delete lists every deleted id, about 40 bytes each.
+const INPUT_BYTES: usize = 512 * 1024;
+static mut INPUT: [u8; INPUT_BYTES] = [0; INPUT_BYTES];
+
+/// The call's whole input, or None when it is larger than INPUT_BYTES. One host call copies it
+/// (hookbox_input_read); where that answers 0, it is read a byte at a time.
+fn input() -> Option<&'static [u8]> {
     let n = unsafe { input_length() } as usize;
-    for i in 0..n.min(buf.data.len()) {
-        buf.data[i] = unsafe { input_load_u8(i as u64) };
+    if n > INPUT_BYTES {
+        return None;
     }
-    buf.len = n.min(buf.data.len());
-    buf
+    unsafe {
+        if hookbox_input_read(INPUT.as_mut_ptr() as u64, n as u64) != n as u64 {
+            for i in 0..n {
+                INPUT[i] = input_load_u8(i as u64);
+            }
+        }
+        Some(&INPUT[..n])
+    }
 }
+
+const TOO_LARGE: &[u8] = b"the input is larger than INPUT_BYTES (512 KiB)";
 
 /// The raw text of the JSON string field `"key":"..."` (escapes kept as written), if present.
 fn string_field<'a>(json: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
@@ -147,17 +161,23 @@ fn count_greeting() -> u64 {
 
 #[no_mangle]
 pub extern "C" fn on_session_start() -> i32 {
-    let payload = input();
+    let payload = match input() {
+        Some(p) => p,
+        None => return fail(TOO_LARGE),
+    };
     let mut line = Buf::new();
-    line.push(b"session started: ").push(string_field(payload.bytes(), b"session_id").unwrap_or(b"?"));
+    line.push(b"session started: ").push(string_field(payload, b"session_id").unwrap_or(b"?"));
     log(1, line.bytes());
     0
 }
 
 #[no_mangle]
 pub extern "C" fn command_hello_rust() -> i32 {
-    let payload = input();
-    let args = string_field(payload.bytes(), b"raw_args").unwrap_or(b"");
+    let payload = match input() {
+        Some(p) => p,
+        None => return fail(TOO_LARGE),
+    };
+    let args = string_field(payload, b"raw_args").unwrap_or(b"");
     if args == b"fail" {
         return fail(b"asked to fail (raw_args was \"fail\")");
     }
@@ -165,7 +185,13 @@ pub extern "C" fn command_hello_rust() -> i32 {
     let mut out = Buf::new();
     out.push(b"{\"text\":\"hello from Rust");
     if !args.is_empty() {
-        out.push(b", ").push_json_text(args);
+        // At most 200 bytes of them (cut at a character's start), so the answer fits its buffer
+        // whole: a JSON text cut short would come back as plain text.
+        let mut end = args.len().min(200);
+        while end < args.len() && args[end] & 0xc0 == 0x80 {
+            end -= 1;
+        }
+        out.push(b", ").push_json_text(&args[..end]);
     }
     out.push(b" (greeting #").push_u64(n).push(b")\"}");
     unsafe { output_set(store(out.bytes()), out.len as u64) };
