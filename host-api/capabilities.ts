@@ -21,6 +21,11 @@ export class Grants {
     this.httpHosts = new Set(list.filter((c) => c.startsWith("http:")).map((c) => c.slice("http:".length)));
   }
 
+  /** Requested capabilities the operator granted nothing of: host calls that need them fail as `denied`. */
+  get ungranted(): string[] {
+    return this.requested.filter((r) => !this.list.some((g) => g === r || (r.startsWith("http:") && g.startsWith(`${r}:`))));
+  }
+
   /**
    * A URL is allowed when its host is granted, any port or its own: a default port counts as
    * written (URL drops it: https://h/ and https://h:443/ are both host "h").

@@ -77,7 +77,7 @@ describe("hostile plugins: every limit holds and everyone else goes on", () => {
   it("says which grant was missing, per host function", async () => {
     const info = await pluginInfo(s, "ungranted");
     assert.match(info.stats.last_error, /^denied: hookbox_session_messages needs capability "sessions:read"/);
-    assert.deepEqual(info.capabilities, { requested: ["kv", "sessions:read", "http:example.com"], granted: [] });
+    assert.deepEqual(info.capabilities, { requested: ["kv", "sessions:read", "http:example.com"], granted: [], ungranted: ["kv", "sessions:read", "http:example.com"] });
     const kv = await command(s, "ungranted", { raw_args: "kv" });
     assert.equal(kv.status >= 400, true);
     assert.match(JSON.stringify(kv.body), /denied.*hookbox_kv_set needs capability \\"kv\\"/);
@@ -146,7 +146,15 @@ describe("quarantine after repeated failures", () => {
     assert.equal(res.status, 503, JSON.stringify(res.body));
     assert.equal(res.body.error.code, "plugin_unavailable");
     assert.match(res.body.error.message, /\/ungranted is a command of plugin ungranted, which is quarantined \(quarantined after 2 consecutive failures; last: denied/);
-    assert.equal((await pluginInfo(s, "ungranted")).stats.calls, calls, "not called");
+    // It says how the operator lifts it (a quarantine stays across restarts until then).
+    assert.match(res.body.error.message, /an operator lifts it: hookbox plugins enable ungranted, or POST \/v1\/plugins\/ungranted\/enable/);
+    const info = await pluginInfo(s, "ungranted");
+    assert.equal(info.stats.calls, calls, "not called");
+    assert.match(info.reason, /an operator lifts it: hookbox plugins enable ungranted/);
+    // What it requests and was granted nothing of was in its log from the load (and in its info).
+    assert.deepEqual((await pluginInfo(s, "counter")).capabilities.ungranted, []);
+    const logs = (await s.api("GET", "/v1/plugins/ungranted/logs")).body.logs as Array<{ message: string }>;
+    assert.ok(logs.some((l) => l.message === "capability kv is requested but not granted (config plugins.grants.ungranted, then restart): host calls that need it fail as denied"));
   });
 
   it("an operator enable lifts the quarantine (HTTP), and it is persisted", async () => {

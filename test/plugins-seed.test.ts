@@ -19,8 +19,8 @@ for (const db of TEST_DBS) {
       const { body } = await s.api("GET", "/v1/plugins");
       const byName = Object.fromEntries(body.plugins.map((p: any) => [p.name, p]));
       for (const name of SEEDS) assert.equal(byName[name]?.status, "active", `${name}: ${byName[name]?.reason}`);
-      assert.deepEqual(byName["sidecar-index"].capabilities, { requested: ["kv"], granted: ["kv"] });
-      assert.deepEqual(byName.whoami.capabilities, { requested: [], granted: [] });
+      assert.deepEqual(byName["sidecar-index"].capabilities, { requested: ["kv"], granted: ["kv"], ungranted: [] });
+      assert.deepEqual(byName.whoami.capabilities, { requested: [], granted: [], ungranted: [] });
     });
 
     it("whoami reports the calling session, user and platform", async () => {

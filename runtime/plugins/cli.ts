@@ -186,7 +186,7 @@ function describe(p: PluginInfo): string {
     p.name.padEnd(20),
     p.status.padEnd(11),
     `v${p.version ?? "?"}`,
-    `granted=[${p.capabilities.granted.join(",")}]`,
+    `granted=[${p.capabilities.granted.join(",")}]${p.capabilities.ungranted.length > 0 ? ` NOT granted=[${p.capabilities.ungranted.join(",")}]` : ""}`,
     s ? `calls=${s.calls} ok=${s.ok}${failed.length ? ` failed(${failed.join(",")})` : ""} fuel=${s.fuel_used} p50=${s.latency_ms.p50}ms p99=${s.latency_ms.p99}ms` : "calls=0",
   ];
   if (p.reason) parts.push(`reason: ${p.reason}`);

@@ -9,6 +9,7 @@ import type { AcceptOutput, CallStart, SandboxResult, WasmPlugin } from "../sand
 import { commandOutput } from "./command-output.ts";
 import type { PluginEntry } from "./entry.ts";
 import type { PluginLogs } from "./logs.ts";
+import { liftQuarantine } from "./status.ts";
 
 /**
  * A call whose guarded KV writes (kv_incr, kv_cas) lost a race is run again until its deadline, after
@@ -60,7 +61,7 @@ export class CommandBridge {
   async runCommand(e: PluginEntry, command: string, call: CommandCall): Promise<string> {
     // The server cannot serve it now (503), as for a plugin that failed to load: not the command's failure.
     const quarantined = this.dispatcher.quarantineOf(e.name);
-    if (quarantined) throw new CommandError("plugin_unavailable", `/${command} is a command of plugin ${e.name}, which is quarantined (${quarantined})`);
+    if (quarantined) throw new CommandError("plugin_unavailable", `/${command} is a command of plugin ${e.name}, which is quarantined (${quarantined})${liftQuarantine(e.name)}`);
     const input = JSON.stringify({
       raw_args: call.raw_args,
       session_id: call.session_id ?? null,

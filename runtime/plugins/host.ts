@@ -20,7 +20,8 @@ export interface PluginInfo {
   /** Whether the manifest declares a durable system-prompt section. */
   system_prompt: boolean;
   commands: Array<{ name: string; description: string; sensitive: boolean }>;
-  capabilities: { requested: string[]; granted: string[] };
+  /** `ungranted`: requested, and granted nothing of by the operator (plugins.grants): its calls that need them fail as denied. */
+  capabilities: { requested: string[]; granted: string[]; ungranted: string[] };
   status: PluginStatus;
   /** Why the plugin is not active (load error, quarantine reason, "disabled by config", ...). */
   reason: string | null;

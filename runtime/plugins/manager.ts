@@ -237,6 +237,10 @@ export class PluginManager implements PluginHost {
           this.logRings.of(e.name).push("warn", "log", `tool ${tool.spec.name}: ${where} is shown to the model but not checked by the host (no bound on its work): check it in the tool`);
         }
       }
+      for (const c of e.grants.ungranted) {
+        log("warn", "plugin requests a capability the operator has not granted; its calls that need it fail as denied", { plugin: e.name, capability: c, grant: `plugins.grants.${e.name}` });
+        this.logRings.of(e.name).push("warn", "log", `capability ${c} is requested but not granted (config plugins.grants.${e.name}, then restart): host calls that need it fail as denied`);
+      }
       for (const f of manifest.unknown_fields) {
         log("warn", "plugin manifest has a field this host does not know; ignored", { plugin: e.name, field: f });
         this.logRings.of(e.name).push("warn", "log", `manifest.json: unknown field ${f}: ignored`);

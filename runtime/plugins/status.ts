@@ -23,7 +23,7 @@ export function pluginInfo(e: PluginEntry, config: Config, dispatcher: HookDispa
   else if (config.plugins.disabled.includes(e.name)) [status, reason] = ["disabled", "disabled by config (plugins.disabled)"];
   else if (e.override === false) [status, reason] = ["disabled", "disabled by operator"];
   else if (!isWanted(e, config)) [status, reason] = ["disabled", "not listed in plugins.enabled"];
-  else if (stats?.quarantined) [status, reason] = ["quarantined", stats.quarantined];
+  else if (stats?.quarantined) [status, reason] = ["quarantined", `${stats.quarantined}${liftQuarantine(e.name)}`];
   return {
     name: e.name,
     version: m?.version ?? null,
@@ -34,9 +34,12 @@ export function pluginInfo(e: PluginEntry, config: Config, dispatcher: HookDispa
     tools: m ? m.tools.map((t) => ({ name: t.name, description: t.description })) : [],
     system_prompt: m?.system_prompt !== undefined,
     commands: m ? m.commands.map((c) => ({ name: c.name, description: c.description, sensitive: c.sensitive })) : [],
-    capabilities: { requested: m ? [...m.capabilities] : [], granted: [...e.grants.list] },
+    capabilities: { requested: m ? [...m.capabilities] : [], granted: [...e.grants.list], ungranted: e.grants.ungranted },
     status,
     reason,
     stats,
   };
 }
+
+/** How an operator lifts a plugin's quarantine (it stays across restarts until then). */
+export const liftQuarantine = (name: string) => ` (an operator lifts it: hookbox plugins enable ${name}, or POST /v1/plugins/${name}/enable)`;
