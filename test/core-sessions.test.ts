@@ -115,7 +115,10 @@ for (const db of TEST_DBS) {
       assert.equal(hooks.body.hooks.find((h: any) => h.hook === "pre_llm_call").returns_used, true);
       assert.deepEqual((await t.api("GET", "/v1/plugins")).body, { plugins: [] });
       assert.equal((await t.api("GET", "/v1/plugins/nothing")).status, 404);
-      assert.equal((await t.api("POST", "/v1/plugins/nothing/enable")).status, 404);
+      const missing = await t.api("POST", "/v1/plugins/nothing/enable");
+      assert.equal(missing.status, 404);
+      // A folder made after the start is not known until a restart (or --watch): the 404 says so.
+      assert.match(missing.body.error.message, /^plugin nothing not found: the folders of .* are read at start \(restart, or run `hookbox serve --watch` to pick up a new one\)$/);
       assert.equal((await t.api("POST", "/v1/plugins/nothing/explode")).status, 400);
     });
   });

@@ -34,8 +34,11 @@ export const CommandBody = v.strictObject({
   source: v.optional(v.never(FROM_SESSION)),
 });
 
-const pluginNotFound = (core: Core, name: string) =>
-  new AppError(404, "not_found", `plugin ${name} not found${suggest(name, core.plugins.list().map((p) => p.name))}`);
+/** 404 for a plugin name: a typo's suggestion, else where plugins come from and when they are read. */
+const pluginNotFound = (core: Core, name: string) => {
+  const hint = suggest(name, core.plugins.list().map((p) => p.name));
+  return new AppError(404, "not_found", `plugin ${name} not found${hint || `: the folders of ${core.config.plugins.dir} are read at start (restart, or run \`hookbox serve --watch\` to pick up a new one)`}`);
+};
 
 export function adminRoutes(core: Core): Hono {
   const app = new Hono();
