@@ -127,6 +127,9 @@ describe("operations endpoints", () => {
     assert.deepEqual(Object.keys(create.properties.source.properties).sort(), ["chat_id", "thread_id", "user_id"]);
     const list = doc.paths["/v1/sessions"].get.parameters.map((p: any) => `${p.in}:${p.name}`).sort();
     assert.deepEqual(list, ["query:after", "query:archived", "query:limit", "query:profile"]);
+    // What the server enforces beyond the shape: a query number's range, a body's "exactly one of".
+    assert.equal(doc.paths["/v1/sessions"].get.parameters.find((p: any) => p.name === "limit").schema.description, "a whole number from 1 to 1000");
+    assert.equal(doc.paths["/v1/sessions/bulk-delete"].post.requestBody.content["application/json"].schema.description, "exactly one of ids or profile");
     assert.deepEqual(doc.paths["/healthz"].get.security, [], "probes need no token");
     // A turn may stream; every POST and DELETE may carry an Idempotency-Key.
     const turn = doc.paths["/v1/sessions/{id}/turns"].post;

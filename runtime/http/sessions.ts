@@ -38,6 +38,7 @@ export const Empty = v.strictObject({});
 export const BulkDeleteBody = v.pipe(
   v.strictObject({ ids: v.optional(v.pipe(v.array(Id), v.maxLength(100_000))), profile: v.optional(Profile) }),
   v.check((b) => (b.ids === undefined) !== (b.profile === undefined), "give exactly one of ids or profile"),
+  v.description("exactly one of ids or profile"),
 );
 export const AdoptBody = v.strictObject({ ids: v.pipe(v.array(Id), v.minLength(1), v.maxLength(100_000)), profile: Profile });
 

@@ -63,5 +63,12 @@ export function readId(c: Context, name = "id"): string {
 
 /** Query strings are text: these turn them into typed values with clear errors. */
 export const QueryInt = (min: number, max: number) =>
-  v.pipe(v.string(), v.regex(/^\d{1,9}$/, `must be a whole number from ${min} to ${max}`), v.transform(Number), v.minValue(min), v.maxValue(max));
+  v.pipe(
+    v.string(),
+    v.regex(/^\d{1,9}$/, `must be a whole number from ${min} to ${max}`),
+    v.description(`a whole number from ${min} to ${max}`), // the range, in the OpenAPI document too
+    v.transform(Number),
+    v.minValue(min),
+    v.maxValue(max),
+  );
 export const QueryBool = v.pipe(v.picklist(["true", "false"]), v.transform((s) => s === "true"));
