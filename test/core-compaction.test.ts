@@ -158,6 +158,10 @@ describe("manual compaction: every kind, every manual entry point", () => {
     const r2 = await t.api("POST", `/v1/sessions/${tiny.id}/compress`, {});
     assert.deepEqual([r2.body.compacted, r2.body.skipped], [false, "not_shorter"]);
     assert.equal((await t.api("GET", `/v1/sessions/${tiny.id}/messages`)).body.messages.length, 4);
+    // micro_summarize folds the older half of the 2 compactable messages (1): its skip says what it needs.
+    const micro = await t.api("POST", `/v1/sessions/${tiny.id}/compress`, { kind: "micro_summarize" });
+    assert.deepEqual([micro.body.compacted, micro.body.skipped], [false, "empty"]);
+    assert.match(micro.body.detail, /folds the older half of what is compactable; .* this session has 4, so it needs at least 5$/);
     assert.equal((await t.api("POST", "/v1/sessions/s_nope/compress", {})).status, 404);
     assert.equal((await t.api("POST", `/v1/sessions/${tiny.id}/compress`, { kind: "shrink" })).status, 400);
     assert.equal(rec.of("post_compaction").length, 0);

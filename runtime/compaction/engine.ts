@@ -154,7 +154,9 @@ export class CompactionEngine {
     const keep = this.ctx.config.compaction.keep_recent_messages;
     const kept = `the last ${keep} messages (compaction.keep_recent_messages) are always kept as they are`;
     if (kind === "prune_tool_results") return `no tool results older than the last ${keep} messages to prune`;
-    if (kind === "micro_summarize") return `fewer than 2 messages to fold: ${kept}, and this session has ${messages}`;
+    if (kind === "micro_summarize") {
+      return `fewer than 2 messages to fold: micro_summarize folds the older half of what is compactable; ${kept}, and this session has ${messages}, so it needs at least ${keep + 3}`;
+    }
     return `nothing old enough to compact: ${kept}, and this session has ${messages}`;
   }
 
