@@ -70,24 +70,33 @@ describe("plugin errors name their cause", () => {
     assert.deepEqual(uncheckedKeywords({ type: "object", properties: { pattern: { type: "string" } } }), []);
   });
 
-  it("a tool's argument check is bounded by values times the subschemas each is checked against (an outside probe: 16 s, then out of heap)", () => {
-    // 2,000 anyOf branches under additionalProperties, within every load limit; the arguments a
-    // plugin's pre_tool_call may write.
-    const parameters = { type: "object", additionalProperties: { anyOf: Array.from({ length: 1_998 }, () => ({ type: "string" })) } };
-    const [spec] = parseManifest({ name: "x", version: "1", tools: [{ name: "t", description: "d", parameters }] }, "manifest.json").tools;
+  it("a tool's argument check is bounded by its work: values at each depth times the subschemas, enum values and required names there (outside probes: 16-25 s, then out of heap)", () => {
     const registry = new ToolRegistry();
-    registry.register({ spec: spec!, plugin: "x", run: () => "" });
-    const args = (n: number, value: unknown) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, value]));
-    const t0 = performance.now();
-    assert.match(registry.check("t", args(5_000, 0)) ?? "", /too large to check against tool t's schema: more than 4 JSON values, each checked against up to 1,999 subschemas \(at most 10,000 checks\)/);
-    assert.ok(performance.now() - t0 < 1_000);
-    assert.equal(registry.check("t", args(3, "s")), null, "within the bound: checked");
-    // Every branch fails alike: the refusal says so once, not 1,998 times.
-    assert.equal(registry.check("t", args(1, 0)), '#/k0: Instance type "number" is invalid. Expected "string".');
-    // A schema with nothing repeated checks any number of values (each one against nothing).
+    const tool = (name: string, parameters: object) => {
+      const [spec] = parseManifest({ name: "x", version: "1", tools: [{ name, description: "d", parameters }] }, "manifest.json").tools;
+      registry.register({ spec: spec!, plugin: "x", run: () => "" });
+    };
+    const many = <T,>(n: number, f: (i: number) => T): T[] => Array.from({ length: n }, (_, i) => f(i));
+    const args = (n: number, value: unknown) => Object.fromEntries(many(n, (i) => [`k${i}`, value] as const));
+    // Schemas within every load limit, each costly per argument value in its own way.
+    tool("anyof", { type: "object", additionalProperties: { anyOf: many(1_998, () => ({ type: "string" })) } });
+    tool("allof", { type: "object", allOf: many(999, () => ({ additionalProperties: { type: "string" } })) });
+    tool("required", { type: "object", additionalProperties: { type: "object", required: many(6_500, (i) => `r${i}`) } });
+    tool("enum", { type: "object", additionalProperties: { enum: many(12_000, (i) => i) } });
+    for (const [name, value, n] of [["anyof", 0, 5_000], ["allof", 0, 8_000], ["required", {}, 9_990], ["enum", -1, 9_990]] as const) {
+      const t0 = performance.now();
+      assert.match(registry.check(name, args(n, value)) ?? "", /too large to check against tool .*'s schema: checking their .* JSON values would take more than 10,000 checks/, name);
+      assert.ok(performance.now() - t0 < 500, `${name}: refused without the check`);
+    }
+    // Few values: checked, and what fails is told once (2,000 branches fail alike).
+    assert.equal(registry.check("anyof", args(3, "s")), null);
+    assert.equal(registry.check("anyof", args(1, 0)), '#/k0: Instance type "number" is invalid. Expected "string".');
+    assert.equal(registry.check("allof", args(5, "s")), null);
+    assert.equal(registry.check("enum", { a: 5 }), null);
+    // A schema with nothing under its properties checks any number of values (each one against nothing).
     const flat = new ToolRegistry();
     flat.register({ spec: { name: "f", description: "d", parameters: { type: "object", properties: { xs: { type: "array" } } } }, plugin: "x", run: () => "" });
-    assert.equal(flat.check("f", { xs: Array.from({ length: 50_000 }, () => 1) }), null);
+    assert.equal(flat.check("f", { xs: many(50_000, () => 1) }), null);
     // 1e999 parses as Infinity: a "number" the tool would get as null.
     assert.match(flat.check("f", JSON.parse('{"xs":[1,1e999]}')) ?? "", /beyond what JSON can carry/);
   });

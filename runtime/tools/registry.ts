@@ -27,9 +27,8 @@ export class ToolNameTaken extends Error {
 interface Entry {
   tool: Tool;
   validator: Validator;
-  /** Subschemas in the schema, and the most of them one repeated value (an item, a property) is checked against. */
-  subschemas: number;
-  perValue: number;
+  /** The check's work per JSON value at each depth of the arguments (see checkWork). */
+  work: number[];
 }
 
 /** A tool name more than one plugin declares: it runs for none of them. */
@@ -62,7 +61,7 @@ export class ToolRegistry {
     // draft 2020-12, short-circuit off: every issue is reported back to the model at once.
     // A plugin's schema is checked without the keywords whose check has no bound (see schemaProblem).
     const schema = tool.plugin === undefined ? tool.spec.parameters : checkedSchema(tool.spec.parameters);
-    const entry = { tool, validator: new Validator(schema as Schema, "2020-12", false), subschemas: countSubschemas(schema), perValue: perValueWork(schema) };
+    const entry = { tool, validator: new Validator(schema as Schema, "2020-12", false), work: checkWork(schema) };
     if (tool.plugin === undefined) {
       this.tools.set(name, entry);
       this.specsCache = null;
@@ -112,15 +111,14 @@ export class ToolRegistry {
   check(name: string, args: Record<string, unknown>): string | null {
     const e = this.tools.get(name);
     if (!e) return `unknown tool ${name}`;
-    // The validator checks each value against each subschema that applies to it, and keeps every
-    // failure: a schema of 2,000 anyOf branches under additionalProperties and 1,000 arguments (a
-    // plugin's pre_tool_call can write them) held the thread for 16 s, and 5,000 ran the heap out.
-    // Its pairs are at most the schema's subschemas (each applies once where nothing repeats) plus,
-    // for every value, the subschemas a repeated value is checked against.
-    const most = e.perValue > 0 ? Math.max(0, Math.floor((MAX_CHECK_PAIRS - e.subschemas) / e.perValue)) : Infinity;
-    const scan = scanValues(args, most + 1);
-    if (scan.count > most) {
-      return `the arguments are too large to check against tool ${name}'s schema: more than ${most.toLocaleString("en-US")} JSON values, each checked against up to ${e.perValue.toLocaleString("en-US")} subschemas (at most ${MAX_CHECK_PAIRS.toLocaleString("en-US")} checks)`;
+    // The validator checks each value against every subschema that applies to it and keeps every
+    // failure: schemas that apply many subschemas, enum values or required names to many argument
+    // values (2,000 anyOf branches, 999 allOf branches, 6,500 required names; values a plugin's
+    // pre_tool_call or the model writes) held the thread 16-25 s or ran Node's heap out. The work
+    // is counted before the check (values at each depth times the work there) and bounded.
+    const scan = scanValues(args, e.work);
+    if (scan.work > MAX_CHECK_WORK) {
+      return `the arguments are too large to check against tool ${name}'s schema: checking their ${scan.values.toLocaleString("en-US")} JSON values would take more than ${MAX_CHECK_WORK.toLocaleString("en-US")} checks (fewer values, or a smaller schema)`;
     }
     // JSON.parse reads 1e999 as Infinity, which passes a "number" check and reaches the tool as null.
     if (scan.nonFinite) return "a number in the arguments is beyond what JSON can carry (1e999 reads as Infinity)";
@@ -149,55 +147,71 @@ export class ToolRegistry {
 }
 
 /**
- * The most (JSON value, subschema) checks one argument check may take: about 1.5-2 us each where
- * every one fails (measured with @cfworker/json-schema on Node), so at most ~20 ms on the thread.
- * Real tools stay far below it (a dozen subschemas, tens of values).
+ * The most work one argument check may take, in checks of one value against one subschema: about
+ * 1.5-2 us each where they fail (@cfworker/json-schema on Node, every failure kept), so at most
+ * ~20 ms on the thread. Real tools stay far below it (a dozen subschemas, tens of values).
  */
-export const MAX_CHECK_PAIRS = 10_000;
+export const MAX_CHECK_WORK = 10_000;
 
-/** Issues of one check read to find the deepest ones (the validator may report one per pair). */
+/** Issues of one check read to find the deepest ones (the validator may report one per check). */
 const MAX_ISSUES_READ = 1_000;
 
-/** The JSON values in `v` (itself included), counted up to `stop`, and whether a number among them is not finite. */
-function scanValues(v: unknown, stop: number): { count: number; nonFinite: boolean } {
-  let count = 0;
+/**
+ * The JSON values of `args` weighed by `work` (the work per value at each depth, root 0; a value
+ * deeper than the schema reaches costs nothing), until the weight passes MAX_CHECK_WORK; and
+ * whether a number among them is not finite.
+ */
+function scanValues(args: unknown, work: readonly number[]): { work: number; values: number; nonFinite: boolean } {
+  let total = 0;
+  let values = 0;
   let nonFinite = false;
-  const stack: unknown[] = [v];
-  while (stack.length > 0 && count < stop) {
-    const x = stack.pop();
-    count++;
+  const stack: Array<[unknown, number]> = [[args, 0]];
+  while (stack.length > 0 && total <= MAX_CHECK_WORK) {
+    const [x, depth] = stack.pop()!;
+    values++;
+    total += work[depth] ?? 0;
     if (typeof x === "number" && !Number.isFinite(x)) nonFinite = true;
-    else if (typeof x === "object" && x !== null) for (const child of Object.values(x)) stack.push(child);
+    else if (typeof x === "object" && x !== null) for (const child of Object.values(x)) stack.push([child, depth + 1]);
   }
-  return { count, nonFinite };
+  return { work: total, values, nonFinite };
 }
 
-/** Keywords whose subschemas apply to many values of one instance (every item, every other property). */
-const REPEATED = new Set(["items", "additionalItems", "additionalProperties", "unevaluatedItems", "unevaluatedProperties", "contains", "propertyNames", "prefixItems"]);
+/** Keywords whose subschemas apply to the same value as the schema that holds them. */
+const SAME_VALUE = new Set(["allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "dependencies"]);
+/** Keywords whose subschemas apply to a value's items, properties or property names. */
+const CHILD_VALUE = new Set(["items", "prefixItems", "additionalItems", "contains", "unevaluatedItems", "properties", "additionalProperties", "unevaluatedProperties", "propertyNames"]);
+// ($defs and definitions apply only through $ref, which a plugin's schema may not use.)
 
-/** The largest subtree under a REPEATED keyword anywhere in `schema` (0: nothing repeats). */
-function perValueWork(schema: unknown): number {
-  let most = 0;
-  const walk = (node: unknown) => {
-    if (typeof node !== "object" || node === null || Array.isArray(node)) return;
-    for (const [k, v] of Object.entries(node)) {
-      mapSubschemas(k, v, (child) => {
-        if (REPEATED.has(k)) most = Math.max(most, countSubschemas(child));
-        walk(child);
-      });
-    }
-  };
-  walk(schema);
-  return most;
+/**
+ * The work of checking one JSON value at each depth below `schema` (index 0: the value itself):
+ * every subschema that may apply there (without $ref, one applies at most once to a value), each
+ * with the work of its own keywords: one per subschema, and per listed value of enum, const,
+ * required and dependentRequired (a failed enum or const also prints its whole list into the
+ * issue). A property value meets one of the named properties (the costliest counts), an item one
+ * of prefixItems; additionalProperties, items, contains and the like may all apply besides.
+ */
+function checkWork(schema: unknown): number[] {
+  const work = [1];
+  if (typeof schema !== "object" || schema === null || Array.isArray(schema)) return work; // true/false schemas
+  const add = (w: readonly number[], below: number) => w.forEach((x, i) => (work[i + below] = (work[i + below] ?? 0) + x));
+  for (const [k, v] of Object.entries(schema)) {
+    work[0]! += keywordWork(k, v);
+    if (SAME_VALUE.has(k)) mapSubschemas(k, v, (child) => add(checkWork(child), 0));
+    else if (k === "properties" || k === "prefixItems") {
+      const each: number[][] = [];
+      mapSubschemas(k, v, (child) => each.push(checkWork(child)));
+      add(each.reduce((m, w) => w.map((x, i) => Math.max(x, m[i] ?? 0)).concat(m.slice(w.length)), [] as number[]), 1);
+    } else if (CHILD_VALUE.has(k)) mapSubschemas(k, v, (child) => add(checkWork(child), 1));
+  }
+  return work;
 }
 
-/** The subschemas of `schema`, itself included (true/false schemas count too). */
-function countSubschemas(schema: unknown): number {
-  let n = 1;
-  if (typeof schema === "object" && schema !== null && !Array.isArray(schema)) {
-    for (const [k, v] of Object.entries(schema)) mapSubschemas(k, v, (child) => (n += countSubschemas(child)));
-  }
-  return n;
+/** The work of one keyword's own check on a value, beyond its subschemas (see checkWork). */
+function keywordWork(k: string, v: unknown): number {
+  if (k === "enum" || k === "const") return Math.ceil((Array.isArray(v) ? v.length : 1) / 16 + JSON.stringify(v ?? null).length / 64);
+  if (k === "required") return Array.isArray(v) ? v.length : 0;
+  if (k === "dependentRequired" && typeof v === "object" && v !== null) return Object.values(v).reduce((n: number, names) => n + (Array.isArray(names) ? names.length : 0), 0);
+  return 0;
 }
 
 /** `a/b/c` -> ["", "a", "a/b", "a/b/c"]: a location and the locations it is within. */
