@@ -10,7 +10,15 @@ import { log } from "./log.ts";
 
 const Seconds = v.pipe(v.number(), v.minValue(0.001), v.maxValue(86_400));
 /** A plugin's name (its folder, manifest name, config key and URL segment). */
-export const PluginName = v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "plugin names are lowercase [a-z0-9_-], at most 64 chars"));
+/**
+ * Names every JavaScript object answers from its prototype, and that valibot's record drops as keys
+ * (a config entry for a plugin "constructor" vanished, plugins.command_users' limit with it): no
+ * plugin, command or tool may take one.
+ */
+export const RESERVED_NAMES: ReadonlySet<string> = new Set(["constructor", "prototype", "__proto__"]);
+export const notReserved = (what: string) => v.check((n: string) => !RESERVED_NAMES.has(n), (i) => `"${String(i.input)}" cannot name a ${what} (every JavaScript object has a member of that name)`);
+
+export const PluginName = v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "plugin names are lowercase [a-z0-9_-], at most 64 chars"), notReserved("plugin"));
 
 const CAPABILITY_EXAMPLES = ["kv", "sessions:read", "http:example.com"];
 /** A granted capability: "kv", "sessions:read" or "http:<host>"; anything else is refused with a suggestion. */
@@ -242,6 +250,12 @@ export function parseConfig(input: unknown, env: Record<string, string | undefin
       throw new ConfigError(`${where}: provider.type is missing: ${others.map(name).join(", ")} ${others.length > 1 ? "are settings" : "is a setting"} of the "openai" provider (set provider.type or HOOKBOX_PROVIDER_TYPE=openai)`);
     }
     (provider as Record<string, unknown>).type = "local";
+  }
+  // Keys valibot's record would drop unseen: refused, naming where.
+  for (const map of ["grants", "limits", "command_users"]) {
+    const m = (merged as { plugins?: Record<string, unknown> } | null)?.plugins?.[map];
+    const bad = typeof m === "object" && m !== null ? Object.keys(m).find((k) => RESERVED_NAMES.has(k)) : undefined;
+    if (bad !== undefined) throw new ConfigError(`${envFor(`plugins.${map}`) ? `environment: ${envFor(`plugins.${map}`)}` : origin}: plugins.${map}: "${bad}" cannot name a plugin or command (every JavaScript object has a member of that name)`);
   }
   const res = v.safeParse(ConfigSchema, merged);
   if (!res.success) {

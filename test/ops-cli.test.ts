@@ -211,6 +211,12 @@ describe("configuration (operator)", () => {
     assert.throws(() => checkCommandUsers(users, { names: ["guard", "task"], unreadable: [] }), /plugins\.command_users: no plugin in .* declares a command "gaurd" \(did you mean guard\?\)/);
     assert.doesNotThrow(() => checkCommandUsers(parseConfig({ plugins: { command_users: { guard: ["admin"] } } }), { names: ["guard"], unreadable: [] }));
     assert.throws(() => checkCommandUsers(users, { names: [], unreadable: ["broken"] }), /unreadable manifest\.json in: broken/);
+    // Keys every object has are refused, not dropped unseen (a plugin "constructor" kept no limit).
+    for (const map of ["command_users", "grants", "limits"]) {
+      assert.throws(() => parseConfig(JSON.parse(`{"plugins":{"${map}":{"constructor":${map === "limits" ? "{}" : "[]"}}}}`)), new RegExp(`plugins\\.${map}: "constructor" cannot name a plugin or command`), map);
+    }
+    assert.throws(() => parseConfig(JSON.parse('{"plugins":{"grants":{"__proto__":["kv"]}}}')), /"__proto__" cannot name/);
+    assert.throws(() => parseConfig({ plugins: { enabled: ["prototype"] } }), /"prototype" cannot name a plugin/);
   });
 
   it("a config file that is missing or not JSON is named, with what is wrong with it", () => {

@@ -35,6 +35,10 @@ describe("plugin errors name their cause", () => {
     assert.deepEqual(m.unknown_fields, ["capabilites (did you mean capabilities?)", "author"]);
     assert.deepEqual(m.capabilities, [], "ignored: it requests nothing");
     assert.deepEqual(parseManifest({ $schema: "https://example.com/m.json", "x-author": "me", name: "x", version: "1" }, "manifest.json").unknown_fields, [], "annotations are not reported");
+    // Names every object has: no plugin, command or tool may take one (config lookups would miss them).
+    assert.throws(() => parseManifest({ name: "constructor", version: "1" }, "manifest.json"), /"constructor" cannot name a plugin/);
+    assert.throws(() => parseManifest({ name: "x", version: "1", commands: [{ name: "constructor", description: "d" }] }, "manifest.json"), /"constructor" cannot name a command/);
+    assert.throws(() => parseManifest({ name: "x", version: "1", tools: [{ name: "prototype", description: "d", parameters: { type: "object" } }] }, "manifest.json"), /"prototype" cannot name a tool/);
   });
 
   it("a tool schema whose check has no bound on the host's work: $ref refused, pattern, format and uniqueItems not checked by the host", () => {

@@ -5,7 +5,7 @@
 import * as v from "valibot";
 import { isHookName, type HookName } from "../../hooks/catalogue.ts";
 import { schemaProblem } from "../tools/registry.ts";
-import { Capability, PluginLimitsSchema, PluginName } from "../config.ts";
+import { Capability, notReserved, PluginLimitsSchema, PluginName } from "../config.ts";
 import { describeIssue } from "../util/schema-walk.ts";
 import { suggest } from "../util/suggest.ts";
 
@@ -16,7 +16,7 @@ export const MAX_SYSTEM_PROMPT_BYTES = 4096;
 
 const ToolSchema = v.object({
   // Tool names follow the OpenAI function-name rule, so any provider accepts them.
-  name: v.pipe(v.string(), v.regex(/^[a-z][a-z0-9_]{0,63}$/, "tool names are lowercase [a-z0-9_], at most 64 chars")),
+  name: v.pipe(v.string(), v.regex(/^[a-z][a-z0-9_]{0,63}$/, "tool names are lowercase [a-z0-9_], at most 64 chars"), notReserved("tool")),
   description: v.pipe(v.string(), v.minLength(1), v.maxLength(1000)),
   parameters: v.pipe(
     v.record(v.string(), v.unknown()),
@@ -41,7 +41,7 @@ export const ManifestSchema = v.object({
   commands: v.optional(
     v.array(
       v.object({
-        name: v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "command names are lowercase [a-z0-9_-]")),
+        name: v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "command names are lowercase [a-z0-9_-]"), notReserved("command")),
         description: v.optional(v.pipe(v.string(), v.maxLength(500)), ""),
         sensitive: v.optional(v.boolean(), false),
       }),
