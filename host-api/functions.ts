@@ -9,7 +9,7 @@ import type { HostBinding, HostFunction, PluginLogSource } from "./binding.ts";
 import { deny, type Grants } from "./capabilities.ts";
 import { KV_LIMITS, type PluginKv } from "./kv.ts";
 import { readText, readTextHead, storeText } from "./memory.ts";
-import { PLUGIN_REQUEST_HEADER } from "./request-mark.ts";
+import { fetchLimited, HttpRequest } from "./http-fetch.ts";
 import { readSessionIds } from "./session-ids.ts";
 
 export const HOST_FUNCTION_NAMES = [
@@ -31,7 +31,6 @@ const BLOCK_ANSWERS: ReadonlySet<string> = new Set(["hookbox_kv_get", "hookbox_k
 const LEVELS: LogLevel[] = ["debug", "info", "warn", "error"];
 const MAX_LOG_CHARS = 2000;
 const MAX_MESSAGES = 1000;
-const MAX_HTTP_RESPONSE_BYTES = 1024 * 1024;
 /** A request's JSON (URL, headers, body): read whole, so bounded before it is decoded. */
 const MAX_HTTP_REQUEST_BYTES = 1024 * 1024 + 64 * 1024;
 const MAX_SESSION_ID_BYTES = 256;
@@ -50,13 +49,6 @@ const keyOf = (ctx: CallContext, o: bigint) => readText(ctx, o, "kv key", KV_LIM
 const prefixOf = (ctx: CallContext, o: bigint) => readText(ctx, o, "kv prefix", KV_LIMITS.keyBytes);
 const valueOf = (ctx: CallContext, o: bigint, what: string) => readText(ctx, o, what, KV_LIMITS.valueBytes);
 export { MAX_SWEEP_IDS, MAX_SWEEP_IDS_BYTES } from "./session-ids.ts";
-
-const HttpRequest = v.object({
-  method: v.optional(v.picklist(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]), "GET"),
-  url: v.pipe(v.string(), v.url()),
-  headers: v.optional(v.record(v.string(), v.string())),
-  body: v.optional(v.string()),
-});
 
 export interface HostContext {
   plugin: string;
@@ -171,74 +163,4 @@ export function bindHostApi(h: HostContext): HostBinding {
     end: (ok) => kv.end(ok),
     log: pluginLog,
   };
-}
-
-/**
- * A request cut off by the call's deadline fails the call as a timeout (so the hook's cool-off
- * applies), not as a trap: it is the plugin's time limit that ran out, as if its own code had run on.
- */
-async function fetchLimited(req: v.InferOutput<typeof HttpRequest>, plugin: string, deadline: number): Promise<HttpAnswer> {
-  const ms = Math.max(1, Math.min(deadline - Date.now(), 2 ** 31 - 1));
-  const signal = AbortSignal.timeout(ms);
-  // Built first: a request the plugin got wrong (a bad header, credentials in the URL) is its fault.
-  let request: Request;
-  try {
-    const headers = new Headers(req.headers);
-    // Hop-by-hop and framing headers are the host's: "Connection: hookbox-plugin" would have a proxy
-    // strip the mark below, and the runtimes differ on the rest (undici refuses them when sending).
-    for (const name of headers.keys()) {
-      if (HOST_HEADERS.has(name) || name.startsWith("proxy-")) throw new Error(`header "${name}" is the host's to set`);
-    }
-    headers.set(PLUGIN_REQUEST_HEADER, plugin); // replaces the plugin's own, in any case
-    request = new Request(req.url, { method: req.method, headers, body: req.body, redirect: "manual", signal }); // a redirect could lead to a host that is not granted
-  } catch (err) {
-    throw new PluginCallError("trap", `hookbox_http: bad request: ${(err as Error).message}`.slice(0, 500));
-  }
-  try {
-    return await fetchWithin(request);
-  } catch (err) {
-    if (err instanceof PluginCallError) throw err;
-    if (signal.aborted) throw new PluginCallError("timeout", `hookbox_http: ${new URL(req.url).host} did not answer within the call's time limit (${ms} ms left)`);
-    // The network's doing (refused, unknown host, reset): an answer the plugin can handle, not a
-    // failure of its call (a granted service that is down would otherwise quarantine it). What
-    // undici refuses as an argument when it sends is still the plugin's request.
-    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    if (cause?.code?.startsWith("UND_ERR_INVALID") || cause?.code === "UND_ERR_NOT_SUPPORTED") {
-      throw new PluginCallError("trap", `hookbox_http: bad request: ${cause.message ?? cause.code}`.slice(0, 500));
-    }
-    return { status: 0, body: "", error: `${(err as Error).message}${cause ? ` (${cause.code ?? cause.message})` : ""}`.slice(0, 500) };
-  }
-}
-
-/** Request headers a plugin may not set (hop-by-hop, framing, the target host). */
-const HOST_HEADERS: ReadonlySet<string> = new Set(["connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade", "expect", "host"]);
-
-/** What hookbox_http answers: the response, or status 0 and why when none came. */
-type HttpAnswer = { status: number; body: string; error?: string };
-
-async function fetchWithin(request: Request): Promise<HttpAnswer> {
-  const res = await fetch(request);
-  // A declared length within the limit is read in one go; otherwise chunk by chunk, counted. Not a
-  // compressed body: its length is the compressed one, and text() would inflate all of it first.
-  const declared = Number(res.headers.get("content-length") ?? NaN);
-  const encoded = (res.headers.get("content-encoding") ?? "identity") !== "identity";
-  if (!encoded && declared >= 0 && declared <= MAX_HTTP_RESPONSE_BYTES) {
-    const body = await res.text();
-    if (Buffer.byteLength(body) <= MAX_HTTP_RESPONSE_BYTES) return { status: res.status, body };
-    throw new PluginCallError("trap", `hookbox_http: response larger than ${MAX_HTTP_RESPONSE_BYTES} bytes`);
-  }
-  const reader = res.body?.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  while (reader) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > MAX_HTTP_RESPONSE_BYTES) {
-      await reader.cancel();
-      throw new PluginCallError("trap", `hookbox_http: response larger than ${MAX_HTTP_RESPONSE_BYTES} bytes`);
-    }
-    chunks.push(value);
-  }
-  return { status: res.status, body: Buffer.concat(chunks).toString("utf8") };
 }

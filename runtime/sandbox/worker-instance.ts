@@ -3,18 +3,12 @@
 // functions run as they do in-thread, against a call context made of the blocks the call named.
 // A host call costs one message each way (tens of µs), whatever the plugin's memory holds.
 import { Buffer } from "node:buffer";
-import process from "node:process";
-import { fileURLToPath } from "node:url";
 import { MessageChannel, Worker, type MessagePort } from "node:worker_threads";
 import type { CallContext } from "@extism/extism";
 import type { HostFunction } from "../../host-api/binding.ts";
+import { WORKER_EXEC_ARGV, workerModule } from "./worker-code.ts";
 import { placeholder, PLACEHOLDER_INDEX, placeholderRank, SETTLE, SharedArea, WORKER_PROTOCOL, type FromWorker, type HostCallAnswer, type HostCallRequest, type HostCallResult, type Tally, type ToWorker, type WorkerStart } from "./worker-protocol.ts";
 
-/**
- * A worker keeps the process's own warning settings and nothing else of its command line: with
- * `--disable-warning=ExperimentalWarning` (npm start) its output stays JSON. (Deno has no such flag.)
- */
-const WORKER_EXEC_ARGV = process.execArgv.filter((a) => a.startsWith("--disable-warning="));
 
 /** The most of one block that crosses to this thread with a host call: above every host limit. */
 const MAX_SHIPPED_BYTES = 16 * 1024 * 1024;
@@ -22,29 +16,10 @@ const MAX_SHIPPED_BYTES = 16 * 1024 * 1024;
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
 
-const WORKER_URL = new URL("./worker-thread.ts", import.meta.url).href;
-const IS_DENO = typeof (globalThis as { Deno?: unknown }).Deno !== "undefined";
-
-let bundled: Promise<URL> | undefined;
-
-/**
- * Where a worker's code comes from. Deno runs worker-thread.ts as it is. Node runs TypeScript
- * through tsx, whose loader a worker does not inherit: registering it in each worker took ~150 ms
- * and a loader thread per worker (a worker started in ~280 ms). So on Node the worker's modules
- * are bundled into one JavaScript module once per process, by esbuild (the compiler tsx itself
- * runs; ~250 ms, in its own process, off this thread), and each worker starts from it in ~50 ms.
- */
-function workerCode(): Promise<URL> {
-  if (IS_DENO) return Promise.resolve(new URL(WORKER_URL));
-  bundled ??= import("esbuild")
-    .then(({ build }) => build({ entryPoints: [fileURLToPath(WORKER_URL)], bundle: true, format: "esm", platform: "node", target: "node20", write: false, logLevel: "silent" }))
-    .then((out) => new URL(`data:text/javascript;base64,${Buffer.from(out.outputFiles[0]!.contents).toString("base64")}`));
-  bundled.catch(() => (bundled = undefined)); // a failed bundle is tried again by the next worker
-  return bundled;
-}
+const WORKER_URL = new URL("./worker-thread.ts", import.meta.url);
 
 async function startWorker(data: WorkerStart, transfer: MessagePort[]): Promise<Worker> {
-  return new Worker(await workerCode(), { workerData: data, transferList: transfer as never[], execArgv: WORKER_EXEC_ARGV });
+  return new Worker(await workerModule(WORKER_URL), { workerData: data, transferList: transfer as never[], execArgv: WORKER_EXEC_ARGV });
 }
 
 export interface WorkerInstanceOptions {
