@@ -11,9 +11,6 @@ import type { CallContext } from "@extism/extism";
 /** The CallContext methods ForegroundPlugin.call uses, by their symbols' descriptions. */
 const STEPS = ["reset", "begin", "end", "get-block"] as const;
 
-/** The CallContext method every block that is not made by alloc() goes through (its description). */
-const STORE = "store-value";
-
 interface Steps {
   reset(): void;
   /** Pushes a call frame; its input block (none here) is what the SDK's own input functions read. */
@@ -40,32 +37,13 @@ export interface DirectCaller {
 
 const decoder = new TextDecoder();
 
-function stepsOf(ctx: CallContext): (Steps & { store: symbol }) | undefined {
+function stepsOf(ctx: CallContext): Steps | undefined {
   const proto = Object.getPrototypeOf(ctx) as object;
   const found = new Map(Object.getOwnPropertySymbols(proto).map((s) => [s.description, s]));
-  if (!STEPS.every((name) => found.has(name)) || !found.has(STORE) || typeof (ctx as { alloc?: unknown }).alloc !== "function") return undefined;
+  if (!STEPS.every((name) => found.has(name))) return undefined;
   const c = ctx as unknown as Record<symbol, (...args: any[]) => any>;
   const [reset, begin, end, block] = STEPS.map((name) => c[found.get(name)!]!.bind(ctx));
-  return { reset: reset!, begin: begin!, end: end!, block: block!, store: found.get(STORE)! };
-}
-
-/**
- * Calls `onBlock` whenever the context makes a block: the SDK makes them in alloc() (the kernel's
- * alloc, host answers) and in its store step (an answer's bytes kept as they are), nowhere else
- * in-thread. Own properties in front of the prototype's methods, which the SDK calls through `this`.
- */
-function watchBlocks(ctx: CallContext, store: symbol, onBlock: () => void): void {
-  const c = ctx as unknown as Record<string | symbol, (...args: any[]) => any>;
-  const alloc = c.alloc!;
-  const stored = c[store]!;
-  c.alloc = function (this: unknown, ...args: any[]) {
-    onBlock();
-    return alloc.apply(this, args);
-  };
-  c[store] = function (this: unknown, ...args: any[]) {
-    onBlock();
-    return stored.apply(this, args);
-  };
+  return { reset: reset!, begin: begin!, end: end!, block: block! };
 }
 
 /**
@@ -75,24 +53,13 @@ function watchBlocks(ctx: CallContext, store: symbol, onBlock: () => void): void
 export function directCaller(ctx: CallContext, exports: WebAssembly.Exports): DirectCaller | undefined {
   const s = stepsOf(ctx);
   if (!s) return undefined;
-  // The reset that drops the previous call's blocks is skipped when that call made none: it sets
-  // two arrays' lengths, a runtime call each, about 6% of a small plugin's call on Node. Its other
-  // effects hold without it: the call frames are balanced (end() runs in a finally) and the host
-  // context is cleared by end().
-  let blocksMade = true; // the instance's build and any call through the SDK's call() made some
-  watchBlocks(ctx, s.store, () => {
-    blocksMade = true;
-  });
   const exported = (fn: string): Function => {
     const func = exports[fn];
     if (typeof func !== "function") throw new Error(`Plugin error: function "${fn}" does not exist`);
     return func;
   };
   const enter = () => {
-    if (blocksMade) {
-      s.reset();
-      blocksMade = false;
-    }
+    s.reset();
     s.begin(null);
   };
   const output = ([error, output]: [number | null, number | null]): Uint8Array | undefined => {
