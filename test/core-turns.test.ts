@@ -103,6 +103,8 @@ for (const db of TEST_DBS) {
       // A slash command is a turn too: refused the same way, naming where the conversation went.
       const commandOnEnded = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "/kw" });
       assert.deepEqual([commandOnEnded.status, commandOnEnded.body.error.code], [409, "session_ended"]);
+      const commandForEnded = await t.api("POST", "/v1/commands/kw", { session_id: id });
+      assert.deepEqual([commandForEnded.status, commandForEnded.body.error.code], [409, "session_ended"]);
       rec.clear();
       const end = await t.api("POST", `/v1/sessions/${fresh.id}/end`, { reason: "user_left" });
       assert.equal(end.body.ended, true);

@@ -41,7 +41,7 @@ describe("plugin errors name their cause", () => {
     assert.throws(() => parseManifest({ name: "x", version: "1", tools: [{ name: "prototype", description: "d", parameters: { type: "object" } }] }, "manifest.json"), /"prototype" cannot name a tool/);
   });
 
-  it("a tool schema whose check has no bound on the host's work: $ref refused, pattern, format and uniqueItems not checked by the host", () => {
+  it("a tool schema whose check has no bound on the host's work: $ref refused, pattern, format and uniqueItems not checked by the host", async () => {
     const tool = (parameters: object) => ({ name: "x", version: "1", tools: [{ name: "t", description: "d", parameters }] });
     const refused = (parameters: object, why: RegExp) => assert.throws(() => parseManifest(tool(parameters), "manifest.json"), why);
     // 40 levels of allOf over $ref: 2^40 steps to check {} at load (a folder not even enabled kept a server from starting).
@@ -67,14 +67,14 @@ describe("plugin errors name their cause", () => {
     const registry = new ToolRegistry();
     registry.register({ spec: spec!, plugin: "x", run: () => "" });
     const t0 = performance.now();
-    assert.equal(registry.check("t", { s: `${"a".repeat(40)}!`, xs: Array.from({ length: 20_000 }, () => 1), u: `http://${"a".repeat(40)}!` }), null);
+    assert.equal(await registry.check("t", { s: `${"a".repeat(40)}!`, xs: Array.from({ length: 20_000 }, () => 1), u: `http://${"a".repeat(40)}!` }), null);
     assert.ok(performance.now() - t0 < 1_000, "checked without running the pattern or comparing every pair");
-    assert.match(registry.check("t", { s: 5 }) ?? "", /string/, "the rest of the schema is checked");
+    assert.match((await registry.check("t", { s: 5 })) ?? "", /string/, "the rest of the schema is checked");
     // A property may be called "pattern": only keywords count.
     assert.deepEqual(uncheckedKeywords({ type: "object", properties: { pattern: { type: "string" } } }), []);
   });
 
-  it("a tool's argument check is bounded by its work: values at each depth times the subschemas, enum values and required names there (outside probes: 16-25 s, then out of heap)", () => {
+  it("a plugin tool's argument check runs off the server's thread and is refused past its time (outside probes: 16-25 s, then out of heap)", async () => {
     const registry = new ToolRegistry();
     const tool = (name: string, parameters: object) => {
       const [spec] = parseManifest({ name: "x", version: "1", tools: [{ name, description: "d", parameters }] }, "manifest.json").tools;
@@ -86,23 +86,41 @@ describe("plugin errors name their cause", () => {
     tool("anyof", { type: "object", additionalProperties: { anyOf: many(1_998, () => ({ type: "string" })) } });
     tool("allof", { type: "object", allOf: many(999, () => ({ additionalProperties: { type: "string" } })) });
     tool("required", { type: "object", additionalProperties: { type: "object", required: many(6_500, (i) => `r${i}`) } });
-    tool("enum", { type: "object", additionalProperties: { enum: many(12_000, (i) => i) } });
-    for (const [name, value, n] of [["anyof", 0, 5_000], ["allof", 0, 8_000], ["required", {}, 9_990], ["enum", -1, 9_990]] as const) {
-      const t0 = performance.now();
-      assert.match(registry.check(name, args(n, value)) ?? "", /too large to check against tool .*'s schema: checking their .* JSON values would take more than 10,000 checks/, name);
-      assert.ok(performance.now() - t0 < 500, `${name}: refused without the check`);
+    tool("deps", { type: "object", additionalProperties: { type: "object", dependencies: { a: many(12_000, () => "b") } } });
+    tool("keys", { type: "object", allOf: many(1_990, () => 0) });
+    // The server's thread keeps turning meanwhile (a tick every 5 ms).
+    let longest = 0;
+    let last = performance.now();
+    const ticker = setInterval(() => {
+      longest = Math.max(longest, performance.now() - last);
+      last = performance.now();
+    }, 5);
+    try {
+      for (const [name, value, n] of [["anyof", 0, 5_000], ["allof", 0, 8_000], ["required", {}, 9_990], ["deps", { a: 1 }, 1_000], ["keys", 0, 7_000]] as const) {
+        const t0 = performance.now();
+        assert.match((await registry.check(name, args(n, value))) ?? "", /took longer than 250 ms: refused/, name);
+        assert.ok(performance.now() - t0 < 5_000, `${name}: ended at its time`);
+      }
+    } finally {
+      clearInterval(ticker);
     }
-    // Few values: checked, and what fails is told once (2,000 branches fail alike).
-    assert.equal(registry.check("anyof", args(3, "s")), null);
-    assert.equal(registry.check("anyof", args(1, 0)), '#/k0: Instance type "number" is invalid. Expected "string".');
-    assert.equal(registry.check("allof", args(5, "s")), null);
-    assert.equal(registry.check("enum", { a: 5 }), null);
-    // A schema with nothing under its properties checks any number of values (each one against nothing).
-    const flat = new ToolRegistry();
-    flat.register({ spec: { name: "f", description: "d", parameters: { type: "object", properties: { xs: { type: "array" } } } }, plugin: "x", run: () => "" });
-    assert.equal(flat.check("f", { xs: many(50_000, () => 1) }), null);
+    // One such check held it 16-25 s; a new check thread takes ~100 ms of it on Deno (a worker is made there).
+    assert.ok(longest < 1_000, `the event loop stalled ${longest.toFixed(0)} ms`);
+    // A schema whose check ran out of time is refused unchecked for a while: no thread spent again.
+    const t0 = performance.now();
+    assert.match((await registry.check("allof", args(1, "s"))) ?? "", /took longer than 250 ms; its checks are refused unchecked until/);
+    assert.ok(performance.now() - t0 < 100);
+    // Other tools: checked (the thread started again), and what fails is told once (2,000 branches fail alike).
+    tool("small", { type: "object", additionalProperties: { anyOf: many(1_998, () => ({ type: "string" })) } });
+    assert.equal(await registry.check("small", args(3, "s")), null);
+    assert.equal(await registry.check("small", args(1, 0)), '#/k0: Instance type "number" is invalid. Expected "string".');
     // 1e999 parses as Infinity: a "number" the tool would get as null.
-    assert.match(flat.check("f", JSON.parse('{"xs":[1,1e999]}')) ?? "", /beyond what JSON can carry/);
+    assert.match((await registry.check("small", JSON.parse('{"xs":[1,1e999]}'))) ?? "", /beyond what JSON can carry/);
+    // A plain schema (what tools mostly declare) is checked as well on few values and on many.
+    tool("plain", { type: "object", properties: { xs: { type: "array", items: { type: "number" } }, unit: { enum: ["a", "b"] } }, required: ["xs"], additionalProperties: false });
+    assert.equal(await registry.check("plain", { xs: [1, 2], unit: "a" }), null);
+    assert.equal(await registry.check("plain", { xs: many(50_000, (i) => i) }), null);
+    assert.match((await registry.check("plain", { xs: [1, "2"], unit: "c" })) ?? "", /#\/xs\/1: Instance type "string" is invalid.*#\/unit/);
   });
 
   it("a host-wide http: grant and a pinned port on the other side meet in that port, either way round", () => {

@@ -89,6 +89,8 @@ export function adminRoutes(core: Core): Hono {
     const name = check(CommandName, c.req.param("name"), "command name", "invalid_id").toLowerCase();
     const body = await readBody(c, CommandBody);
     const session = body.session_id !== undefined ? await core.sessions.get(body.session_id) : undefined;
+    // A command for an ended session is refused as a turn there is (TurnService.run).
+    if (session && session.ended_at !== null) throw await core.sessions.endedConflict(session);
     const output = await core.commands.run(name, body.raw_args, {
       session_id: session?.id ?? null,
       platform: session?.platform ?? null,

@@ -100,7 +100,7 @@ export async function callPlugin(config: Config, name: string, target: CallTarge
     if (info?.status !== "active") throw new AppError(422, "plugin_failed", `${name} did not load: ${info?.reason ?? "unknown reason"}`);
     if (target.kind === "tool") {
       // A turn refuses arguments that do not match the tool's schema before the plugin runs.
-      const problem = core.tools.check(target.tool, toolArgs!);
+      const problem = await core.tools.check(target.tool, toolArgs!);
       if (problem) throw new AppError(400, "bad_request", `arguments do not match ${target.tool}'s parameters: ${problem}`);
     }
     let result: { output: string | undefined; fuel: number; ms: number } | undefined;

@@ -1,5 +1,5 @@
-// Where a worker thread's code comes from, for the sandbox's workers (worker-thread.ts) and the
-// fetch thread (fetch-thread.ts). Deno runs a TypeScript module as it is. Node runs TypeScript
+// Where a worker thread's code comes from: the sandbox's workers (worker-thread.ts) and the tool
+// argument check thread (tools/check-thread.ts). Deno runs a TypeScript module as it is. Node runs TypeScript
 // through tsx, whose loader a worker does not inherit: registering it in each worker took ~150 ms
 // and a loader thread per worker (a worker started in ~280 ms). So on Node an entry's modules are
 // bundled into one JavaScript module once per process, by esbuild (the compiler tsx itself runs;

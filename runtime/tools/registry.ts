@@ -5,6 +5,8 @@
 // all but one. Arguments are checked against the tool's JSON Schema here, before any tool runs.
 import { Validator, type Schema } from "@cfworker/json-schema";
 import type { ToolSpec } from "../providers/types.ts";
+import { checkThread } from "./check-client.ts";
+import { describeIssues } from "./issues.ts";
 
 /** Who is calling: the turn and the tool call id, passed through to plugin tools. */
 export interface ToolCallContext {
@@ -26,10 +28,17 @@ export class ToolNameTaken extends Error {
 
 interface Entry {
   tool: Tool;
-  validator: Validator;
-  /** The check's work per JSON value at each depth of the arguments (see checkWork). */
-  work: number[];
+  /**
+   * Set where a check may run on the server's thread: a built-in's (the core's schema), or a plugin
+   * tool's whose schema is plain (isPlainSchema: a check of a few values costs little).
+   */
+  validator?: Validator;
+  /** A plugin tool's schema (without the keywords the host does not check), checked in the check thread. */
+  schema: unknown;
+  schemaId: number;
 }
+
+let schemaIds = 0;
 
 /** A tool name more than one plugin declares: it runs for none of them. */
 export interface ToolConflict {
@@ -59,9 +68,13 @@ export class ToolRegistry {
       throw new ToolNameTaken(`tool "${name}" is already declared by ${owner.plugin ? `plugin ${owner.plugin}` : "the core (built-in)"}`);
     }
     // draft 2020-12, short-circuit off: every issue is reported back to the model at once.
-    // A plugin's schema is checked without the keywords whose check has no bound (see schemaProblem).
-    const schema = tool.plugin === undefined ? tool.spec.parameters : checkedSchema(tool.spec.parameters);
-    const entry = { tool, validator: new Validator(schema as Schema, "2020-12", false), work: checkWork(schema) };
+    // A plugin's schema is checked without the keywords whose check has no bound (see schemaProblem),
+    // in the check thread: what the check costs is the plugin's to choose (check-client.ts).
+    const builtin = tool.plugin === undefined;
+    const schema = builtin ? tool.spec.parameters : checkedSchema(tool.spec.parameters);
+    const inThread = builtin || isPlainSchema(schema);
+    const entry: Entry = { tool, schema, schemaId: ++schemaIds, ...(inThread ? { validator: new Validator(schema as Schema, "2020-12", false) } : {}) };
+    if (!builtin) void checkThread().start().catch(() => undefined); // up before the first call
     if (tool.plugin === undefined) {
       this.tools.set(name, entry);
       this.specsCache = null;
@@ -108,122 +121,70 @@ export class ToolRegistry {
   }
 
   /** Why `args` do not fit `name`'s schema (one line per issue), or null when they do. */
-  check(name: string, args: Record<string, unknown>): string | null {
+  async check(name: string, args: Record<string, unknown>): Promise<string | null> {
     const e = this.tools.get(name);
     if (!e) return `unknown tool ${name}`;
-    // The validator checks each value against every subschema that applies to it and keeps every
-    // failure: schemas that apply many subschemas, enum values or required names to many argument
-    // values (2,000 anyOf branches, 999 allOf branches, 6,500 required names; values a plugin's
-    // pre_tool_call or the model writes) held the thread 16-25 s or ran Node's heap out. The work
-    // is counted before the check (values at each depth times the work there) and bounded.
-    const scan = scanValues(args, e.work);
-    if (scan.work > MAX_CHECK_WORK) {
-      return `the arguments are too large to check against tool ${name}'s schema: checking their ${scan.values.toLocaleString("en-US")} JSON values would take more than ${MAX_CHECK_WORK.toLocaleString("en-US")} checks (fewer values, or a smaller schema)`;
-    }
     // JSON.parse reads 1e999 as Infinity, which passes a "number" check and reaches the tool as null.
-    if (scan.nonFinite) return "a number in the arguments is beyond what JSON can carry (1e999 reads as Infinity)";
+    const values = scanValues(args, MAX_INLINE_VALUES + 1);
+    if (values.nonFinite) return "a number in the arguments is beyond what JSON can carry (1e999 reads as Infinity)";
+    // A built-in's check, or a plain schema's on a few values, runs here (a thread round trip would
+    // be a third of a turn that calls a small tool); any other in the check thread.
+    if (!e.validator || (e.tool.plugin !== undefined && values.count > MAX_INLINE_VALUES)) return await checkThread().check(e.schemaId, e.schema, args, name);
     const res = e.validator.validate(args);
-    if (res.valid) return null;
-    // The deepest issues say what is wrong; the outer ones only repeat "properties failed". An issue
-    // is outer when another one's locations extend both of its own: told by one pass over the
-    // locations' prefixes (comparing every pair held the thread for seconds at 16,000 issues), over
-    // the first MAX_ISSUES_READ issues (the refusal names 20).
-    const errors = res.errors.slice(0, MAX_ISSUES_READ);
-    const outer = new Set<string>();
-    for (const y of errors) {
-      const keywords = prefixesOf(y.keywordLocation).slice(0, -1); // shorter than y's own
-      for (const at of prefixesOf(y.instanceLocation)) for (const kw of keywords) outer.add(`${at}\u0000${kw}`);
-    }
-    const isOuter = (x: (typeof errors)[number]) => outer.has(`${x.instanceLocation}\u0000${x.keywordLocation}`);
-    const leaves = errors.filter((x) => !isOuter(x));
-    const shown = leaves.length > 0 ? leaves : errors;
-    // anyOf's branches may fail alike: each issue is told once.
-    const lines = [...new Set(shown.map((x) => `${x.instanceLocation || "#"}: ${x.error}`.slice(0, 300)))];
-    const more = lines.length - MAX_ISSUES_SHOWN;
-    lines.length = Math.min(lines.length, MAX_ISSUES_SHOWN);
-    if (more > 0) lines.push(`and ${more}${errors.length < res.errors.length ? "+" : ""} more`);
-    return lines.join("; ");
+    return res.valid ? null : describeIssues(res.errors);
   }
 }
 
 /**
- * The most work one argument check may take, in checks of one value against one subschema: about
- * 1.5-2 us each where they fail (@cfworker/json-schema on Node, every failure kept), so at most
- * ~20 ms on the thread. Real tools stay far below it (a dozen subschemas, tens of values).
+ * The most JSON values a plugin tool's arguments may hold to be checked on the server's thread
+ * against a plain schema: each is checked against one subschema of at most PLAIN_LIST_MAX
+ * properties, required names and enum values, so a check stays within a few ms.
  */
-export const MAX_CHECK_WORK = 10_000;
+const MAX_INLINE_VALUES = 2_000;
+const PLAIN_LIST_MAX = 64;
 
-/** Issues of one check read to find the deepest ones (the validator may report one per check). */
-const MAX_ISSUES_READ = 1_000;
+/** Keywords of a plain schema (no keyword that applies several subschemas to one value). */
+const PLAIN_KEYWORDS: ReadonlySet<string> = new Set([
+  "type", "title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly", "nullable",
+  "properties", "required", "additionalProperties", "items", "minItems", "maxItems", "minProperties", "maxProperties",
+  "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum", "const",
+]);
 
 /**
- * The JSON values of `args` weighed by `work` (the work per value at each depth, root 0; a value
- * deeper than the schema reaches costs nothing), until the weight passes MAX_CHECK_WORK; and
- * whether a number among them is not finite.
+ * Whether `schema` is plain: only PLAIN_KEYWORDS, each list (type, properties, required, enum) at
+ * most PLAIN_LIST_MAX long and enum/const at most 2 KB of JSON, and so on in every subschema. A
+ * value is then checked against one subschema, whose work is bounded: what tools mostly declare.
  */
-function scanValues(args: unknown, work: readonly number[]): { work: number; values: number; nonFinite: boolean } {
-  let total = 0;
-  let values = 0;
-  let nonFinite = false;
-  const stack: Array<[unknown, number]> = [[args, 0]];
-  while (stack.length > 0 && total <= MAX_CHECK_WORK) {
-    const [x, depth] = stack.pop()!;
-    values++;
-    total += work[depth] ?? 0;
-    if (typeof x === "number" && !Number.isFinite(x)) nonFinite = true;
-    else if (typeof x === "object" && x !== null) for (const child of Object.values(x)) stack.push([child, depth + 1]);
-  }
-  return { work: total, values, nonFinite };
-}
-
-/** Keywords whose subschemas apply to the same value as the schema that holds them. */
-const SAME_VALUE = new Set(["allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "dependencies"]);
-/** Keywords whose subschemas apply to a value's items, properties or property names. */
-const CHILD_VALUE = new Set(["items", "prefixItems", "additionalItems", "contains", "unevaluatedItems", "properties", "additionalProperties", "unevaluatedProperties", "propertyNames"]);
-// ($defs and definitions apply only through $ref, which a plugin's schema may not use.)
-
-/**
- * The work of checking one JSON value at each depth below `schema` (index 0: the value itself):
- * every subschema that may apply there (without $ref, one applies at most once to a value), each
- * with the work of its own keywords: one per subschema, and per listed value of enum, const,
- * required and dependentRequired (a failed enum or const also prints its whole list into the
- * issue). A property value meets one of the named properties (the costliest counts), an item one
- * of prefixItems; additionalProperties, items, contains and the like may all apply besides.
- */
-function checkWork(schema: unknown): number[] {
-  const work = [1];
-  if (typeof schema !== "object" || schema === null || Array.isArray(schema)) return work; // true/false schemas
-  const add = (w: readonly number[], below: number) => w.forEach((x, i) => (work[i + below] = (work[i + below] ?? 0) + x));
+function isPlainSchema(schema: unknown): boolean {
+  if (typeof schema === "boolean") return true;
+  if (typeof schema !== "object" || schema === null || Array.isArray(schema)) return false;
   for (const [k, v] of Object.entries(schema)) {
-    work[0]! += keywordWork(k, v);
-    if (SAME_VALUE.has(k)) mapSubschemas(k, v, (child) => add(checkWork(child), 0));
-    else if (k === "properties" || k === "prefixItems") {
-      const each: number[][] = [];
-      mapSubschemas(k, v, (child) => each.push(checkWork(child)));
-      add(each.reduce((m, w) => w.map((x, i) => Math.max(x, m[i] ?? 0)).concat(m.slice(w.length)), [] as number[]), 1);
-    } else if (CHILD_VALUE.has(k)) mapSubschemas(k, v, (child) => add(checkWork(child), 1));
+    if (!PLAIN_KEYWORDS.has(k)) return false;
+    if ((k === "enum" || k === "const") && JSON.stringify(v ?? null).length > 2_048) return false;
+    if (Array.isArray(v) && v.length > PLAIN_LIST_MAX) return false;
+    if (k === "properties") {
+      if (typeof v !== "object" || v === null || Object.keys(v).length > PLAIN_LIST_MAX) return false;
+      if (!Object.values(v).every(isPlainSchema)) return false;
+    }
+    if ((k === "items" || k === "additionalProperties") && !isPlainSchema(v)) return false;
   }
-  return work;
+  return true;
 }
 
-/** The work of one keyword's own check on a value, beyond its subschemas (see checkWork). */
-function keywordWork(k: string, v: unknown): number {
-  if (k === "enum" || k === "const") return Math.ceil((Array.isArray(v) ? v.length : 1) / 16 + JSON.stringify(v ?? null).length / 64);
-  if (k === "required") return Array.isArray(v) ? v.length : 0;
-  if (k === "dependentRequired" && typeof v === "object" && v !== null) return Object.values(v).reduce((n: number, names) => n + (Array.isArray(names) ? names.length : 0), 0);
-  return 0;
+/** The JSON values in `v` (itself included), counted up to `stop`, and whether a number among them is not finite. */
+function scanValues(v: unknown, stop: number): { count: number; nonFinite: boolean } {
+  let count = 0;
+  let nonFinite = false;
+  const stack: unknown[] = [v];
+  while (stack.length > 0) {
+    const x = stack.pop();
+    count++;
+    if (typeof x === "number" && !Number.isFinite(x)) nonFinite = true;
+    else if (typeof x === "object" && x !== null) for (const child of Object.values(x)) stack.push(child);
+    if (count >= stop && nonFinite) break;
+  }
+  return { count, nonFinite };
 }
-
-/** `a/b/c` -> ["", "a", "a/b", "a/b/c"]: a location and the locations it is within. */
-function prefixesOf(location: string): string[] {
-  const out = [""];
-  for (let i = location.indexOf("/"); i >= 0; i = location.indexOf("/", i + 1)) if (i > 0) out.push(location.slice(0, i));
-  if (location !== "") out.push(location);
-  return out;
-}
-
-/** Issues of one argument check named in its refusal (it goes into the history and the answer). */
-const MAX_ISSUES_SHOWN = 20;
 
 /**
  * Checks that a manifest's `parameters` is a usable JSON Schema (compiles) whose checks cost the host

@@ -85,7 +85,7 @@ async function execute(
   const failed = (error: string) => ({ status: "error" as const, error, result: `error: ${error}` });
   const tool = deps.tools.get(call.tool_name);
   if (!tool) return failed(deps.tools.missing(call.tool_name));
-  const invalid = deps.tools.check(call.tool_name, args);
+  const invalid = await deps.tools.check(call.tool_name, args);
   if (invalid) return failed(`invalid arguments for ${call.tool_name}: ${invalid}`);
   let raw: string;
   try {
