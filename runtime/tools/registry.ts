@@ -138,10 +138,11 @@ export class ToolRegistry {
 /**
  * The most JSON values a plugin tool's arguments may hold to be checked on the server's thread
  * against a plain schema: each is checked against one subschema of at most PLAIN_LIST_MAX
- * properties, required names and enum values, so a check stays within a few ms.
+ * properties, required names and enum values (a failure each: 256 empty objects against 32
+ * required names make 8,192 issues, a few ms), so a check stays within a few ms.
  */
-const MAX_INLINE_VALUES = 2_000;
-const PLAIN_LIST_MAX = 64;
+const MAX_INLINE_VALUES = 256;
+const PLAIN_LIST_MAX = 32;
 
 /** Keywords of a plain schema (no keyword that applies several subschemas to one value). */
 const PLAIN_KEYWORDS: ReadonlySet<string> = new Set([
@@ -152,7 +153,7 @@ const PLAIN_KEYWORDS: ReadonlySet<string> = new Set([
 
 /**
  * Whether `schema` is plain: only PLAIN_KEYWORDS, each list (type, properties, required, enum) at
- * most PLAIN_LIST_MAX long and enum/const at most 2 KB of JSON, and so on in every subschema. A
+ * most PLAIN_LIST_MAX long and enum/const at most 1 KB of JSON, and so on in every subschema. A
  * value is then checked against one subschema, whose work is bounded: what tools mostly declare.
  */
 function isPlainSchema(schema: unknown): boolean {
@@ -160,7 +161,7 @@ function isPlainSchema(schema: unknown): boolean {
   if (typeof schema !== "object" || schema === null || Array.isArray(schema)) return false;
   for (const [k, v] of Object.entries(schema)) {
     if (!PLAIN_KEYWORDS.has(k)) return false;
-    if ((k === "enum" || k === "const") && JSON.stringify(v ?? null).length > 2_048) return false;
+    if ((k === "enum" || k === "const") && JSON.stringify(v ?? null).length > 1_024) return false;
     if (Array.isArray(v) && v.length > PLAIN_LIST_MAX) return false;
     if (k === "properties") {
       if (typeof v !== "object" || v === null || Object.keys(v).length > PLAIN_LIST_MAX) return false;
