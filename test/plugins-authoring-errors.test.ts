@@ -112,15 +112,26 @@ describe("plugin errors name their cause", () => {
     assert.ok(performance.now() - t0 < 100);
     // Other tools: checked (the thread started again), and what fails is told once (2,000 branches fail alike).
     tool("small", { type: "object", additionalProperties: { anyOf: many(1_998, () => ({ type: "string" })) } });
+    tool("keys2", { type: "object", allOf: many(1_990, () => 0) });
     assert.equal(await registry.check("small", args(3, "s")), null);
     assert.equal(await registry.check("small", args(1, 0)), '#/k0: Instance type "number" is invalid. Expected "string".');
     // 1e999 parses as Infinity: a "number" the tool would get as null.
     assert.match((await registry.check("small", JSON.parse('{"xs":[1,1e999]}'))) ?? "", /beyond what JSON can carry/);
+    // Checks queued behind one that runs out of time are not refused with it (one at a time in the thread).
+    const queued = await Promise.all([registry.check("keys2", args(7_000, 0)), ...many(5, () => registry.check("small", args(2, "s")))]);
+    assert.match(queued[0] ?? "", /took longer than 250 ms: refused/);
+    assert.deepEqual(queued.slice(1), many(5, () => null));
+    // Text past 1 Mi characters is refused before it is copied anywhere (a string referenced 400 times counts 400 times).
+    const mb = "x".repeat(1_048_576);
+    assert.match((await registry.check("small", { a: mb, b: "y" })) ?? "", /more than 1,048,576 characters of text and names: too large to check/);
+    assert.match((await registry.check("small", { list: many(400, () => mb.slice(0, 4_000)) })) ?? "", /too large to check/);
     // A plain schema (what tools mostly declare) is checked as well on few values and on many.
     tool("plain", { type: "object", properties: { xs: { type: "array", items: { type: "number" } }, unit: { enum: ["a", "b"] } }, required: ["xs"], additionalProperties: false });
     assert.equal(await registry.check("plain", { xs: [1, 2], unit: "a" }), null);
     assert.equal(await registry.check("plain", { xs: many(50_000, (i) => i) }), null);
     assert.match((await registry.check("plain", { xs: [1, "2"], unit: "c" })) ?? "", /#\/xs\/1: Instance type "string" is invalid.*#\/unit/);
+    // A long property name goes to the check thread (every issue's location holds it): answered there.
+    assert.match((await registry.check("plain", { xs: [1], ["k".repeat(300_000)]: 1 })) ?? "", /^#: Property "k+/);
   });
 
   it("a host-wide http: grant and a pinned port on the other side meet in that port, either way round", () => {

@@ -36,6 +36,10 @@ class CheckThread {
   private readonly known = new Set<number>();
   private next = 0;
   private readonly waiting = new Map<number, (problem: string | null) => void>();
+  /** Checks go to the thread one at a time: each one's deadline runs from when the thread gets it. */
+  private queue: Promise<unknown> = Promise.resolve();
+  /** The schema of the check the thread has now (cooled off if the thread dies under it). */
+  private current: number | undefined;
   /** Schema id -> when its checks run again (after one ran out of time). */
   private readonly cooling = new Map<number, number>();
 
@@ -58,10 +62,13 @@ class CheckThread {
             port1.unref();
             resolve(port1);
           });
-          worker.once("exit", () => {
-            if (this.worker === worker) this.ended("its thread stopped (out of memory?)");
-            reject(new Error("the check thread stopped while starting"));
-          });
+          // Out of its heap (resourceLimits) Node reports an 'error' before the 'exit': either ends it.
+          const died = (why: string) => {
+            if (this.worker === worker) this.ended(why, true);
+            reject(new Error(`the check thread ${why}`));
+          };
+          worker.once("error", (err) => died(`failed: ${err.message}`));
+          worker.once("exit", () => died("stopped"));
         }),
     );
     this.up.catch(() => (this.up = undefined)); // tried again by the next check
@@ -75,32 +82,43 @@ class CheckThread {
       return `a check of tool ${tool}'s arguments took longer than ${CHECK_TIMEOUT_MS} ms; its checks are refused unchecked until ${new Date(until).toISOString()}`;
     }
     this.cooling.delete(schemaId);
+    const turn = this.queue.then(() => this.send(schemaId, schema, args, tool));
+    this.queue = turn.catch(() => undefined);
+    return await turn;
+  }
+
+  private async send(schemaId: number, schema: unknown, args: unknown, tool: string): Promise<string | null> {
     const port = await this.start();
     const id = ++this.next;
+    this.current = schemaId;
     const request: CheckRequest = this.known.has(schemaId) ? { id, schemaId, args } : { id, schemaId, schema, args };
     this.known.add(schemaId);
     return await new Promise<string | null>((resolve) => {
       const timer = setTimeout(() => {
         this.waiting.delete(id);
-        this.cooling.set(schemaId, Date.now() + CHECK_COOLOFF_MS);
-        this.ended(`took longer than ${CHECK_TIMEOUT_MS} ms`);
+        this.ended(`took longer than ${CHECK_TIMEOUT_MS} ms`, true);
         resolve(`checking the arguments against tool ${tool}'s schema took longer than ${CHECK_TIMEOUT_MS} ms: refused (fewer arguments, or a simpler schema)`);
       }, CHECK_TIMEOUT_MS);
       this.waiting.set(id, (problem) => {
         clearTimeout(timer);
+        this.current = undefined;
         resolve(problem);
       });
       port.postMessage(request);
     });
   }
 
-  /** Ends the thread; every check still waiting is refused (`why`). The next check starts it again. */
-  private ended(why: string): void {
+  /**
+   * Ends the thread; the check it had is refused (`why`), and with `coolOff` its schema's checks are
+   * refused unchecked for CHECK_COOLOFF_MS. The next check starts a thread again.
+   */
+  private ended(why: string, coolOff: boolean): void {
     const worker = this.worker;
     [this.worker, this.up] = [undefined, undefined];
     this.known.clear();
     void worker?.terminate();
-    for (const answer of this.waiting.values()) answer(`the check was stopped: another check ${why}`);
+    if (coolOff && this.current !== undefined) this.cooling.set(this.current, Date.now() + CHECK_COOLOFF_MS);
+    for (const answer of this.waiting.values()) answer(`the check was stopped: its thread ${why}`);
     this.waiting.clear();
   }
 }

@@ -125,11 +125,14 @@ export class ToolRegistry {
     const e = this.tools.get(name);
     if (!e) return `unknown tool ${name}`;
     // JSON.parse reads 1e999 as Infinity, which passes a "number" check and reaches the tool as null.
-    const values = scanValues(args, MAX_INLINE_VALUES + 1);
+    const values = scanValues(args);
+    // Sent to the check thread, arguments are copied on this thread (a 150 MB string held it ~1 s).
+    if (values.chars > MAX_ARGS_CHARS) return `the arguments hold more than ${MAX_ARGS_CHARS.toLocaleString("en-US")} characters of text and names: too large to check`;
     if (values.nonFinite) return "a number in the arguments is beyond what JSON can carry (1e999 reads as Infinity)";
     // A built-in's check, or a plain schema's on a few values, runs here (a thread round trip would
     // be a third of a turn that calls a small tool); any other in the check thread.
-    if (!e.validator || (e.tool.plugin !== undefined && values.count > MAX_INLINE_VALUES)) return await checkThread().check(e.schemaId, e.schema, args, name);
+    const few = values.count <= MAX_INLINE_VALUES && values.chars <= MAX_INLINE_CHARS && values.longestName <= MAX_INLINE_NAME;
+    if (!e.validator || (e.tool.plugin !== undefined && !few)) return await checkThread().check(e.schemaId, e.schema, args, name);
     const res = e.validator.validate(args);
     return res.valid ? null : describeIssues(res.errors);
   }
@@ -142,6 +145,15 @@ export class ToolRegistry {
  * required names make 8,192 issues, a few ms), so a check stays within a few ms.
  */
 const MAX_INLINE_VALUES = 256;
+/**
+ * ... and at most this much text, and no property name longer than MAX_INLINE_NAME: every issue's
+ * location holds its value's property names (a 1 MB name under 250 failing items cost 0.9 s and
+ * 250 MB there).
+ */
+const MAX_INLINE_CHARS = 16_384;
+const MAX_INLINE_NAME = 256;
+/** Characters of strings and property names beyond which arguments are refused unchecked. */
+const MAX_ARGS_CHARS = 1_048_576;
 const PLAIN_LIST_MAX = 32;
 
 /** Keywords of a plain schema (no keyword that applies several subschemas to one value). */
@@ -172,19 +184,33 @@ function isPlainSchema(schema: unknown): boolean {
   return true;
 }
 
-/** The JSON values in `v` (itself included), counted up to `stop`, and whether a number among them is not finite. */
-function scanValues(v: unknown, stop: number): { count: number; nonFinite: boolean } {
+/**
+ * The JSON values in `v` (itself included), the characters of its strings and property names
+ * (counted until they pass MAX_ARGS_CHARS: a string referenced many times counts each time, as a
+ * copy to the check thread copies it each time), its longest property name, and whether a number
+ * among them is not finite.
+ */
+function scanValues(v: unknown): { count: number; chars: number; longestName: number; nonFinite: boolean } {
   let count = 0;
+  let chars = 0;
+  let longestName = 0;
   let nonFinite = false;
   const stack: unknown[] = [v];
-  while (stack.length > 0) {
+  while (stack.length > 0 && chars <= MAX_ARGS_CHARS) {
     const x = stack.pop();
     count++;
-    if (typeof x === "number" && !Number.isFinite(x)) nonFinite = true;
-    else if (typeof x === "object" && x !== null) for (const child of Object.values(x)) stack.push(child);
-    if (count >= stop && nonFinite) break;
+    if (typeof x === "number") nonFinite ||= !Number.isFinite(x);
+    else if (typeof x === "string") chars += x.length;
+    else if (Array.isArray(x)) for (const child of x) stack.push(child);
+    else if (typeof x === "object" && x !== null) {
+      for (const [name, child] of Object.entries(x)) {
+        chars += name.length;
+        longestName = Math.max(longestName, name.length);
+        stack.push(child);
+      }
+    }
   }
-  return { count, nonFinite };
+  return { count, chars, longestName, nonFinite };
 }
 
 /**
