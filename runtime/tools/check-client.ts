@@ -64,7 +64,7 @@ class CheckThread {
           });
           // Out of its heap (resourceLimits) Node reports an 'error' before the 'exit': either ends it.
           const died = (why: string) => {
-            if (this.worker === worker) this.ended(why, true);
+            if (this.worker === worker) this.ended(why);
             reject(new Error(`the check thread ${why}`));
           };
           worker.once("error", (err) => died(`failed: ${err.message}`));
@@ -96,7 +96,7 @@ class CheckThread {
     return await new Promise<string | null>((resolve) => {
       const timer = setTimeout(() => {
         this.waiting.delete(id);
-        this.ended(`took longer than ${CHECK_TIMEOUT_MS} ms`, true);
+        this.ended(`took longer than ${CHECK_TIMEOUT_MS} ms`);
         resolve(`checking the arguments against tool ${tool}'s schema took longer than ${CHECK_TIMEOUT_MS} ms: refused (fewer arguments, or a simpler schema)`);
       }, CHECK_TIMEOUT_MS);
       this.waiting.set(id, (problem) => {
@@ -109,15 +109,15 @@ class CheckThread {
   }
 
   /**
-   * Ends the thread; the check it had is refused (`why`), and with `coolOff` its schema's checks are
-   * refused unchecked for CHECK_COOLOFF_MS. The next check starts a thread again.
+   * Ends the thread; the check it had is refused (`why`), and its schema's checks are refused
+   * unchecked for CHECK_COOLOFF_MS. The next check starts a thread again.
    */
-  private ended(why: string, coolOff: boolean): void {
+  private ended(why: string): void {
     const worker = this.worker;
     [this.worker, this.up] = [undefined, undefined];
     this.known.clear();
     void worker?.terminate();
-    if (coolOff && this.current !== undefined) this.cooling.set(this.current, Date.now() + CHECK_COOLOFF_MS);
+    if (this.current !== undefined) this.cooling.set(this.current, Date.now() + CHECK_COOLOFF_MS);
     for (const answer of this.waiting.values()) answer(`the check was stopped: its thread ${why}`);
     this.waiting.clear();
   }

@@ -75,7 +75,7 @@ export class ToolRegistry {
     const inThread = builtin || isPlainSchema(schema);
     const entry: Entry = { tool, schema, schemaId: ++schemaIds, ...(inThread ? { validator: new Validator(schema as Schema, "2020-12", false) } : {}) };
     if (!builtin) void checkThread().start().catch(() => undefined); // up before the first call
-    if (tool.plugin === undefined) {
+    if (builtin) {
       this.tools.set(name, entry);
       this.specsCache = null;
       return undefined;
@@ -124,10 +124,10 @@ export class ToolRegistry {
   async check(name: string, args: Record<string, unknown>): Promise<string | null> {
     const e = this.tools.get(name);
     if (!e) return `unknown tool ${name}`;
-    // JSON.parse reads 1e999 as Infinity, which passes a "number" check and reaches the tool as null.
     const values = scanValues(args);
     // Sent to the check thread, arguments are copied on this thread (a 150 MB string held it ~1 s).
     if (values.chars > MAX_ARGS_CHARS) return `the arguments hold more than ${MAX_ARGS_CHARS.toLocaleString("en-US")} characters of text and names: too large to check`;
+    // JSON.parse reads 1e999 as Infinity, which passes a "number" check and reaches the tool as null.
     if (values.nonFinite) return "a number in the arguments is beyond what JSON can carry (1e999 reads as Infinity)";
     // A built-in's check, or a plain schema's on a few values, runs here (a thread round trip would
     // be a third of a turn that calls a small tool); any other in the check thread.
