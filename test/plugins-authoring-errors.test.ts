@@ -128,7 +128,7 @@ describe("plugin errors name their cause", () => {
     // A plain schema (what tools mostly declare) is checked as well on few values and on many.
     tool("plain", { type: "object", properties: { xs: { type: "array", items: { type: "number" } }, unit: { enum: ["a", "b"] } }, required: ["xs"], additionalProperties: false });
     assert.equal(await registry.check("plain", { xs: [1, 2], unit: "a" }), null);
-    assert.equal(await registry.check("plain", { xs: many(50_000, (i) => i) }), null);
+    assert.equal(await registry.check("plain", { xs: many(2_000, (i) => i) }), null); // past the in-thread 256: in the check thread (50,000 passed 250 ms once on a loaded CI run under Deno)
     assert.match((await registry.check("plain", { xs: [1, "2"], unit: "c" })) ?? "", /#\/xs\/1: Instance type "string" is invalid.*#\/unit/);
     // A long property name goes to the check thread (every issue's location holds it): answered there.
     assert.match((await registry.check("plain", { xs: [1], ["k".repeat(300_000)]: 1 })) ?? "", /^#: Property "k+/);
