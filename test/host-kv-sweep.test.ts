@@ -190,6 +190,55 @@ for (const dbKind of TEST_DBS) {
       }
       await db.store.flush();
       assert.deepEqual(db.store.keys("model", "", ""), [...model.keys()].sort());
+      await assertUsageTrue(db, "model");
+    });
+
+    // On the embedded file a sweep deletes runs of neighbouring keys by range (kv-sweep.ts); a range
+    // holding a key that stays must not go, nor one a range sweep's id does not end at.
+    it("deletes exactly the matched keys whether they are neighbours, scattered among kept keys, or few in a long range; usage follows", async () => {
+      const kv = new PluginKv("bulk", db.store, { keys: 100_000, bytes: 100_000_000 });
+      const ids = Array.from({ length: 3_000 }, (_, i) => `s${String(i).padStart(5, "0")}`);
+      const keys = [
+        ...ids.map((id) => `entry:${id}`),
+        ...ids.flatMap((id) => [`task:${id}:1`, `task:${id}:2`, `task:${id}:x:3`]),
+        "entry:", "entry:s00100x", "task:s00100", "task:s00100;",
+        ...Array.from({ length: 30_000 }, (_, i) => `entry:t${String(i).padStart(6, "0")}`),
+      ];
+      for (let i = 0; i < keys.length; i += 5_000) {
+        for (const k of keys.slice(i, i + 5_000)) kv.set("", k, "v");
+        kv.end(true);
+        await db.store.flush();
+      }
+      const model = new Set(keys);
+      const calls: Array<[string, string[], boolean]> = [
+        ["entry:", [...ids.slice(2_000, 2_500)].reverse().concat(ids[2_100]!), false], // neighbours, nothing between: one range
+        ["entry:", ids.slice(0, 1_000), false], // neighbours with a kept key among them: two ranges
+        ["entry:", ids.slice(1_000).filter((_, i) => i % 3 === 0), false], // scattered among kept keys
+        ["task:", ids.slice(0, 2_000).filter((_, i) => i % 7 !== 3), true], // mode 1: runs with gaps; task:<id>:x:3 stays
+        ["entry:", ["s02999", "t000000", "t029999", "zz"], false], // few ids over a long range of kept keys
+        ["task:", ["s00100:x", "s02999"], true],
+      ];
+      for (const [prefix, list, byIdPrefix] of calls) {
+        const sw = new KvSweep("", prefix, JSON.stringify(list), list, byIdPrefix);
+        const gone = [...model].filter((k) => sw.matches("", k));
+        assert.equal(kv.deleteForSessions("", prefix, JSON.stringify(list), list, byIdPrefix), gone.length, `${prefix} ${list.length} ids`);
+        kv.end(true);
+        await db.store.flush();
+        for (const k of gone) model.delete(k);
+        assert.deepEqual(db.store.keys("bulk", "", ""), [...model].sort(), `${prefix} ${list.length} ids`);
+      }
+      assert.ok(model.has("entry:s00100x") && model.has("task:s00100;") && model.has("entry:"), "neighbours that no id matches stay");
+      await assertUsageTrue(db, "bulk");
     });
   });
+}
+
+/** The plugin's stored usage is what its rows really hold (deletes count themselves: no trigger). */
+async function assertUsageTrue(db: ReturnType<typeof useKvStore>, plugin: string): Promise<void> {
+  const stored = await db.storage.client.execute({ sql: "select keys, bytes from plugin_kv_usage where plugin = ?", args: [plugin] });
+  const real = await db.storage.client.execute({
+    sql: "select count(*) as keys, coalesce(sum(length(cast(key as blob)) + length(cast(value as blob))), 0) as bytes from plugin_kv where plugin = ?",
+    args: [plugin],
+  });
+  assert.deepEqual([Number(stored.rows[0]?.keys), Number(stored.rows[0]?.bytes)], [Number(real.rows[0]!.keys), Number(real.rows[0]!.bytes)]);
 }

@@ -1,6 +1,6 @@
 // A database made by an older hookbox keeps its data through the migrations: plugin KV moved into
-// the clustered table (0005) keeps every row and its per-plugin usage, and the usage triggers still
-// count what is written and deleted afterwards; with the leaner session indexes (0007) every list
+// the clustered table (0005) keeps every row and its per-plugin usage, the usage triggers still count
+// what is written afterwards, and a delete counts itself (0010 dropped the delete trigger); with the leaner session indexes (0007) every list
 // still returns every session in order, and 0007 finishes after a crash half-way through it; the
 // clustered tombstones (0008) keep every deleted id, also when a crash left the copy half-made.
 import { after, describe, it } from "node:test";
@@ -13,6 +13,7 @@ import { Kysely } from "kysely";
 import { LibsqlDialect } from "@libsql/kysely-libsql";
 import { migrate } from "../runtime/storage/migrations.ts";
 import { listQuery } from "../runtime/sessions/service.ts";
+import { countedDelete } from "../runtime/storage/kv-usage.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "hookbox-migrations-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -30,7 +31,7 @@ async function olderDatabase(name: string, to: string, use: (db: Kysely<any>, cl
 }
 
 describe("storage: migrations", () => {
-  it("0005 clusters plugin_kv by its key and keeps every row, its usage and the triggers", async () => {
+  it("0005 clusters plugin_kv by its key and keeps every row, its usage and the triggers; after 0010 deletes count themselves", async () => {
     await olderDatabase("old.sqlite", "0004_plugin_kv_session_partial", async (db, client) => {
       const rows = Array.from({ length: 300 }, (_, i) => [`p${i % 3}`, i % 2 === 0 ? "" : `s${i}`, `k${i}`, `value ${i}`, i]);
       await client.execute({
@@ -46,7 +47,9 @@ describe("storage: migrations", () => {
       assert.deepEqual(after.rows.map((r) => [r.plugin, r.session_id, r.key, r.value, r.updated_at]), rows);
       assert.deepEqual((await client.execute("select plugin, keys, bytes from plugin_kv_usage order by plugin")).rows, before.rows);
       await client.execute("insert into plugin_kv (plugin, session_id, key, value, updated_at) values ('p0', '', 'new', 'abc', 1)");
-      await client.execute("delete from plugin_kv where plugin = 'p1'");
+      const triggers = await client.execute("select name from sqlite_master where type = 'trigger' and tbl_name = 'plugin_kv' order by name");
+      assert.deepEqual(triggers.rows.map((r) => r.name), ["plugin_kv_usage_insert", "plugin_kv_usage_update"]);
+      for (const stmt of countedDelete("from plugin_kv k where k.plugin = 'p1'")) await client.execute(stmt);
       const usage = await client.execute("select plugin, keys from plugin_kv_usage order by plugin");
       assert.deepEqual(usage.rows.map((r) => [r.plugin, r.keys]), [["p0", 101], ["p1", 0], ["p2", 100]]);
       const index = await client.execute("select count(*) as n from sqlite_master where name = 'plugin_kv_session'");

@@ -2,6 +2,7 @@
 // itself is the deletion service's single code path, so cascade and on_session_delete behave the
 // same as for a user's delete.
 import { sql } from "kysely";
+import { countedDelete } from "../storage/kv-usage.ts";
 import type { Config } from "../config.ts";
 import type { DeletionService, RemoveResult, Trx } from "../deletion/service.ts";
 
@@ -35,7 +36,7 @@ const selectors: Record<SweepName, (trx: Trx, now: number, p: SweepParams, c: Co
   // session KV rows (no session at all) are dropped in the same transaction.
   ghost_prune: async (trx) => {
     await sql`delete from messages where session_id not in (select id from sessions)`.execute(trx);
-    await sql`delete from plugin_kv where session_id <> '' and session_id not in (select id from sessions)`.execute(trx);
+    for (const stmt of countedDelete(`from plugin_kv k where k.session_id <> '' and k.session_id not in (select id from sessions)`)) await sql.raw(stmt).execute(trx);
     return ids(sql<{ id: string }>`select s.id from sessions s
       where (s.parent_session_id is not null and not exists (select 1 from sessions p where p.id = s.parent_session_id))
          or (s.compacted_from is not null and not exists (select 1 from sessions p where p.id = s.compacted_from))

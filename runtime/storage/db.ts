@@ -15,7 +15,7 @@ import type { Database } from "./schema.ts";
 import { migrate } from "./migrations.ts";
 import { log } from "../log.ts";
 import { Mutex } from "../util/mutex.ts";
-import { FileBatchWriter } from "./file-batch.ts";
+import { FileBatchWriter, isReadingStep, type BatchItem } from "./file-batch.ts";
 import { GroupCommit } from "./group-commit.ts";
 import { retryLocked } from "./retry.ts";
 import { openSyncReader, type FileReader, type SqlArg, type SyncReader } from "./sync-reader.ts";
@@ -50,7 +50,7 @@ export interface Storage {
    * embedded file the batches of one event-loop turn commit together at the end of that turn
    * (group-commit.ts), after a `write` begun in the same turn.
    */
-  batch(stmts: InStatement[]): Promise<ResultSet[]>;
+  batch(stmts: BatchItem[]): Promise<ResultSet[]>;
   /**
    * The database's synchronous reader (plugin KV and sessions:read: a WASM call cannot await; see
    * sync-reader.ts), opened at first use and closed with the storage.
@@ -111,8 +111,8 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   const syncReader = () => (reader ??= openSyncReader(url, opts.authToken));
   // After a write (committed or not) the reader's next read starts a new snapshot: it sees it.
   const released = () => reader?.release();
-  const commitBatch = (stmts: InStatement[]) =>
-    writeLock.run(() => retryLocked(async () => (fileBatch ? fileBatch.batch(stmts) : writer.batch(stmts, "write"))));
+  const commitBatch = (stmts: BatchItem[]) =>
+    writeLock.run(() => retryLocked(async () => (fileBatch ? fileBatch.batch(stmts) : serverBatch(writer, stmts))));
   // On the embedded file, batches of one event-loop turn share a transaction and its fsync.
   const grouped = fileBatch ? new GroupCommit(commitBatch) : undefined;
   return {
@@ -148,6 +148,20 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
  */
 export function writerPragmasFor(durability: Durability): string[] {
   return ["PRAGMA foreign_keys = ON", `PRAGMA synchronous = ${durability === "full" ? "FULL" : "NORMAL"}`, "PRAGMA cache_size = -65536"];
+}
+
+/** A batch on a server: each reading step as its statements, one ResultSet per item (a step's last). */
+async function serverBatch(writer: Client, items: readonly BatchItem[]): Promise<ResultSet[]> {
+  if (!items.some(isReadingStep)) return writer.batch(items as InStatement[], "write");
+  const ends: number[] = [];
+  const stmts: InStatement[] = [];
+  for (const item of items) {
+    if (isReadingStep(item)) stmts.push(...item.statements);
+    else stmts.push(item);
+    ends.push(stmts.length - 1);
+  }
+  const results = await writer.batch(stmts, "write");
+  return ends.map((i) => results[i]!);
 }
 
 function isInMemory(url: string): boolean {

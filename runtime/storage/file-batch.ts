@@ -8,6 +8,29 @@ import { Buffer } from "node:buffer";
 import type { InArgs, InStatement, InValue, ResultSet, Row } from "@libsql/client";
 import { openNative, StatementCache, type NativeDatabase, type SqlArg } from "./native.ts";
 
+/** The open transaction of a batch, to a ReadingStep: its statements run on the batch's connection (kept prepared). */
+export interface BatchConnection {
+  /** Rows as arrays. */
+  all(sql: string, args: readonly SqlArg[]): unknown[][];
+  /** Rows changed. */
+  run(sql: string, args: readonly SqlArg[]): number;
+}
+
+/**
+ * A batch item whose writes depend on what it reads in the batch's transaction. On the embedded file
+ * `inFile` runs there, on the transaction's connection, and returns the rows it changed; on a server
+ * (a batch is one request, no interactive transaction) `statements` run instead: the same change as
+ * set-based SQL. Either way its result is one ResultSet (on a server, its last statement's).
+ */
+export interface ReadingStep {
+  statements: InStatement[];
+  inFile(conn: BatchConnection): number;
+}
+
+export type BatchItem = InStatement | ReadingStep;
+
+export const isReadingStep = (item: BatchItem): item is ReadingStep => typeof item === "object" && "inFile" in item;
+
 export class FileBatchWriter {
   private readonly db: NativeDatabase;
   private readonly statements: StatementCache;
@@ -22,10 +45,12 @@ export class FileBatchWriter {
   }
 
   /** Runs `stmts` in one BEGIN IMMEDIATE transaction: all of them commit, or none (the error is thrown). */
-  batch(stmts: readonly InStatement[]): ResultSet[] {
+  batch(items: readonly BatchItem[]): ResultSet[] {
     this.db.exec("BEGIN IMMEDIATE");
     try {
-      const results = stmts.map((s) => (typeof s === "string" ? this.run(s, []) : this.run(s.sql, s.args ?? [])));
+      const results = items.map((s) =>
+        typeof s === "string" ? this.run(s, []) : isReadingStep(s) ? resultSet([], [], s.inFile(this.conn), undefined) : this.run(s.sql, s.args ?? []),
+      );
       this.db.exec("COMMIT");
       return results;
     } catch (err) {
@@ -37,6 +62,11 @@ export class FileBatchWriter {
       throw err;
     }
   }
+
+  private readonly conn: BatchConnection = {
+    all: (sql, args) => this.statements.get(sql).all(args) as unknown[][],
+    run: (sql, args) => this.statements.get(sql).run(args).changes,
+  };
 
   close(): void {
     // Kept statements hold the connection in the driver: dropped first.

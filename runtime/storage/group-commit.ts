@@ -5,11 +5,12 @@
 // caller still gets its own results, and a batch is acknowledged only once its transaction has
 // committed. When the shared transaction fails (one batch's guard or constraint), nothing of it was
 // written and each batch runs again alone, in order: only the failing one fails.
-import type { InStatement, ResultSet } from "@libsql/client";
+import type { ResultSet } from "@libsql/client";
+import type { BatchItem } from "./file-batch.ts";
 import { setImmediate } from "node:timers";
 
 interface Pending {
-  stmts: InStatement[];
+  stmts: BatchItem[];
   resolve: (results: ResultSet[]) => void;
   reject: (err: unknown) => void;
 }
@@ -18,9 +19,9 @@ export class GroupCommit {
   private queue: Pending[] = [];
 
   /** `commit` runs statements as one write transaction (all commit, or none). */
-  constructor(private readonly commit: (stmts: InStatement[]) => Promise<ResultSet[]>) {}
+  constructor(private readonly commit: (stmts: BatchItem[]) => Promise<ResultSet[]>) {}
 
-  batch(stmts: InStatement[]): Promise<ResultSet[]> {
+  batch(stmts: BatchItem[]): Promise<ResultSet[]> {
     return new Promise((resolve, reject) => {
       // The first batch of a turn schedules the commit; the turn's later batches join it.
       if (this.queue.push({ stmts, resolve, reject }) === 1) setImmediate(() => void this.drain());

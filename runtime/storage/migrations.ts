@@ -184,12 +184,21 @@ const migrations: Record<string, Migration> = {
         by_id_prefix integer not null, primary key (plugin, session_id, prefix, by_id_prefix)) without rowid`.execute(db);
     },
   },
+  // Deletes take their rows off plugin_kv_usage themselves (runtime/storage/kv-usage.ts): the delete
+  // trigger made every multi-row delete two-pass and ran once per row, about 5x the delete itself
+  // when on_session_delete cleaned up 70,000 keys. A process of an older version on the same
+  // database would delete without counting: upgrade every process together.
+  "0010_kv_usage_without_delete_trigger": {
+    async up(db: Kysely<any>) {
+      await sql`drop trigger if exists plugin_kv_usage_delete`.execute(db);
+    },
+  },
 };
 
 const tableExists = async (db: Kysely<any>, name: string) =>
   (await sql`select 1 from sqlite_master where type = 'table' and name = ${name}`.execute(db)).rows.length > 0;
 
-/** Per-plugin KV usage kept by triggers, so every writer (any process, any statement) counts. */
+/** Per-plugin KV usage kept by triggers (the delete trigger was dropped again by 0010: deletes count themselves). */
 async function createUsageTriggers(db: Kysely<any>): Promise<void> {
   await sql`create trigger plugin_kv_usage_insert after insert on plugin_kv begin
     insert into plugin_kv_usage (plugin, keys, bytes) values (new.plugin, 1, length(cast(new.key as blob)) + length(cast(new.value as blob)))

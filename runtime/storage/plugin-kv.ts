@@ -5,7 +5,6 @@
 // A change set with guards (kv_incr, kv_cas) goes in that batch too; when one of its guards no longer
 // holds, it alone fails as a whole (the others are committed again without it). Writes for a deleted
 // (tombstoned) session are dropped.
-import type { InStatement } from "@libsql/client";
 import { CompiledQuery, type Transaction } from "kysely";
 import { setImmediate } from "node:timers";
 import { KV_LIMITS, KvConflictError, KvQuotaError, KvSweep, type KvBackend, type KvChangeSet, type KvUsage } from "../../host-api/kv.ts";
@@ -15,6 +14,9 @@ import { failUnless, failUnlessWithinQuota, isGuardFailure, isQuotaFailure } fro
 import { PluginCallError } from "../../hooks/failures.ts";
 import type { SqlArg, SyncReader } from "./sync-reader.ts";
 import { sqlJson } from "./sql-json.ts";
+import type { BatchItem } from "./file-batch.ts";
+import { DISTINCT_SWEEP_ROWS, KEYS_DELETE_SQL, keyOfIdPrefix, sweepArgs, sweepRows, sweepStep } from "./kv-sweep.ts";
+import { countedDelete, usageOffSql } from "./kv-usage.ts";
 
 const USAGE_TTL_MS = 1000;
 
@@ -23,41 +25,16 @@ const USAGE_TTL_MS = 1000;
 const RECENT_BYTES_SQL = `select coalesce(sum(octet_length(content)), 0) from messages where session_id = ?1
   and seq >= coalesce((select seq from messages where session_id = ?1 order by seq desc limit 1 offset ?2 - 1), 0)`;
 
-// One statement per (plugin, scope): a key list probes the primary key directly (a row-value IN over
-// all three columns was twice as slow at 70,000 keys).
-const DELETE_SQL = `delete from plugin_kv where plugin = ?1 and session_id = ?2 and key in (select value from json_each(?3))`;
+// Deleted keys: one KEYS_DELETE_SQL per (plugin, scope) after this (a key list probes the primary
+// key directly; a row-value IN over all three columns was twice as slow at 70,000 keys). The keys
+// are distinct (a map's).
+const DELETE_USAGE_SQL = usageOffSql(`from json_each(?3) j cross join plugin_kv k where k.plugin = ?1 and k.session_id = ?2 and k.key = j.value`);
 // A write for a session that was deleted meanwhile (tombstoned: its KV is purged) is dropped.
 const UPSERT_SQL = `insert into plugin_kv (plugin, session_id, key, value, updated_at)
   select json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), ?2
   from json_each(?1)
   where json_extract(value, '$[1]') = '' or not exists (select 1 from session_tombstones t where t.id = json_extract(value, '$[1]'))
   on conflict (plugin, session_id, key) do update set value = excluded.value, updated_at = excluded.updated_at`;
-// The keys a sweep matches (host-api/kv.ts KvSweep; ?1 plugin, ?2 scope, ?3 prefix, ?4 ids JSON), one
-// primary key seek per id: `prefix || id`, or the key range [prefix || id || ':', prefix || id || ';')
-// with no further ':' (the id ends at the key's last ':'). CROSS JOIN keeps json_each outside, so each
-// id's range is a seek; the planner otherwise scans the ids once per stored key.
-// `key` is `prefix + id + ":" + suffix` with no further ':' (the id ends at the key's last ':'), as SQL
-// over the three expressions: one range seek on the primary key, then the check of the suffix.
-const keyOfIdPrefix = (key: string, prefix: string, id: string) =>
-  `${key} >= ${prefix} || ${id} || ':' and ${key} < ${prefix} || ${id} || ';' and instr(substr(${key}, length(${prefix} || ${id}) + 2), ':') = 0`;
-const sweepRowsOf = (ids: string) => ({
-  exact: `select k.key from ${ids} j cross join plugin_kv k
-    where k.plugin = ?1 and k.session_id = ?2 and k.key = ?3 || j.value`,
-  byIdPrefix: `select k.key, j.value as id from ${ids} j cross join plugin_kv k
-    where j.value <> '' and k.plugin = ?1 and k.session_id = ?2
-      and ${keyOfIdPrefix("k.key", "?3", "j.value")}`,
-});
-const SWEEP_ROWS = sweepRowsOf("json_each(?4)");
-// For a count, an id the plugin listed twice must not count its keys twice.
-const DISTINCT_SWEEP_ROWS = sweepRowsOf("(select distinct value from json_each(?4))");
-const sweepRows = (sweep: KvSweep, rows = SWEEP_ROWS) => (sweep.byIdPrefix ? rows.byIdPrefix : rows.exact);
-const sweepArgs = (plugin: string, sweep: KvSweep) => [plugin, sweep.session, sweep.prefix, sweep.idsJson];
-// An exact sweep's keys are known without reading them: one seek per id, where the key list of a
-// range sweep is read first (about a fifth faster per deleted row at 10,000 ids).
-const sweepDeleteSql = (sweep: KvSweep) =>
-  sweep.byIdPrefix
-    ? `delete from plugin_kv where plugin = ?1 and session_id = ?2 and key in (select key from (${SWEEP_ROWS.byIdPrefix}))`
-    : `delete from plugin_kv where plugin = ?1 and session_id = ?2 and key in (select ?3 || value from json_each(?4))`;
 // The first key at or after the prefix tells whether the scope has any key with it: if not, the
 // ids are not even parsed (plugins that clean up after every bulk delete mostly find nothing).
 const PREFIX_PROBE = `coalesce((select substr(key, 1, length(?3)) = ?3 from plugin_kv
@@ -95,8 +72,10 @@ const KEYS_WITHIN_SQL = `select case when (select coalesce(sum(length(cast(key a
 // is one seek there (json_each walked once, CROSS JOIN), and only the keys found go into the list
 // the delete works from; `session_id IN (select json_each)` first copied every id into a temporary
 // index (100,000 ids: ~20% of the purge).
-export const PURGE_SQL = `delete from plugin_kv where (plugin, session_id, key) in (select k.plugin, k.session_id, k.key
-  from json_each(?) j cross join plugin_kv k on k.session_id = j.value where k.session_id <> '')`;
+// The ids are distinct (a deletion's result).
+const PURGED_ROWS = `from json_each(?1) j cross join plugin_kv k on k.session_id = j.value where k.session_id <> ''`;
+export const PURGE_SQL = `delete from plugin_kv where (plugin, session_id, key) in (select k.plugin, k.session_id, k.key ${PURGED_ROWS})`;
+const PURGE_USAGE_SQL = usageOffSql(PURGED_ROWS);
 /** A database that cannot answer is the host's fault: the call fails as `unavailable`. */
 const unavailable = (err: unknown) => new PluginCallError("unavailable", `database: ${(err as Error).message}`.slice(0, 500));
 const GUARD_PRESENT_SQL = failUnless(`exists (select 1 from plugin_kv where plugin = ?1 and session_id = ?2 and key = ?3 and value = ?4)`);
@@ -114,13 +93,22 @@ const PATTERN_SQL = `insert into kv_sweep_patterns (plugin, session_id, prefix, 
   on conflict do nothing`;
 // Plugin-wide (or any scope's) keys the recorded patterns give for sessions deleted in [?1, ?2):
 // what a plugin's own clean-up missed (a write of another process that committed after it).
-const PATTERN_SWEEP_SQL = `delete from plugin_kv where (plugin, session_id, key) in (
-  select p.plugin, p.session_id, p.prefix || t.id from kv_sweep_patterns p cross join session_tombstones t
+const PATTERN_ROWS = `(select p.plugin, p.session_id, p.prefix || t.id from kv_sweep_patterns p cross join session_tombstones t
     where p.by_id_prefix = 0 and t.deleted_at >= ?1 and t.deleted_at < ?2
   union all
   select k.plugin, k.session_id, k.key from kv_sweep_patterns p cross join session_tombstones t cross join plugin_kv k
     where p.by_id_prefix = 1 and t.deleted_at >= ?1 and t.deleted_at < ?2 and k.plugin = p.plugin and k.session_id = p.session_id
       and ${keyOfIdPrefix("k.key", "p.prefix", "t.id")})`;
+// Two patterns can give the same key: the usage reads each row once through IN.
+const PATTERN_SWEEP_SQL = [
+  usageOffSql(`from plugin_kv k where (k.plugin, k.session_id, k.key) in ${PATTERN_ROWS}`),
+  `delete from plugin_kv where (plugin, session_id, key) in ${PATTERN_ROWS}`,
+];
+// Session-scoped KV of sessions deleted before ?1 (the tombstones say which).
+const TOMBSTONED_ROWS = `from plugin_kv k where k.session_id <> '' and k.session_id in (select id from session_tombstones where deleted_at < ?1)`;
+// A session deleted without KV has no tombstone; a write that raced its delete is an orphan (?1: not updated since).
+const ORPHAN_ROWS = `from plugin_kv k where k.session_id <> '' and k.updated_at < ?1 and not exists (select 1 from sessions s where s.id = k.session_id)
+  and not exists (select 1 from session_tombstones t where t.id = k.session_id)`;
 
 /** A change set whose commit may fail on its own account (a guard, a quota): committed alone when its group fails. */
 const checked = (q: Queued) => q.changes.guards.length > 0 || q.changes.quota !== undefined;
@@ -272,7 +260,11 @@ export class KvStore implements KvBackend {
     if (ids.length === 0) return;
     await this.flush();
     this.writeRoundTrips++;
-    await this.storage.batch([{ sql: PURGE_SQL, args: [JSON.stringify(ids)] }]);
+    const args = [JSON.stringify(ids)];
+    await this.storage.batch([
+      { sql: PURGE_USAGE_SQL, args },
+      { sql: PURGE_SQL, args },
+    ]);
     this.forgetUsage();
   }
 
@@ -281,7 +273,9 @@ export class KvStore implements KvBackend {
    * plugin subscribes to on_session_delete); call forgetUsage() once it has committed.
    */
   async purgeSessionsIn(trx: Transaction<Database>, idsJson: string): Promise<void> {
-    await trx.executeQuery(CompiledQuery.raw(PURGE_SQL, [idsJson]));
+    // No usage changed: the sessions had no KV (mostly so), and the delete would only seek again.
+    const counted = await trx.executeQuery(CompiledQuery.raw(PURGE_USAGE_SQL, [idsJson]));
+    if (Number(counted.numAffectedRows ?? 1) > 0) await trx.executeQuery(CompiledQuery.raw(PURGE_SQL, [idsJson]));
   }
 
   /** Drops the cached usage: the next quota check reads it again (after a purge committed). */
@@ -299,17 +293,15 @@ export class KvStore implements KvBackend {
     // looked up once per recorded pattern, so a bulk delete is not walked again every hour.
     const from = this.sweptUntil ?? 0;
     const until = now - graceMs;
-    const [tombstoned, orphans, derived] = await this.storage.batch([
-      { sql: `delete from plugin_kv where session_id <> '' and session_id in (select id from session_tombstones where deleted_at < ?)`, args: [now - graceMs] },
-      // A session deleted without KV has no tombstone; a write that raced its delete is an orphan.
-      {
-        sql: `delete from plugin_kv where session_id <> '' and updated_at < ? and not exists (select 1 from sessions s where s.id = plugin_kv.session_id)
-          and not exists (select 1 from session_tombstones t where t.id = plugin_kv.session_id)`,
-        args: [now - graceMs],
-      },
-      { sql: PATTERN_SWEEP_SQL, args: [from, until] },
+    const steps = [
+      ...countedDelete(TOMBSTONED_ROWS).map((sql) => ({ sql, args: [now - graceMs] })),
+      ...countedDelete(ORPHAN_ROWS).map((sql) => ({ sql, args: [now - graceMs] })),
+      ...PATTERN_SWEEP_SQL.map((sql) => ({ sql, args: [from, until] })),
       { sql: "delete from session_tombstones where deleted_at < ?", args: [now - Math.max(tombstoneMs, graceMs)] },
-    ]);
+    ];
+    const results = await this.storage.batch(steps);
+    // Each delete follows its usage statement.
+    const [tombstoned, orphans, derived] = [results[1], results[3], results[5]];
     this.sweptUntil = Math.max(from, until);
     this.usageOf.clear();
     return (tombstoned?.rowsAffected ?? 0) + (orphans?.rowsAffected ?? 0) + (derived?.rowsAffected ?? 0);
@@ -387,18 +379,18 @@ export class KvStore implements KvBackend {
   }
 
   /** The group's statements: its sweeps and guards, then its final state per key set-based. */
-  private statementsOf(group: Queued[]): InStatement[] {
+  private statementsOf(group: Queued[]): BatchItem[] {
     // The group's final state per key (last write wins), so the delete and upsert statements can
     // run set-based in any order.
     const last = new Map<string, [string, string, string, string | null]>();
     const plugins = new Set<string>();
-    const stmts: InStatement[] = [];
+    const stmts: BatchItem[] = [];
     for (const { changes } of group) {
       plugins.add(changes.plugin);
       // A sweep runs before every key write of the group: an earlier change set's write it matches
       // becomes a delete here, a later one's stays a write (and wins).
       for (const sweep of changes.sweeps ?? []) {
-        stmts.push({ sql: sweepDeleteSql(sweep), args: sweepArgs(changes.plugin, sweep) });
+        stmts.push(sweepStep(changes.plugin, sweep));
         stmts.push({ sql: PATTERN_SQL, args: [changes.plugin, sweep.session, sweep.prefix, sweep.byIdPrefix ? 1 : 0] });
         for (const w of last.values()) if (w[0] === changes.plugin && w[3] !== null && sweep.matches(w[1], w[2])) w[3] = null;
       }
@@ -427,7 +419,10 @@ export class KvStore implements KvBackend {
       if (!d) deletes.set(scope, (d = { plugin, session, keys: [] }));
       d.keys.push(key);
     }
-    for (const d of deletes.values()) stmts.push({ sql: DELETE_SQL, args: [d.plugin, d.session, sqlJson(d.keys)] });
+    for (const d of deletes.values()) {
+      const args = [d.plugin, d.session, sqlJson(d.keys)];
+      stmts.push({ sql: DELETE_USAGE_SQL, args }, { sql: KEYS_DELETE_SQL, args });
+    }
     if (upserts.length > 0) stmts.push({ sql: UPSERT_SQL, args: [sqlJson(upserts), this.opts.now()] });
     for (const { changes } of group) if (changes.quota) stmts.push({ sql: QUOTA_SQL, args: [changes.plugin, changes.quota.keys, changes.quota.bytes] });
     stmts.push({ sql: USAGE_SQL, args: [JSON.stringify([...plugins])] });

@@ -1,0 +1,172 @@
+// A staged sweep (host-api/kv.ts KvSweep: the keys `prefix + id`, or `prefix + id + ":" + suffix`,
+// of a list of session ids) as SQL: the rows it matches, and its delete at commit.
+// On the embedded file the delete reads the matched keys in the commit's transaction and deletes
+// them by key range: a bulk delete's ids are mostly neighbours in key order (10,000 of 10,000, or
+// the 1,000 oldest), and a range delete costs about a sixth of one primary-key seek per key, which
+// SQLite also makes two-pass when the key list comes from a subquery. Ids scattered among keys that
+// stay are deleted by their key list; a range holding many more keys than the ids could match is
+// not read at all (the set-based SQL a server runs instead).
+import type { KvSweep } from "../../host-api/kv.ts";
+import type { BatchConnection, ReadingStep } from "./file-batch.ts";
+import { ROW_BYTES, USAGE_OFF_COUNTED_SQL, usageOffSql } from "./kv-usage.ts";
+
+/**
+ * `key` is `prefix + id + ":" + suffix` with no further ':' (the id ends at the key's last ':'), as
+ * SQL over the three expressions: one range seek on the primary key, then the check of the suffix.
+ */
+export const keyOfIdPrefix = (key: string, prefix: string, id: string) =>
+  `${key} >= ${prefix} || ${id} || ':' and ${key} < ${prefix} || ${id} || ';' and instr(substr(${key}, length(${prefix} || ${id}) + 2), ':') = 0`;
+
+// The rows a sweep matches (?1 plugin, ?2 scope, ?3 prefix, ?4 ids JSON), one primary key seek per
+// id: `prefix || id`, or the key range [prefix || id || ':', prefix || id || ';') with no further
+// ':'. CROSS JOIN keeps json_each outside, so each id's range is a seek; the planner otherwise scans
+// the ids once per stored key.
+const sweepRowsOf = (ids: string, columns = "k.key") => ({
+  exact: `select ${columns} from ${ids} j cross join plugin_kv k
+    where k.plugin = ?1 and k.session_id = ?2 and k.key = ?3 || j.value`,
+  byIdPrefix: `select ${columns}, j.value as id from ${ids} j cross join plugin_kv k
+    where j.value <> '' and k.plugin = ?1 and k.session_id = ?2
+      and ${keyOfIdPrefix("k.key", "?3", "j.value")}`,
+});
+const SWEEP_ROWS = sweepRowsOf("json_each(?4)");
+/** The same with an id the plugin listed twice taken once: for counts (its keys must not count twice). */
+export const DISTINCT_SWEEP_ROWS = sweepRowsOf("(select distinct value from json_each(?4))");
+export const sweepRows = (sweep: KvSweep, rows = SWEEP_ROWS) => (sweep.byIdPrefix ? rows.byIdPrefix : rows.exact);
+export const sweepArgs = (plugin: string, sweep: KvSweep) => [plugin, sweep.session, sweep.prefix, sweep.idsJson];
+
+// The set-based delete (a server's, and the file's when the range read would be too long): usage
+// first, over each matched row once, then the rows. An exact sweep's keys are known without reading
+// them: one seek per id, where a range sweep's key list is read first.
+const COUNTED_ROWS = sweepRowsOf("(select distinct value from json_each(?4))", "k.plugin, k.key, k.value");
+const USAGE_OFF_SQL = {
+  exact: usageOffSql(`from (${COUNTED_ROWS.exact}) k`),
+  byIdPrefix: usageOffSql(`from (${COUNTED_ROWS.byIdPrefix}) k`),
+};
+const DELETE_SQL = {
+  exact: `delete from plugin_kv where plugin = ?1 and session_id = ?2 and key in (select ?3 || value from json_each(?4))`,
+  byIdPrefix: `delete from plugin_kv where plugin = ?1 and session_id = ?2 and key in (select key from (${SWEEP_ROWS.byIdPrefix}))`,
+};
+const setBased = (plugin: string, sweep: KvSweep) => {
+  const mode = sweep.byIdPrefix ? "byIdPrefix" : "exact";
+  const args = sweepArgs(plugin, sweep);
+  return [
+    { sql: USAGE_OFF_SQL[mode], args },
+    { sql: DELETE_SQL[mode], args },
+  ] as const;
+};
+
+// The key range any matched key lies in (?1 prefix, ?2 ids JSON): its first and last possible key.
+const BOUNDS_SQL = {
+  exact: `select min(?1 || value), max(?1 || value) from json_each(?2)`,
+  byIdPrefix: `select min(?1 || value || ':'), max(?1 || value || ';') from json_each(?2) where value <> ''`,
+};
+// The scope's keys in [?3, ?4] in key order with their bytes, at most ?5 of them, as ONE JSON text
+// (thousands of rows as JS values cost more than reading them).
+const RANGE_ROWS_SQL = `select json_group_array(json_array(key, b)) from (select key, ${ROW_BYTES("plugin_kv")} as b from plugin_kv
+  where plugin = ?1 and session_id = ?2 and key >= ?3 and key <= ?4 order by key limit ?5)`;
+// One run of matched keys, [?3, ?4]: no other key lies between them (read in this transaction).
+const RANGE_DELETE_SQL = `delete from plugin_kv where plugin = ?1 and session_id = ?2 and key >= ?3 and key <= ?4`;
+/** Keys ?3 (a JSON array of distinct keys) of plugin ?1's scope ?2. */
+export const KEYS_DELETE_SQL = `delete from plugin_kv where plugin = ?1 and session_id = ?2 and key in (select value from json_each(?3))`;
+
+/** Keys read per id at most (an exact sweep matches one per id); past it the range is left unread. */
+const KEYS_READ_PER_ID = 8;
+/** At most this many keys are read in one range (about 50 MB of JSON at the longest keys). */
+const KEYS_READ_MAX = 100_000;
+
+// JS orders strings as SQLite's BINARY collation does below U+D800 (UTF-16 units, code points and
+// UTF-8 bytes agree there); an id past it, raw or escaped in the JSON, leaves the ordering to SQL.
+const OUT_OF_ORDER = /[\ud800-\uffff]|\\u[d-fD-F]/;
+
+/** [first, last] key a matched key can be (JS order: `ordered` ids), or undefined when no id can match (mode 1 skips ""). */
+function boundsOf(sweep: KvSweep): [string, string] | undefined {
+  const { prefix } = sweep;
+  let lo: string | undefined;
+  let hi: string | undefined;
+  for (const id of sweep.ids) {
+    if (sweep.byIdPrefix && id === "") continue;
+    const first = sweep.byIdPrefix ? prefix + id + ":" : prefix + id;
+    const last = sweep.byIdPrefix ? prefix + id + ";" : first;
+    if (lo === undefined || first < lo) lo = first;
+    if (hi === undefined || last > hi) hi = last;
+  }
+  return lo === undefined ? undefined : [lo, hi!];
+}
+
+function boundsInSql(conn: BatchConnection, sweep: KvSweep): [string, string] | undefined {
+  const [lo, hi] = conn.all(BOUNDS_SQL[sweep.byIdPrefix ? "byIdPrefix" : "exact"], [sweep.prefix, sweep.idsJson])[0] ?? [];
+  return typeof lo === "string" && typeof hi === "string" ? [lo, hi] : undefined;
+}
+
+// The scope's keys in [?3, ?4] (at most ?6): their number, bytes, and whether they are exactly the
+// keys of JSON array ?5 in key order. JSON is unambiguous: equal texts are equal key lists. (Counting
+// the matched keys in SQL instead, by one seek or one lookup per key, took twice as long.)
+const WHOLE_RANGE_SQL = `select count(*), coalesce(sum(b), 0), coalesce(json_group_array(key), '[]') = ?5 from (select key, ${ROW_BYTES("plugin_kv")} as b
+  from plugin_kv where plugin = ?1 and session_id = ?2 and key >= ?3 and key <= ?4 order by key limit ?6)`;
+
+/**
+ * An exact sweep (ids in JS order) whose keys are all stored with nothing else between them (a
+ * bulk delete's neighbouring ids, each indexed): told by one read, deleted by one range. Undefined
+ * when it is not so.
+ */
+function wholeRange(conn: BatchConnection, plugin: string, sweep: KvSweep): number | undefined {
+  const keys = sortedDistinct(sweep.ids).map((id) => sweep.prefix + id);
+  if (keys.length === 0) return 0;
+  const range = [plugin, sweep.session, keys[0]!, keys[keys.length - 1]!] as const;
+  const [n, bytes, same] = conn.all(WHOLE_RANGE_SQL, [...range, JSON.stringify(keys), keys.length + 1])[0] ?? [];
+  if (Number(same) !== 1) return undefined;
+  conn.run(USAGE_OFF_COUNTED_SQL, [plugin, Number(n), Number(bytes)]);
+  return conn.run(RANGE_DELETE_SQL, [...range]);
+}
+
+/** Sorted (JS order), without repeats; a list already so (a delete's ids are) is taken as it is. */
+function sortedDistinct(ids: readonly string[]): readonly string[] {
+  for (let i = 1; i < ids.length; i++) if (!(ids[i - 1]! < ids[i]!)) return [...new Set(ids)].sort();
+  return ids;
+}
+
+/** The commit of `sweep`: its matched keys deleted and taken off the plugin's usage. */
+export function sweepStep(plugin: string, sweep: KvSweep): ReadingStep {
+  const statements = setBased(plugin, sweep);
+  return { statements: [...statements], inFile: (conn) => sweepInFile(conn, plugin, sweep, statements) };
+}
+
+function sweepInFile(conn: BatchConnection, plugin: string, sweep: KvSweep, [usage, del]: ReturnType<typeof setBased>): number {
+  const { session } = sweep;
+  const ordered = !OUT_OF_ORDER.test(sweep.idsJson) && !OUT_OF_ORDER.test(sweep.prefix);
+  if (ordered && !sweep.byIdPrefix) {
+    const gone = wholeRange(conn, plugin, sweep);
+    if (gone !== undefined) return gone;
+  }
+  const bounds = ordered ? boundsOf(sweep) : boundsInSql(conn, sweep);
+  if (!bounds) return 0;
+  const most = Math.min(KEYS_READ_PER_ID * sweep.ids.length + 1024, KEYS_READ_MAX);
+  const rows = JSON.parse(String(conn.all(RANGE_ROWS_SQL, [plugin, session, ...bounds, most + 1])[0]?.[0] ?? "[]")) as Array<[string, number]>;
+  if (rows.length > most) {
+    conn.run(usage.sql, usage.args);
+    return conn.run(del.sql, del.args);
+  }
+  // Runs of matched keys in key order: [first, last] each, no kept key between.
+  const runs: Array<[string, string]> = [];
+  const matched: string[] = [];
+  let bytes = 0;
+  let inRun = false;
+  for (const [key, size] of rows) {
+    if (!sweep.matches(session, key)) {
+      inRun = false;
+      continue;
+    }
+    matched.push(key);
+    bytes += size;
+    if (inRun) runs[runs.length - 1]![1] = key;
+    else runs.push([key, key]);
+    inRun = true;
+  }
+  if (matched.length === 0) return 0;
+  conn.run(USAGE_OFF_COUNTED_SQL, [plugin, matched.length, bytes]);
+  // A run is one statement: worth it while runs are few against the keys they hold.
+  if (runs.length * 4 > matched.length) return conn.run(KEYS_DELETE_SQL, [plugin, session, JSON.stringify(matched)]);
+  let deleted = 0;
+  for (const [first, last] of runs) deleted += conn.run(RANGE_DELETE_SQL, [plugin, session, first, last]);
+  return deleted;
+}
