@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { createClient } from "@libsql/client";
 import { openStorage, type Storage } from "../runtime/storage/db.ts";
 import { listQuery, type ListFilter } from "../runtime/sessions/service.ts";
-import { KEYS_SQL, PURGE_SQL } from "../runtime/storage/plugin-kv.ts";
+import { ANY_SESSION_KV_SQL, KEYS_SQL, PURGE_SQL } from "../runtime/storage/plugin-kv.ts";
 
 let dir: string;
 let storage: Storage;
@@ -76,6 +76,9 @@ describe("storage: query plans", () => {
     const purge = await plan(PURGE_SQL, [ids]);
     assertIndexed(purge, "plugin_kv");
     assert.ok(purge.some((s) => /INDEX plugin_kv_session/.test(s)), purge.join(" / "));
+    // Whether any session-scoped KV exists at all (a delete skips the purge when none does): one seek there.
+    const any = await plan(ANY_SESSION_KV_SQL, []);
+    assert.ok(any.some((s) => /INDEX plugin_kv_session/.test(s)), any.join(" / "));
   });
 
   it("lists a plugin's keys under a prefix as a range bounded at both ends (not every later key of the scope)", async () => {

@@ -76,6 +76,7 @@ const KEYS_WITHIN_SQL = `select case when (select coalesce(sum(length(cast(key a
 const PURGED_ROWS = `from json_each(?1) j cross join plugin_kv k on k.session_id = j.value where k.session_id <> ''`;
 export const PURGE_SQL = `delete from plugin_kv where (plugin, session_id, key) in (select k.plugin, k.session_id, k.key ${PURGED_ROWS})`;
 const PURGE_USAGE_SQL = usageOffSql(PURGED_ROWS);
+export const ANY_SESSION_KV_SQL = `select 1 from plugin_kv where session_id <> '' limit 1`;
 /** A database that cannot answer is the host's fault: the call fails as `unavailable`. */
 const unavailable = (err: unknown) => new PluginCallError("unavailable", `database: ${(err as Error).message}`.slice(0, 500));
 const GUARD_PRESENT_SQL = failUnless(`exists (select 1 from plugin_kv where plugin = ?1 and session_id = ?2 and key = ?3 and value = ?4)`);
@@ -273,6 +274,10 @@ export class KvStore implements KvBackend {
    * plugin subscribes to on_session_delete); call forgetUsage() once it has committed.
    */
   async purgeSessionsIn(trx: Transaction<Database>, idsJson: string): Promise<void> {
+    // No plugin keeps session-scoped KV at all (one seek in the partial index): nothing to look up
+    // per id (100,000 ids: about 70 ms of probes that find nothing).
+    const any = await trx.executeQuery(CompiledQuery.raw(ANY_SESSION_KV_SQL, []));
+    if (any.rows.length === 0) return;
     // No usage changed: the sessions had no KV (mostly so), and the delete would only seek again.
     const counted = await trx.executeQuery(CompiledQuery.raw(PURGE_USAGE_SQL, [idsJson]));
     if (Number(counted.numAffectedRows ?? 1) > 0) await trx.executeQuery(CompiledQuery.raw(PURGE_SQL, [idsJson]));
