@@ -230,6 +230,41 @@ for (const dbKind of TEST_DBS) {
       assert.ok(model.has("entry:s00100x") && model.has("task:s00100;") && model.has("entry:"), "neighbours that no id matches stay");
       await assertUsageTrue(db, "bulk");
     });
+    // Keys around the ids' edges (':' ';' digits '!' and characters past U+D800, where JS and SQLite
+    // order strings differently) in random namespaces, swept by random id lists, sorted or not.
+    it("random namespaces around the ids' edges keep exactly what the model keeps, usage included", async () => {
+      let seed = 11;
+      const rnd = (n: number) => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % n;
+      const alphabet = ["a", "b", "0", "1", ":", ";", "!", "é", "😀", "\uE000", "\uFFFD", "9", "\u0001", "~"];
+      const word = (max: number) => Array.from({ length: 1 + rnd(max) }, () => alphabet[rnd(alphabet.length)]).join("");
+      for (let round = 0; round < 20; round++) {
+        const plugin = `edges${round}`;
+        const kv = new PluginKv(plugin, db.store, { keys: 100_000, bytes: 100_000_000 });
+        const model = new Set<string>();
+        const ids = Array.from({ length: 30 + rnd(60) }, () => word(4));
+        const prefixes = ["", "e:", "t:", "x"];
+        for (let i = 0; i < 300; i++) {
+          const p = prefixes[rnd(prefixes.length)]!;
+          const key = rnd(3) === 0 ? p + word(6) : p + ids[rnd(ids.length)] + [":1", ":x", "", ":a:2", ";", ":"][rnd(6)];
+          kv.set("", key, "v".repeat(1 + rnd(20)));
+          model.add(key);
+        }
+        kv.end(true);
+        await db.store.flush();
+        for (let s = 0; s < 5; s++) {
+          const prefix = prefixes[rnd(prefixes.length)]!;
+          const list = rnd(2) === 0 ? ids.filter(() => rnd(3) > 0) : [...ids].sort().slice(rnd(10), 10 + rnd(40));
+          const byIdPrefix = rnd(2) === 0;
+          const sw = new KvSweep("", prefix, JSON.stringify(list), list, byIdPrefix);
+          for (const k of [...model]) if (sw.matches("", k)) model.delete(k);
+          kv.deleteForSessions("", prefix, JSON.stringify(list), list, byIdPrefix, false);
+          kv.end(true);
+          await db.store.flush();
+          assert.deepEqual(db.store.keys(plugin, "", ""), [...model].sort(), `round ${round}, sweep ${s}`);
+        }
+        await assertUsageTrue(db, plugin);
+      }
+    });
   });
 }
 
