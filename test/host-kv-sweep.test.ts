@@ -230,6 +230,28 @@ for (const dbKind of TEST_DBS) {
       assert.ok(model.has("entry:s00100x") && model.has("task:s00100;") && model.has("entry:"), "neighbours that no id matches stay");
       await assertUsageTrue(db, "bulk");
     });
+    // Found by a review: on the file, the range's bounds were computed in SQL from the plugin's ids
+    // JSON, and an id that decodes to a lone surrogate came back as bytes that are not UTF-8, which
+    // the native driver answers by aborting the process.
+    it("a sweep whose ids JSON holds a lone-surrogate escape deletes what it matches, and the server goes on", async () => {
+      for (const [prefix, key, byIdPrefix] of [["entry:", "entry:a", false], ["task:", "task:a:1", true]] as const) {
+        const kv = new PluginKv("lone", db.store, { keys: 1_000, bytes: 1_000_000 });
+        const other = new PluginKv("lone-other", db.store, { keys: 1_000, bytes: 1_000_000 });
+        kv.set("", key, "v");
+        kv.end(true);
+        await db.store.flush();
+        const json = '["a","\\ud800","\\udc00b"]';
+        assert.equal(kv.deleteForSessions("", prefix, json, JSON.parse(json) as string[], byIdPrefix), 1);
+        other.set("", "innocent", "x");
+        kv.end(true);
+        other.end(true);
+        await db.store.flush();
+        assert.deepEqual(db.store.keys("lone", "", ""), [], prefix);
+        assert.equal(db.store.get("lone-other", "", "innocent"), "x");
+      }
+      assert.deepEqual(db.errors, []);
+    });
+
     // Keys around the ids' edges (':' ';' digits '!' and characters past U+D800, where JS and SQLite
     // order strings differently) in random namespaces, swept by random id lists, sorted or not.
     it("random namespaces around the ids' edges keep exactly what the model keeps, usage included", async () => {

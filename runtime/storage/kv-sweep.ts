@@ -55,11 +55,6 @@ const setBased = (plugin: string, sweep: KvSweep) => {
   ] as const;
 };
 
-// The key range any matched key lies in (?1 prefix, ?2 ids JSON): its first and last possible key.
-const BOUNDS_SQL = {
-  exact: `select min(?1 || value), max(?1 || value) from json_each(?2)`,
-  byIdPrefix: `select min(?1 || value || ':'), max(?1 || value || ';') from json_each(?2) where value <> ''`,
-};
 // The scope's keys in [?3, ?4] in key order with their bytes, at most ?5 of them, as ONE JSON text
 // (thousands of rows as JS values cost more than reading them).
 const RANGE_ROWS_SQL = `select json_group_array(json_array(key, b)) from (select key, ${ROW_BYTES("plugin_kv")} as b from plugin_kv
@@ -75,27 +70,46 @@ const KEYS_READ_PER_ID = 8;
 const KEYS_READ_MAX = 100_000;
 
 // JS orders strings as SQLite's BINARY collation does below U+D800 (UTF-16 units, code points and
-// UTF-8 bytes agree there); an id past it, raw or escaped in the JSON, leaves the ordering to SQL.
+// UTF-8 bytes agree there): the whole-range check, which sorts the ids in JS, needs ids without a
+// character past it, raw or escaped in the JSON.
 const OUT_OF_ORDER = /[\ud800-\uffff]|\\u[d-fD-F]/;
 
-/** [first, last] key a matched key can be (JS order: `ordered` ids), or undefined when no id can match (mode 1 skips ""). */
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** a < b as SQLite's BINARY collation orders their UTF-8 (code point order), for well-formed strings. */
+function utf8Less(a: string, b: string): boolean {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const x = a.charCodeAt(i);
+    const y = b.charCodeAt(i);
+    if (x !== y) return codePointRank(x) < codePointRank(y);
+  }
+  return a.length < b.length;
+}
+/** A UTF-16 unit's place in code point order: a surrogate (of a pair: U+10000 and up) after U+E000-U+FFFF. */
+const codePointRank = (u: number) => (u >= 0xd800 && u <= 0xdfff ? u + 0x2000 : u >= 0xe000 ? u - 0x800 : u);
+
+/**
+ * [first, last] key a matched key can be, or undefined when no id can match: mode 1 skips "", and
+ * an id that is not well-formed UTF-16 (a lone surrogate, from an escape in the plugin's JSON)
+ * matches no stored key. Found in JS: SQL handing back a bound made of such an id would give the
+ * native driver bytes that are not UTF-8, which aborts the process.
+ */
 function boundsOf(sweep: KvSweep): [string, string] | undefined {
   const { prefix } = sweep;
+  // The ids come from JSON text, decoded from UTF-8: only a \uD800-\uDFFF escape can make one ill-formed.
+  const mayBeIllFormed = SURROGATE_ESCAPE.test(sweep.idsJson);
   let lo: string | undefined;
   let hi: string | undefined;
   for (const id of sweep.ids) {
-    if (sweep.byIdPrefix && id === "") continue;
+    if ((sweep.byIdPrefix && id === "") || (mayBeIllFormed && LONE_SURROGATE.test(id))) continue;
     const first = sweep.byIdPrefix ? prefix + id + ":" : prefix + id;
     const last = sweep.byIdPrefix ? prefix + id + ";" : first;
-    if (lo === undefined || first < lo) lo = first;
-    if (hi === undefined || last > hi) hi = last;
+    if (lo === undefined || utf8Less(first, lo)) lo = first;
+    if (hi === undefined || utf8Less(hi, last)) hi = last;
   }
   return lo === undefined ? undefined : [lo, hi!];
-}
-
-function boundsInSql(conn: BatchConnection, sweep: KvSweep): [string, string] | undefined {
-  const [lo, hi] = conn.all(BOUNDS_SQL[sweep.byIdPrefix ? "byIdPrefix" : "exact"], [sweep.prefix, sweep.idsJson])[0] ?? [];
-  return typeof lo === "string" && typeof hi === "string" ? [lo, hi] : undefined;
 }
 
 // The scope's keys in [?3, ?4] (at most ?6): their number, bytes, and whether they are exactly the
@@ -138,7 +152,7 @@ function sweepInFile(conn: BatchConnection, plugin: string, sweep: KvSweep, [usa
     const gone = wholeRange(conn, plugin, sweep);
     if (gone !== undefined) return gone;
   }
-  const bounds = ordered ? boundsOf(sweep) : boundsInSql(conn, sweep);
+  const bounds = boundsOf(sweep);
   if (!bounds) return 0;
   const most = Math.min(KEYS_READ_PER_ID * sweep.ids.length + 1024, KEYS_READ_MAX);
   const rows = JSON.parse(String(conn.all(RANGE_ROWS_SQL, [plugin, session, ...bounds, most + 1])[0]?.[0] ?? "[]")) as Array<[string, number]>;
