@@ -230,6 +230,28 @@ for (const dbKind of TEST_DBS) {
       assert.ok(model.has("entry:s00100x") && model.has("task:s00100;") && model.has("entry:"), "neighbours that no id matches stay");
       await assertUsageTrue(db, "bulk");
     });
+    // Found by a review: the range read was bounded by its number of keys only, and 100,000 keys of
+    // 512 escaped characters made a 300 MB text (4.5 s on the server's thread); past 2 MiB of keys
+    // the set-based delete runs instead, and deletes the same keys.
+    it("a range holding megabytes of long keys is not read, and the sweep still deletes exactly its keys", async () => {
+      const kv = new PluginKv("long", db.store, { keys: 100_000, bytes: 100_000_000 });
+      const pad = "\u0001".repeat(480);
+      const keys = Array.from({ length: 5_000 }, (_, i) => `e:${String(i).padStart(5, "0")}:${pad}`);
+      for (let i = 0; i < keys.length; i += 1_500) {
+        for (const k of keys.slice(i, i + 1_500)) kv.set("", k, "v");
+        kv.end(true);
+        await db.store.flush();
+      }
+      const ids = keys.filter((_, i) => i % 2 === 0).map((k) => k.slice(2, 7));
+      assert.equal(kv.deleteForSessions("", "e:", JSON.stringify(ids), ids, true, false), -1);
+      kv.end(true);
+      await db.store.flush();
+      // Row by row: as one JSON text these keys pass a server's largest string.
+      const left = await db.storage.client.execute("select key from plugin_kv where plugin = 'long' order by key");
+      assert.deepEqual(left.rows.map((r) => r.key), keys.filter((_, i) => i % 2 === 1));
+      await assertUsageTrue(db, "long");
+    });
+
     // Found by a review: on the file, the range's bounds were computed in SQL from the plugin's ids
     // JSON, and an id that decodes to a lone surrogate came back as bytes that are not UTF-8, which
     // the native driver answers by aborting the process.

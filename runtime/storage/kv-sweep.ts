@@ -55,10 +55,17 @@ const setBased = (plugin: string, sweep: KvSweep) => {
   ] as const;
 };
 
-// The scope's keys in [?3, ?4] in key order with their bytes, at most ?5 of them, as ONE JSON text
-// (thousands of rows as JS values cost more than reading them).
-const RANGE_ROWS_SQL = `select json_group_array(json_array(key, b)) from (select key, ${ROW_BYTES("plugin_kv")} as b from plugin_kv
-  where plugin = ?1 and session_id = ?2 and key >= ?3 and key <= ?4 order by key limit ?5)`;
+/** The scope's keys in [?3, ?4], in key order, at most ?`limit` of them. */
+const rangeOf = (limit: number) => `from plugin_kv where plugin = ?1 and session_id = ?2 and key >= ?3 and key <= ?4 order by key limit ?${limit}`;
+/**
+ * `value` over those keys, or null when they hold more than ?`budget` bytes, told by a pass over
+ * their lengths first (octet_length reads a row's header only): a bound by their count alone let
+ * 100,000 keys of 512 escaped characters make a 300 MB text (4.5 s on the server's thread).
+ */
+const withinBytes = (limit: number, budget: number, value: string) =>
+  `select case when (select coalesce(sum(octet_length(key)), 0) from (select key ${rangeOf(limit)})) > ?${budget} then null else (${value}) end`;
+// Those keys with their bytes as ONE JSON text (thousands of rows as JS values cost more than reading them).
+const RANGE_ROWS_SQL = withinBytes(5, 6, `select json_group_array(json_array(key, b)) from (select key, ${ROW_BYTES("plugin_kv")} as b ${rangeOf(5)})`);
 // One run of matched keys, [?3, ?4]: no other key lies between them (read in this transaction).
 const RANGE_DELETE_SQL = `delete from plugin_kv where plugin = ?1 and session_id = ?2 and key >= ?3 and key <= ?4`;
 /** Keys ?3 (a JSON array of distinct keys) of plugin ?1's scope ?2. */
@@ -66,8 +73,10 @@ export const KEYS_DELETE_SQL = `delete from plugin_kv where plugin = ?1 and sess
 
 /** Keys read per id at most (an exact sweep matches one per id); past it the range is left unread. */
 const KEYS_READ_PER_ID = 8;
-/** At most this many keys are read in one range (about 50 MB of JSON at the longest keys). */
+/** At most this many keys are read in one range. */
 const KEYS_READ_MAX = 100_000;
+/** And at most this many bytes of them (as JSON at most 6x: a control character is escaped as \u0001). */
+const KEYS_READ_BYTES = 2 * 1024 * 1024;
 
 // JS orders strings as SQLite's BINARY collation does below U+D800 (UTF-16 units, code points and
 // UTF-8 bytes agree there): the whole-range check, which sorts the ids in JS, needs ids without a
@@ -115,8 +124,11 @@ function boundsOf(sweep: KvSweep): [string, string] | undefined {
 // The scope's keys in [?3, ?4] (at most ?6): their number, bytes, and whether they are exactly the
 // keys of JSON array ?5 in key order. JSON is unambiguous: equal texts are equal key lists. (Counting
 // the matched keys in SQL instead, by one seek or one lookup per key, took twice as long.)
-const WHOLE_RANGE_SQL = `select count(*), coalesce(sum(b), 0), coalesce(json_group_array(key), '[]') = ?5 from (select key, ${ROW_BYTES("plugin_kv")} as b
-  from plugin_kv where plugin = ?1 and session_id = ?2 and key >= ?3 and key <= ?4 order by key limit ?6)`;
+const WHOLE_RANGE_SQL = withinBytes(
+  6,
+  7,
+  `select json_array(count(*), coalesce(sum(b), 0), coalesce(json_group_array(key), '[]') = ?5) from (select key, ${ROW_BYTES("plugin_kv")} as b ${rangeOf(6)})`,
+);
 
 /**
  * An exact sweep (ids in JS order) whose keys are all stored with nothing else between them (a
@@ -124,11 +136,15 @@ const WHOLE_RANGE_SQL = `select count(*), coalesce(sum(b), 0), coalesce(json_gro
  * when it is not so.
  */
 function wholeRange(conn: BatchConnection, plugin: string, sweep: KvSweep): number | undefined {
+  // The expected list is about as long as the keys it is compared with: within the same budget.
+  if (sweep.idsJson.length + sweep.prefix.length * sweep.ids.length > KEYS_READ_BYTES) return undefined;
   const keys = sortedDistinct(sweep.ids).map((id) => sweep.prefix + id);
   if (keys.length === 0) return 0;
   const range = [plugin, sweep.session, keys[0]!, keys[keys.length - 1]!] as const;
-  const [n, bytes, same] = conn.all(WHOLE_RANGE_SQL, [...range, JSON.stringify(keys), keys.length + 1])[0] ?? [];
-  if (Number(same) !== 1) return undefined;
+  const text = conn.all(WHOLE_RANGE_SQL, [...range, JSON.stringify(keys), keys.length + 1, KEYS_READ_BYTES])[0]?.[0];
+  if (text == null) return undefined;
+  const [n, bytes, same] = JSON.parse(String(text)) as [number, number, number];
+  if (same !== 1) return undefined;
   conn.run(USAGE_OFF_COUNTED_SQL, [plugin, Number(n), Number(bytes)]);
   return conn.run(RANGE_DELETE_SQL, [...range]);
 }
@@ -155,8 +171,9 @@ function sweepInFile(conn: BatchConnection, plugin: string, sweep: KvSweep, [usa
   const bounds = boundsOf(sweep);
   if (!bounds) return 0;
   const most = Math.min(KEYS_READ_PER_ID * sweep.ids.length + 1024, KEYS_READ_MAX);
-  const rows = JSON.parse(String(conn.all(RANGE_ROWS_SQL, [plugin, session, ...bounds, most + 1])[0]?.[0] ?? "[]")) as Array<[string, number]>;
-  if (rows.length > most) {
+  const text = conn.all(RANGE_ROWS_SQL, [plugin, session, ...bounds, most + 1, KEYS_READ_BYTES])[0]?.[0];
+  const rows = text == null ? undefined : (JSON.parse(String(text)) as Array<[string, number]>);
+  if (rows === undefined || rows.length > most) {
     conn.run(usage.sql, usage.args);
     return conn.run(del.sql, del.args);
   }
