@@ -29,15 +29,16 @@ const sweepRowsOf = (ids: string, columns = "k.key") => ({
       and ${keyOfIdPrefix("k.key", "?3", "j.value")}`,
 });
 const SWEEP_ROWS = sweepRowsOf("json_each(?4)");
-/** The same with an id the plugin listed twice taken once: for counts (its keys must not count twice). */
-export const DISTINCT_SWEEP_ROWS = sweepRowsOf("(select distinct value from json_each(?4))");
+/** The ids, an id the plugin listed twice taken once: for counts (its keys must not count twice). */
+const DISTINCT_IDS = "(select distinct value from json_each(?4))";
+export const DISTINCT_SWEEP_ROWS = sweepRowsOf(DISTINCT_IDS);
 export const sweepRows = (sweep: KvSweep, rows = SWEEP_ROWS) => (sweep.byIdPrefix ? rows.byIdPrefix : rows.exact);
 export const sweepArgs = (plugin: string, sweep: KvSweep) => [plugin, sweep.session, sweep.prefix, sweep.idsJson];
 
 // The set-based delete (a server's, and the file's when the range read would be too long): usage
 // first, over each matched row once, then the rows. An exact sweep's keys are known without reading
 // them: one seek per id, where a range sweep's key list is read first.
-const COUNTED_ROWS = sweepRowsOf("(select distinct value from json_each(?4))", "k.plugin, k.key, k.value");
+const COUNTED_ROWS = sweepRowsOf(DISTINCT_IDS, "k.plugin, k.key, k.value");
 const USAGE_OFF_SQL = {
   exact: usageOffSql(`from (${COUNTED_ROWS.exact}) k`),
   byIdPrefix: usageOffSql(`from (${COUNTED_ROWS.byIdPrefix}) k`),
@@ -145,7 +146,7 @@ function wholeRange(conn: BatchConnection, plugin: string, sweep: KvSweep): numb
   if (text == null) return undefined;
   const [n, bytes, same] = JSON.parse(String(text)) as [number, number, number];
   if (same !== 1) return undefined;
-  conn.run(USAGE_OFF_COUNTED_SQL, [plugin, Number(n), Number(bytes)]);
+  conn.run(USAGE_OFF_COUNTED_SQL, [plugin, n, bytes]);
   return conn.run(RANGE_DELETE_SQL, [...range]);
 }
 

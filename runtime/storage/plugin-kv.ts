@@ -73,9 +73,7 @@ const KEYS_WITHIN_SQL = `select case when (select coalesce(sum(length(cast(key a
 // the delete works from; `session_id IN (select json_each)` first copied every id into a temporary
 // index (100,000 ids: ~20% of the purge).
 // The ids are distinct (a deletion's result).
-const PURGED_ROWS = `from json_each(?1) j cross join plugin_kv k on k.session_id = j.value where k.session_id <> ''`;
-export const PURGE_SQL = `delete from plugin_kv where (plugin, session_id, key) in (select k.plugin, k.session_id, k.key ${PURGED_ROWS})`;
-const PURGE_USAGE_SQL = usageOffSql(PURGED_ROWS);
+export const [PURGE_USAGE_SQL, PURGE_SQL] = countedDelete(`from json_each(?1) j cross join plugin_kv k on k.session_id = j.value where k.session_id <> ''`);
 export const ANY_SESSION_KV_SQL = `select 1 from plugin_kv where session_id <> '' limit 1`;
 /** A database that cannot answer is the host's fault: the call fails as `unavailable`. */
 const unavailable = (err: unknown) => new PluginCallError("unavailable", `database: ${(err as Error).message}`.slice(0, 500));
@@ -100,11 +98,8 @@ const PATTERN_ROWS = `(select p.plugin, p.session_id, p.prefix || t.id from kv_s
   select k.plugin, k.session_id, k.key from kv_sweep_patterns p cross join session_tombstones t cross join plugin_kv k
     where p.by_id_prefix = 1 and t.deleted_at >= ?1 and t.deleted_at < ?2 and k.plugin = p.plugin and k.session_id = p.session_id
       and ${keyOfIdPrefix("k.key", "p.prefix", "t.id")})`;
-// Two patterns can give the same key: the usage reads each row once through IN.
-const PATTERN_SWEEP_SQL = [
-  usageOffSql(`from plugin_kv k where (k.plugin, k.session_id, k.key) in ${PATTERN_ROWS}`),
-  `delete from plugin_kv where (plugin, session_id, key) in ${PATTERN_ROWS}`,
-];
+// Two patterns can give the same key: each row is read once through IN.
+const PATTERN_KV_ROWS = `from plugin_kv k where (k.plugin, k.session_id, k.key) in ${PATTERN_ROWS}`;
 // Session-scoped KV of sessions deleted before ?1 (the tombstones say which).
 const TOMBSTONED_ROWS = `from plugin_kv k where k.session_id <> '' and k.session_id in (select id from session_tombstones where deleted_at < ?1)`;
 // A session deleted without KV has no tombstone; a write that raced its delete is an orphan (?1: not updated since).
@@ -298,18 +293,19 @@ export class KvStore implements KvBackend {
     // looked up once per recorded pattern, so a bulk delete is not walked again every hour.
     const from = this.sweptUntil ?? 0;
     const until = now - graceMs;
-    const steps = [
-      ...countedDelete(TOMBSTONED_ROWS).map((sql) => ({ sql, args: [now - graceMs] })),
-      ...countedDelete(ORPHAN_ROWS).map((sql) => ({ sql, args: [now - graceMs] })),
-      ...PATTERN_SWEEP_SQL.map((sql) => ({ sql, args: [from, until] })),
-      { sql: "delete from session_tombstones where deleted_at < ?", args: [now - Math.max(tombstoneMs, graceMs)] },
+    const deletes: Array<[rows: string, args: number[]]> = [
+      [TOMBSTONED_ROWS, [now - graceMs]],
+      [ORPHAN_ROWS, [now - graceMs]],
+      [PATTERN_KV_ROWS, [from, until]],
     ];
-    const results = await this.storage.batch(steps);
-    // Each delete follows its usage statement.
-    const [tombstoned, orphans, derived] = [results[1], results[3], results[5]];
+    const results = await this.storage.batch([
+      ...deletes.flatMap(([rows, args]) => countedDelete(rows).map((sql) => ({ sql, args }))),
+      { sql: "delete from session_tombstones where deleted_at < ?", args: [now - Math.max(tombstoneMs, graceMs)] },
+    ]);
     this.sweptUntil = Math.max(from, until);
     this.usageOf.clear();
-    return (tombstoned?.rowsAffected ?? 0) + (orphans?.rowsAffected ?? 0) + (derived?.rowsAffected ?? 0);
+    // Each delete follows its usage statement: results 1, 3, 5.
+    return deletes.reduce((n, _, i) => n + (results[2 * i + 1]?.rowsAffected ?? 0), 0);
   }
 
   private async drain(): Promise<void> {
