@@ -16,7 +16,7 @@ import { instrument, MAX_MODULE_BYTES } from "../runtime/sandbox/instrument.ts";
 import { MAX_BLOCK_ARITY, MAX_ELEMENT_ENTRIES, MAX_ELEMENT_SEGMENTS, MAX_EXPORTS, MAX_FUNCTIONS, MAX_GLOBALS, MAX_IMPORTS, MAX_TYPE_PARAMS, MAX_TYPE_RESULTS, MAX_TYPES } from "../runtime/sandbox/module-shape.ts";
 import { compileInstrumented } from "../runtime/sandbox/module-cache.ts";
 import { MAX_CALL_BLOCKS } from "../runtime/sandbox/fuel.ts";
-import { CAN_SUSPEND, MAX_ERROR_CHARS, WasmPlugin, WORKER_GRACE_MS, type SandboxLimits } from "../runtime/sandbox/wasm-plugin.ts";
+import { CAN_SUSPEND, HOST_MODULE, MAX_ERROR_CHARS, WasmPlugin, WORKER_GRACE_MS, type SandboxLimits } from "../runtime/sandbox/wasm-plugin.ts";
 import { LOG_BURST, LOG_LINES_PER_SECOND } from "../runtime/sandbox/log-budget.ts";
 import { WorkerInstance } from "../runtime/sandbox/worker-instance.ts";
 import { codeHeavyModule, hostileModule, manyItemsModule, oneBodyModule } from "./helpers/wat-modules.ts";
@@ -26,7 +26,7 @@ const LIMITS: SandboxLimits = { fuel: 100_000_000, memoryPages: 64, timeoutMs: 2
 
 async function sandbox(
   name: string,
-  opts: { limits?: Partial<SandboxLimits>; functions?: Record<string, HostFunction>; blockAnswers?: string[]; inWorker?: boolean; end?: (ok: boolean) => void } = {},
+  opts: { limits?: Partial<SandboxLimits>; functions?: Record<string, HostFunction>; blockAnswers?: string[]; inWorker?: boolean; rewind?: boolean; end?: (ok: boolean) => void } = {},
 ) {
   const logs: string[] = [];
   const ends: boolean[] = [];
@@ -42,7 +42,32 @@ async function sandbox(
   };
   const limits = { ...LIMITS, ...opts.limits };
   const module = await compileInstrumented(hostileModule(name), { memoryPages: limits.memoryPages });
-  return { plugin: new WasmPlugin({ name, module, limits, host, inWorker: opts.inWorker ?? false }), logs, ends };
+  // Suspending by rewinding (sandbox/rewind.ts), as on a runtime without JSPI, whatever this one has.
+  const rewindable = opts.rewind ? await compileInstrumented(hostileModule(name), { memoryPages: limits.memoryPages }, [`${HOST_MODULE}.hookbox_http`]) : undefined;
+  return { plugin: new WasmPlugin({ name, module, limits, host, inWorker: opts.inWorker ?? false, ...(rewindable ? { rewindable } : {}) }), logs, ends };
+}
+
+/**
+ * lateinput's call, suspended in hookbox_http while another plugin runs calls with other payloads,
+ * outputs its own call's input once it resumes.
+ */
+async function readsOwnInputAfterAwait(where: { inWorker?: boolean; rewind?: boolean }): Promise<void> {
+  let answer!: () => void;
+  const answered = new Promise<void>((resolve) => (answer = resolve));
+  const slow = await sandbox("lateinput", { ...where, functions: { hookbox_http: async () => (await answered, 0n) } });
+  const { plugin: fast } = await sandbox("tamper");
+  const own = JSON.stringify({ hook: "post_llm_call", session_id: "s_slow", secret: "A".repeat(200) });
+  await fast.call("echo", "warm", Date.now() + 5_000); // later calls take the synchronous path
+  const late = slow.plugin.call("late_echo", own, Date.now() + 5_000);
+  await new Promise((r) => setTimeout(r, 50)); // the slow call is suspended in hookbox_http
+  for (let i = 0; i < 5; i++) {
+    const other = JSON.stringify({ hook: "post_llm_call", session_id: `s_fst${i}`, secret: String(i).repeat(200) });
+    assert.equal((await fast.call("echo", other, Date.now() + 5_000)).output, other);
+  }
+  answer();
+  assert.equal((await late).output, own);
+  await slow.plugin.close();
+  await fast.close();
 }
 
 /**
@@ -368,32 +393,7 @@ describe("hostile modules: tampering", () => {
       await plugin.close();
     });
 
-    it(`a call that reads its input after an await sees its own, whatever ran meanwhile (${where})`, async () => {
-      let answer!: () => void;
-      const answered = new Promise<void>((resolve) => (answer = resolve));
-      const slow = await sandbox("lateinput", {
-        inWorker,
-        functions: {
-          hookbox_http: async () => {
-            await answered;
-            return 0n;
-          },
-        },
-      });
-      const { plugin: fast } = await sandbox("tamper");
-      const own = JSON.stringify({ hook: "post_llm_call", session_id: "s_slow", secret: "A".repeat(200) });
-      await fast.call("echo", "warm", Date.now() + 5_000); // later calls take the synchronous path
-      const late = slow.plugin.call("late_echo", own, Date.now() + 5_000);
-      await new Promise((r) => setTimeout(r, 50)); // the slow call is suspended in hookbox_http
-      for (let i = 0; i < 5; i++) {
-        const other = JSON.stringify({ hook: "post_llm_call", session_id: `s_fst${i}`, secret: String(i).repeat(200) });
-        assert.equal((await fast.call("echo", other, Date.now() + 5_000)).output, other);
-      }
-      answer();
-      assert.equal((await late).output, own);
-      await slow.plugin.close();
-      await fast.close();
-    });
+    it(`a call that reads its input after an await sees its own, whatever ran meanwhile (${where})`, () => readsOwnInputAfterAwait({ inWorker }));
 
     it(`a plugin call run inside another one's host call leaves the outer call's input alone (${where})`, async () => {
       const { plugin: inner } = await sandbox("tamper");
@@ -737,4 +737,48 @@ describe("hostile modules: answers in step with their requests", () => {
       }
     });
   }
+});
+
+// Where the runtime has no JSPI (Node 20), a plugin with async host functions (http:) runs in-thread
+// from a rewindable module (sandbox/rewind.ts). Forced here, so both runtimes test it.
+describe("hostile modules: suspended by rewinding (a runtime without JSPI)", () => {
+  // The test's hookbox_http answers a moment later, naming the request it got.
+  const http = async (ctx: CallContext, req: bigint) => {
+    await new Promise((r) => setTimeout(r, 5));
+    return ctx.store(req === 0n ? "first" : `second after ${ctx.read(req)?.text()}`);
+  };
+
+  it("a call suspended twice resumes each time with its locals and its memory as it left them", async () => {
+    const { plugin } = await sandbox("rewind", { rewind: true, functions: { hookbox_http: http } });
+    for (let i = 0; i < 3; i++) assert.equal((await plugin.call("keep", "", Date.now() + 5_000)).output, "second after first");
+    await plugin.close();
+  });
+
+  it("while one call is suspended, other plugins run theirs; it then reads its own input", () => readsOwnInputAfterAwait({ rewind: true }));
+
+  it("a stack too deep to unwind fails its call as a trap, and the next calls run", async () => {
+    const { plugin } = await sandbox("rewind", { rewind: true, functions: { hookbox_http: http } });
+    const e = await callFailure(plugin.call("deep", "", Date.now() + 5_000));
+    assert.equal(e.kind, "trap", e.message);
+    assert.match(e.message, /too deep to suspend/);
+    assert.equal((await plugin.call("shallow", "", Date.now() + 5_000)).output, undefined);
+    assert.equal((await plugin.call("keep", "", Date.now() + 5_000)).output, "second after first");
+    await plugin.close();
+  });
+
+  it("a host function that never answers times the call out; the next call runs on a new instance", async () => {
+    let hang = true;
+    const { plugin } = await sandbox("rewind", { rewind: true, functions: { hookbox_http: async (ctx: CallContext, req: bigint) => (hang ? await new Promise<never>(() => {}) : await http(ctx, req)) } });
+    const e = await callFailure(plugin.call("keep", "", Date.now() + 300));
+    assert.equal(e.kind, "timeout", e.message);
+    hang = false;
+    assert.equal((await plugin.call("keep", "", Date.now() + 5_000)).output, "second after first");
+    await plugin.close();
+  });
+
+  it("an async host function called by a start function fails the load as a trap", async () => {
+    const { plugin } = await sandbox("starthttp", { rewind: true, functions: { hookbox_http: async () => 0n } });
+    await assert.rejects(plugin.warm(), /cannot be called from a start function/);
+    await plugin.close();
+  });
 });

@@ -5,7 +5,7 @@ import type { Grants } from "../../host-api/capabilities.ts";
 import { bindHostApi, type HostContext } from "../../host-api/functions.ts";
 import { PluginKv, type KvBackend, type KvQuota } from "../../host-api/kv.ts";
 import { log } from "../log.ts";
-import { WasmPlugin, type SandboxLimits } from "../sandbox/wasm-plugin.ts";
+import { CAN_SUSPEND, HOST_MODULE, WasmPlugin, type SandboxLimits } from "../sandbox/wasm-plugin.ts";
 import { compilePlugin } from "./loader.ts";
 import type { Manifest } from "./manifest.ts";
 
@@ -51,7 +51,11 @@ export async function createPluginInstance(spec: PluginSpec, services: InstanceS
     log,
     ...(services.logs ? { logs: services.logs } : {}),
   });
-  const module = await compilePlugin(spec.path, spec.manifest, spec.limits);
-  const sandbox = new WasmPlugin({ name: spec.name, module, limits: spec.limits, host });
+  // Where the runtime cannot suspend a WASM call (no JSPI), a plugin granted async host functions
+  // (http:) runs in-thread from a rewindable module (sandbox/rewind.ts), else in a worker thread.
+  const rewind = !CAN_SUSPEND && host.asyncFunctions && host.asyncFunctions.size > 0 ? [...host.asyncFunctions].map((name) => `${HOST_MODULE}.${name}`) : undefined;
+  const { module, rewindable, rewindError } = await compilePlugin(spec.path, spec.manifest, spec.limits, rewind);
+  if (rewindError) log("warn", "plugin's module could not be made rewindable: its calls run in a worker thread", { plugin: spec.name, why: rewindError });
+  const sandbox = new WasmPlugin({ name: spec.name, module, limits: spec.limits, host, ...(rewindable ? { rewindable } : {}) });
   return { name: spec.name, sandbox, kv };
 }

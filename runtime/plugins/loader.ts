@@ -116,8 +116,20 @@ export function readManifest(path: string, folder: string): Manifest {
 
 const USER_FUNCTIONS = new Set<string>([...HOST_FUNCTION_NAMES, ...SANDBOX_FUNCTION_NAMES]);
 
-/** Reads, checks and compiles plugin.wasm for the given memory cap. */
-export async function compilePlugin(path: string, manifest: Manifest, limits: SandboxLimits): Promise<WebAssembly.Module> {
+/** A plugin's compiled module, and its rewindable variant when one was asked for (see compilePlugin). */
+export interface CompiledPlugin {
+  module: WebAssembly.Module;
+  /** The module made rewindable for `rewind` (runtime/sandbox/rewind.ts). */
+  rewindable?: WebAssembly.Module;
+  /** Why it could not be made (the plugin then runs in a worker thread). */
+  rewindError?: string;
+}
+
+/**
+ * Reads, checks and compiles plugin.wasm for the given memory cap; with `rewind` (the async host
+ * functions it was granted, "module.name", on a runtime without JSPI), its rewindable variant too.
+ */
+export async function compilePlugin(path: string, manifest: Manifest, limits: SandboxLimits, rewind?: readonly string[]): Promise<CompiledPlugin> {
   const file = join(path, "plugin.wasm");
   // build.mjs leaves this (and no plugin.wasm) after a failed build: say so instead of "missing".
   const buildError = join(path, "plugin.build-error");
@@ -131,11 +143,13 @@ export async function compilePlugin(path: string, manifest: Manifest, limits: Sa
   // the thread, validates it.
   const bytes = new Uint8Array(readPluginFile(path, "plugin.wasm", MAX_MODULE_BYTES));
   let module: WebAssembly.Module;
+  // Modules from WASI toolchains get hookbox's capability-free WASI (see WASI_SANDBOX_MODULE).
+  let renamed: Uint8Array<ArrayBuffer> | undefined;
+  // An output set through the kernel is one block: the operator may allow one above the default cap.
+  const opts = { memoryPages: limits.memoryPages, blockBytes: Math.max(KERNEL_BLOCK_BYTES, limits.maxOutputBytes + 1024) };
   try {
-    // Modules from WASI toolchains get hookbox's capability-free WASI (see WASI_SANDBOX_MODULE).
-    const renamed = adaptWasiModule(bytes, WASI_MODULE, WASI_SANDBOX_MODULE);
-    // An output set through the kernel is one block: the operator may allow one above the default cap.
-    module = await compileInstrumented(renamed, { memoryPages: limits.memoryPages, blockBytes: Math.max(KERNEL_BLOCK_BYTES, limits.maxOutputBytes + 1024) });
+    renamed = adaptWasiModule(bytes, WASI_MODULE, WASI_SANDBOX_MODULE);
+    module = await compileInstrumented(renamed, opts);
   } catch (err) {
     if (err instanceof InstrumentError) throw new PluginLoadError(`plugin.wasm: ${err.message}`);
     if (err instanceof WasmFormatError) throw new PluginLoadError(`plugin.wasm is not a valid WebAssembly module (${err.message})`);
@@ -165,5 +179,10 @@ export async function compilePlugin(path: string, manifest: Manifest, limits: Sa
       throw new PluginLoadError(`manifest lists command /${c.name} but plugin.wasm exports no function "command_${c.name}"`);
     }
   }
-  return module;
+  if (!rewind || rewind.length === 0) return { module };
+  try {
+    return { module, rewindable: await compileInstrumented(renamed, opts, rewind) };
+  } catch (err) {
+    return { module, rewindError: (err as Error).message };
+  }
 }

@@ -7,6 +7,7 @@
 // its CallContext and found by their descriptions; the SDK is pinned to one version, and where they
 // are not all there (another version) the sandbox keeps using call().
 import type { CallContext } from "@extism/extism";
+import type { Rewinder } from "./rewind.ts";
 
 /** The CallContext methods ForegroundPlugin.call uses, by their symbols' descriptions. */
 const STEPS = ["reset", "begin", "end", "get-block"] as const;
@@ -33,6 +34,11 @@ export interface DirectCaller {
    * call: about 5 us on Deno, and its call() adds two async functions on top).
    */
   callSuspending(fn: string): Promise<Uint8Array | undefined>;
+  /**
+   * The same for an instance of a rewindable module (rewind.ts, where the runtime has no JSPI): the
+   * export is called again, rewinding, each time it unwound for an async host function.
+   */
+  callRewinding(fn: string, rewinder: Rewinder): Promise<Uint8Array | undefined>;
 }
 
 const decoder = new TextDecoder();
@@ -87,6 +93,26 @@ export function directCaller(ctx: CallContext, exports: WebAssembly.Exports): Di
       try {
         await run();
       } finally {
+        blocks = s.end();
+      }
+      return output(blocks);
+    },
+    async callRewinding(fn, rewinder) {
+      const func = exported(fn);
+      enter();
+      rewinder.begin();
+      let blocks: [number | null, number | null];
+      try {
+        func();
+        for (let answer = rewinder.unwound(); answer; answer = rewinder.unwound()) {
+          await answer;
+          rewinder.rewind();
+          func();
+        }
+      } catch (err) {
+        throw rewinder.explain(err);
+      } finally {
+        rewinder.end();
         blocks = s.end();
       }
       return output(blocks);

@@ -26,6 +26,7 @@ import { FIRST_BLOCK, FuelMeter, hostCallCost, keptGrant, WORKER_GRANT } from ".
 import { countWork, DEMOTION_MS, INLINE_SLICE_MS, needsTurn, SliceExpired, yieldTurn } from "./inline-slice.ts";
 import { FUEL_MODULE, KERNEL_MODULE } from "./instrument.ts";
 import { LogBudget } from "./log-budget.ts";
+import { REWIND_CONTEXT_EXPORT, REWIND_CONTEXT_MODULE, REWIND_CONTEXT_NAME, Rewinder } from "./rewind.ts";
 import { INITIALIZE_EXPORT } from "./wasi-adapt.ts";
 import { WorkerInstance } from "./worker-instance.ts";
 import type { Tally } from "./worker-protocol.ts";
@@ -92,9 +93,15 @@ export interface SandboxOptions {
   host: HostBinding;
   /**
    * Always run in a worker thread (tests of the worker path). Otherwise the sandbox picks: a plugin
-   * with async host functions runs in a worker only where CAN_SUSPEND is false.
+   * with async host functions runs in a worker only where CAN_SUSPEND is false and it has no
+   * rewindable module.
    */
   inWorker?: boolean;
+  /**
+   * The module made rewindable for the async host functions (rewind.ts): in-thread instances are
+   * built from it and suspend by unwinding (used, where given, instead of JSPI).
+   */
+  rewindable?: WebAssembly.Module;
 }
 
 /**
@@ -223,6 +230,8 @@ export class WasmPlugin {
   private readonly pendingHostCalls = new Set<(err: Error) => void>();
   /** Some host function is async: an in-thread call (CAN_SUSPEND) can wait on it, suspended. */
   private readonly suspends: boolean;
+  /** The live in-thread instance's suspensions, when it was built from the rewindable module. */
+  private rewinder: Rewinder | undefined;
 
   constructor(private readonly opts: SandboxOptions) {
     this.meter = new FuelMeter(opts.limits.fuel, opts.limits.memoryPages);
@@ -253,7 +262,7 @@ export class WasmPlugin {
   }
 
   private wantsWorker(now = Date.now()): boolean {
-    return this.opts.inWorker === true || (this.suspends && !CAN_SUSPEND) || now < this.workerUntil;
+    return this.opts.inWorker === true || (this.suspends && !CAN_SUSPEND && !this.opts.rewindable) || now < this.workerUntil;
   }
 
   /** The plugin's calls run in a worker for DEMOTION_MS. */
@@ -424,10 +433,12 @@ export class WasmPlugin {
   /** invoke()'s run of the export in a worker, suspending, or through the SDK's call (a first call): the output. */
   private async invokeLater(plugin: Instance, fn: string, input: Uint8Array, deadline: number, inWorker: boolean): Promise<Uint8Array | string | undefined> {
     // In-thread with async host functions (CAN_SUSPEND), from the second call on: the export runs
-    // suspending through the direct caller; else through the SDK's call().
+    // suspending through the direct caller (rewinding, for a rewindable module's instance, from its
+    // first call on); else through the SDK's call().
     const direct = inWorker ? undefined : this.direct;
     const call =
       plugin instanceof WorkerInstance ? plugin.call(fn, input)
+      : direct && this.rewinder ? direct.callRewinding(fn, this.rewinder)
       : direct ? direct.callSuspending(fn)
       : plugin.call(fn).then((out) => out?.bytes()); // no kernel input block: the module reads CallIo's
     // A worker, or a suspended in-thread call, may not come back by itself: raced against the deadline.
@@ -597,12 +608,28 @@ export class WasmPlugin {
    * synchronously (direct-call.ts).
    */
   private readonly beginFn = (ctx: CallContext): number => {
+    this.learnContext(ctx);
+    return this.meter.functions.begin();
+  };
+
+  /** The live instance's direct caller, from its kernel context (a host call's first argument). */
+  private learnContext(ctx: CallContext): void {
     if (this.liveExports) {
       this.direct = directCaller(ctx, this.liveExports);
       this.liveExports = undefined;
     }
-    return this.meter.functions.begin();
-  };
+  }
+
+  /**
+   * An async host function of a rewindable module's instance: a synchronous import that suspends
+   * the call (rewind.ts). Called during instantiation (a start function), there is nothing to rewind.
+   */
+  private suspending(fn: HostFunction): HostFunction {
+    return (ctx: CallContext, ...args: any[]) => {
+      if (!this.rewinder) throw new PluginCallError("trap", "an async host function (hookbox_http) cannot be called from a start function");
+      return this.rewinder.call(fn, ctx, args);
+    };
+  }
 
   /**
    * The sandbox's own input and output functions (call-io.ts) for one instance (`generation`). They
@@ -748,11 +775,16 @@ export class WasmPlugin {
     // host functions learn the deadline (an http: request it makes is cut off there).
     this.meter.start(deadline, this.stretch(inWorker));
     host.begin(deadline);
-    const functions = {
+    const rewindable = inWorker ? undefined : this.opts.rewindable;
+    const hostFunctions = this.chargedAll(user, generation);
+    // Async host functions (charged() keeps them async) become imports that suspend by unwinding.
+    if (rewindable) for (const [name, fn] of Object.entries(hostFunctions)) if (isAsync(fn)) hostFunctions[name] = this.suspending(fn);
+    const functions: Record<string, Record<string, HostFunction>> = {
       [KERNEL_MODULE]: this.kernelFunctions(generation),
-      [HOST_MODULE]: { ...this.chargedAll(user, generation), ...this.ioFunctions(generation) },
+      [HOST_MODULE]: { ...hostFunctions, ...this.ioFunctions(generation) },
       [FUEL_MODULE]: { ...this.meter.functions, begin: this.beginFn },
       [WASI_SANDBOX_MODULE]: this.chargedAll(this.wasi, generation),
+      ...(rewindable ? { [REWIND_CONTEXT_MODULE]: { [REWIND_CONTEXT_NAME]: (ctx: CallContext) => this.learnContext(ctx) } } : {}),
     };
     let plugin: Instance;
     let late = false;
@@ -780,7 +812,7 @@ export class WasmPlugin {
         // The module's alloc shim (instrument.ts) charges and caps the blocks it asks for, in
         // either mode; the SDK's own maxPages would re-sum every block on each alloc and keep
         // the refused one. Vars are refused (kv instead).
-        plugin = await createPlugin({ wasm: [{ module }] }, { functions, memory: { maxVarBytes: 1 }, logger: this.extismLogger, logLevel: "info" });
+        plugin = await createPlugin({ wasm: [{ module: rewindable ?? module }] }, { functions, memory: { maxVarBytes: 1 }, logger: this.extismLogger, logLevel: "info" });
       }
     } catch (err) {
       this.dropStartWrites();
@@ -799,9 +831,27 @@ export class WasmPlugin {
       const { exports } = await plugin.getInstance();
       this.memory = exports.memory as WebAssembly.Memory | undefined;
       this.liveExports = exports;
+      if (rewindable) await this.learnRewinding(plugin, exports);
     }
     if (this.exports().includes(INITIALIZE_EXPORT)) await this.initialize(plugin, deadline, inWorker);
     return plugin;
+  }
+
+  /**
+   * A rewindable module's instance: its calls run through the direct caller from the first one
+   * (an SDK call could not be run again to rewind), so its context is learnt now, by the export
+   * added for that (rewind.ts), which calls nothing else.
+   */
+  private async learnRewinding(plugin: Plugin, exports: WebAssembly.Exports): Promise<void> {
+    if (Rewinder.fits(exports)) {
+      this.rewinder = new Rewinder(exports, () => this.memory);
+      await plugin.call(REWIND_CONTEXT_EXPORT);
+    }
+    if (!this.direct || !this.rewinder) {
+      this.forgetInstance();
+      await plugin.close().catch(() => undefined);
+      throw new Error("instantiation failed: the rewindable module cannot be run (no asyncify exports, or no direct caller in this Extism SDK)");
+    }
   }
 
   /** What a start-up that failed staged (a kv_set before its trap) is dropped, not committed by the next call. */
@@ -834,6 +884,8 @@ export class WasmPlugin {
     this.memory = undefined;
     this.direct = undefined;
     this.liveExports = undefined;
+    this.rewinder?.close();
+    this.rewinder = undefined;
   }
 
   /** Drops the instance; `wait`: until it is closed (a worker terminated). */

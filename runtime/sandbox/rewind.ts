@@ -1,0 +1,200 @@
+// In-thread suspension where the runtime has no JS Promise Integration (Node 20): the module is
+// transformed by Binaryen's asyncify (rewind-worker.mjs) so that a call of an async host function
+// (hookbox_http) unwinds the module's stack into its memory and returns to the caller; once the
+// host function's promise settles, the export is called again and rewinds to where it was, and the
+// host function answers. The thread is free meanwhile, as with JSPI, where a worker thread would
+// cost a round trip between threads per host call (milliseconds a call, measured).
+//
+// The unwound stack needs a place in the module's own memory, and none is free for sure (a bump
+// allocator owns everything up to memory.size). So the last DATA_BYTES of memory lend it: their
+// bytes are saved before the unwind and put back as soon as it is done, and again around the
+// rewind. No code of the module runs while they are lent, so it never sees the difference.
+import { Worker } from "node:worker_threads";
+import type { CallContext } from "@extism/extism";
+import { PluginCallError } from "../../hooks/failures.ts";
+import type { HostFunction } from "../../host-api/binding.ts";
+import { WORKER_EXEC_ARGV } from "./worker-code.ts";
+
+/** Import module and name of the function the added export calls (see rewind-worker.mjs). */
+export const REWIND_CONTEXT_MODULE = "hookbox:rewind";
+export const REWIND_CONTEXT_NAME = "context";
+/** The export the sandbox calls once per instance, through the SDK, to learn its call context. */
+export const REWIND_CONTEXT_EXPORT = "hookbox_rewind_context";
+
+/** Room for the unwound stack: a frame saves its locals, a plugin's stack at a host call is a few frames. */
+const DATA_BYTES = 16 * 1024;
+/** Modules above this size are not transformed (Binaryen's memory grows with them): they run in a worker. */
+const MAX_TRANSFORM_BYTES = 8 * 1024 * 1024;
+/** A transform still running after this long is given up (the plugin runs in a worker). */
+const TRANSFORM_MS = 60_000;
+
+const enum State {
+  Normal = 0,
+  Unwinding = 1,
+  Rewinding = 2,
+}
+
+interface AsyncifyExports {
+  asyncify_start_unwind(at: number): void;
+  asyncify_stop_unwind(): void;
+  asyncify_start_rewind(at: number): void;
+  asyncify_stop_rewind(): void;
+  asyncify_get_state(): number;
+}
+
+/**
+ * `bytes` (an instrumented module) transformed so that its calls of `imports` ("module.name") can
+ * suspend, with the context export added; rejects when Binaryen cannot (the caller keeps the worker).
+ */
+export function rewindable(bytes: Uint8Array, imports: readonly string[]): Promise<Uint8Array> {
+  if (bytes.byteLength > MAX_TRANSFORM_BYTES) return Promise.reject(new Error(`module larger than ${MAX_TRANSFORM_BYTES} bytes`));
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(new URL("./rewind-worker.mjs", import.meta.url), {
+      workerData: { bytes, imports, contextModule: REWIND_CONTEXT_MODULE, contextName: REWIND_CONTEXT_NAME, contextExport: REWIND_CONTEXT_EXPORT },
+      execArgv: WORKER_EXEC_ARGV,
+      // Binaryen's own heap is inside its WebAssembly memory; this bounds the JS around it.
+      resourceLimits: { maxOldGenerationSizeMb: 512 },
+    });
+    // Settled once, then the worker goes (Deno reports its exit from within terminate()).
+    let settled = false;
+    const settle = (err: Error | undefined, bytes?: Uint8Array) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      if (err) reject(err);
+      else resolve(bytes!);
+      void worker.terminate();
+    };
+    const timer = setTimeout(() => settle(new Error(`transform took longer than ${TRANSFORM_MS / 1000} s`)), TRANSFORM_MS);
+    worker.once("message", (m: { bytes?: Uint8Array; error?: string }) => settle(m.bytes ? undefined : new Error(m.error ?? "no answer"), m.bytes && new Uint8Array(m.bytes)));
+    worker.once("error", (err) => settle(err));
+    worker.once("exit", (code) => settle(new Error(`transform worker exited (code ${code})`)));
+  });
+}
+
+/**
+ * The suspensions of one instance of a rewindable module. Its async host functions go through
+ * call(); its exports are run by DirectCaller.callRewinding, which calls the export again after each
+ * unwind (unwound() gives the promise to wait for, rewind() prepares the next run).
+ */
+export class Rewinder {
+  private readonly asyncify: AsyncifyExports;
+  /** Where the data area starts in memory, while lent. */
+  private at = 0;
+  /** The module's bytes under the data area while it is lent; the unwound stack while suspended. */
+  private saved: Uint8Array | undefined;
+  private stack: Uint8Array | undefined;
+  private pending: Promise<void> | undefined;
+  private outcome: { value: unknown } | { error: unknown } | undefined;
+  private running = false;
+  private closed = false;
+
+  constructor(
+    exports: WebAssembly.Exports,
+    private readonly memory: () => WebAssembly.Memory | undefined,
+  ) {
+    this.asyncify = exports as unknown as AsyncifyExports;
+  }
+
+  /** Whether `exports` are a rewindable module's. */
+  static fits(exports: WebAssembly.Exports): boolean {
+    return ["asyncify_start_unwind", "asyncify_stop_unwind", "asyncify_start_rewind", "asyncify_stop_rewind", "asyncify_get_state"].every((n) => typeof exports[n] === "function");
+  }
+
+  /**
+   * A call of async host function `fn` by the module: suspends the running export (the answer, an
+   * i64, is not used: the module unwinds); rewound, answers what `fn`'s promise settled with.
+   */
+  call(fn: HostFunction, ctx: CallContext, args: unknown[]): unknown {
+    if (this.asyncify.asyncify_get_state() === State.Rewinding) return this.resume();
+    // Outside callRewinding (an SDK call) there is no caller to run the export again.
+    if (!this.running || this.pending) throw new PluginCallError("trap", "an async host function (hookbox_http) can only be called from an export the host calls");
+    this.suspend(fn(ctx, ...args) as Promise<unknown>);
+    return 0n;
+  }
+
+  /** An export's run begins (DirectCaller.callRewinding). */
+  begin(): void {
+    this.running = true;
+  }
+
+  /** What a run failed with: a trap in mid-unwind is the unwound stack outgrowing its room. */
+  explain(err: unknown): unknown {
+    const midUnwind = this.saved !== undefined && this.stack === undefined && this.asyncify.asyncify_get_state() === State.Unwinding;
+    return midUnwind ? new PluginCallError("trap", `the call's stack was too deep to suspend at an async host function (over ${DATA_BYTES} bytes of frames)`) : err;
+  }
+
+  /** The run is over, however it ended: nothing is left lent or pending. */
+  end(): void {
+    this.running = false;
+    if (this.saved && this.stack === undefined) this.restore(); // a trap in mid-unwind
+    this.saved = this.stack = this.pending = this.outcome = undefined;
+  }
+
+  /** Called when the export returned: the promise to await when it unwound, else undefined. */
+  unwound(): Promise<void> | undefined {
+    if (this.asyncify.asyncify_get_state() !== State.Unwinding) return undefined;
+    this.asyncify.asyncify_stop_unwind();
+    const bytes = this.bytes();
+    this.stack = bytes.slice(this.at, this.at + this.saved!.byteLength);
+    this.restore();
+    return this.pending;
+  }
+
+  /** Before the export is called again: the unwound stack back in place, rewinding. */
+  rewind(): void {
+    if (this.closed) throw new PluginCallError("unavailable", "the instance was discarded while its call was suspended");
+    const stack = this.stack!;
+    const bytes = this.bytes();
+    this.saved = bytes.slice(this.at, this.at + stack.byteLength);
+    bytes.set(stack, this.at);
+    this.stack = undefined;
+    this.pending = undefined;
+    this.asyncify.asyncify_start_rewind(this.at);
+  }
+
+  /** The instance is discarded: a suspended call is not run again. */
+  close(): void {
+    this.closed = true;
+  }
+
+  private suspend(answer: Promise<unknown>): void {
+    const bytes = this.bytes();
+    const size = Math.min(DATA_BYTES, bytes.byteLength);
+    if (size < 64) throw new PluginCallError("memory", "no memory to suspend the call in");
+    this.at = bytes.byteLength - size;
+    this.saved = bytes.slice(this.at, this.at + size);
+    // The area's header: where the next frame goes, where the area ends.
+    const header = new DataView(bytes.buffer, this.at, 8);
+    header.setUint32(0, this.at + 8, true);
+    header.setUint32(4, this.at + size, true);
+    this.pending = answer.then(
+      (value) => void (this.outcome = { value }),
+      (error: unknown) => void (this.outcome = { error }),
+    );
+    this.asyncify.asyncify_start_unwind(this.at);
+  }
+
+  /** The host function's answer, as the rewound module resumes (its call returns it). */
+  private resume(): unknown {
+    this.asyncify.asyncify_stop_rewind();
+    this.restore();
+    const outcome = this.outcome;
+    this.outcome = undefined;
+    if (!outcome) throw new PluginCallError("trap", "rewound without an answer");
+    if ("error" in outcome) throw outcome.error;
+    return outcome.value;
+  }
+
+  private restore(): void {
+    const saved = this.saved;
+    this.saved = undefined;
+    if (saved) this.bytes().set(saved, this.at);
+  }
+
+  private bytes(): Uint8Array {
+    const memory = this.memory();
+    if (!memory) throw new PluginCallError("trap", "module has no memory to suspend the call in");
+    return new Uint8Array(memory.buffer);
+  }
+}
