@@ -13,14 +13,14 @@ import { readText, storeText } from "../host-api/memory.ts";
 import { HOST_FUNCTION_NAMES } from "../host-api/functions.ts";
 import { PluginCallError } from "../hooks/failures.ts";
 import { instrument, MAX_MODULE_BYTES } from "../runtime/sandbox/instrument.ts";
-import { MAX_BLOCK_ARITY, MAX_ELEMENT_ENTRIES, MAX_ELEMENT_SEGMENTS, MAX_EXPORTS, MAX_FUNCTIONS, MAX_GLOBALS, MAX_IMPORTS, MAX_TYPE_PARAMS, MAX_TYPE_RESULTS, MAX_TYPES } from "../runtime/sandbox/module-shape.ts";
+import { MAX_BLOCK_ARITY, MAX_ELEMENT_ENTRIES, MAX_ELEMENT_SEGMENTS, MAX_EXPORTS, MAX_FUNCTIONS, MAX_GLOBALS, MAX_IMPORTS, MAX_TABLES, MAX_TYPE_PARAMS, MAX_TYPE_RESULTS, MAX_TYPES } from "../runtime/sandbox/module-shape.ts";
 import { compileInstrumented } from "../runtime/sandbox/module-cache.ts";
 import { MAX_CALL_BLOCKS } from "../runtime/sandbox/fuel.ts";
 import { CAN_SUSPEND, HOST_MODULE, MAX_ERROR_CHARS, WasmPlugin, WORKER_GRACE_MS, type SandboxLimits } from "../runtime/sandbox/wasm-plugin.ts";
 import { LOG_BURST, LOG_LINES_PER_SECOND } from "../runtime/sandbox/log-budget.ts";
 import { WorkerInstance } from "../runtime/sandbox/worker-instance.ts";
 import { codeHeavyModule, hostileModule, manyItemsModule, oneBodyModule } from "./helpers/wat-modules.ts";
-import { Op, Writer } from "../runtime/sandbox/wasm-binary.ts";
+import { Op, Writer, writeModule } from "../runtime/sandbox/wasm-binary.ts";
 
 const LIMITS: SandboxLimits = { fuel: 100_000_000, memoryPages: 64, timeoutMs: 2_000, maxOutputBytes: 64 * 1024 };
 
@@ -368,6 +368,34 @@ describe("hostile modules: host memory and outputs", () => {
   it("a module hookbox's reader takes but V8 does not is refused as not valid, when compiled", async () => {
     const call = new Writer().byte(Op.Call).u32(99); // no function 99
     await assert.rejects(compileInstrumented(oneBodyModule(call), { memoryPages: 4 }), /not a valid WebAssembly module \(.+\)/);
+  });
+
+  // An outside probe: global index 0 in a module with no globals was the fuel counter once
+  // instrumented (valid there), and a loop resetting it ran for ever on the server's thread.
+  it("an index past the module's own globals or functions is refused, never bound to what metering added", async () => {
+    const reset = new Writer().byte(Op.Loop).byte(0x40).byte(Op.I32Const).i32(1_000_000).byte(Op.GlobalSet).u32(0).byte(Op.Br).u32(0).byte(Op.End);
+    await assert.rejects(compileInstrumented(oneBodyModule(reset), { memoryPages: 4 }), /not a valid WebAssembly module \(.+\)/);
+    const wrapper = new Writer().byte(Op.Call).u32(1); // one past "run": a wrapper once instrumented
+    await assert.rejects(compileInstrumented(oneBodyModule(wrapper), { memoryPages: 4 }), /not a valid WebAssembly module \(.+\)/);
+  });
+
+  it("a module importing the kernel's alloc twice, more tables than MAX_TABLES or an overlong import name is refused", async () => {
+    const types = new Writer().u32(1).byte(0x60).u32(1).byte(0x7e).u32(1).byte(0x7e).toBytes(); // (i64) -> i64
+    const imports = (...names: string[]) => {
+      const w = new Writer().u32(names.length);
+      for (const n of names) w.name("extism:host/env").name(n).byte(0).u32(0);
+      return w.toBytes();
+    };
+    const withSections = (...sections: Array<{ id: number; body: Uint8Array }>) => writeModule(sections);
+    // A second alloc would have reached the kernel past the capped alloc_shim (2 GB from a 4 MiB allowance).
+    await assert.rejects(instrument(withSections({ id: 1, body: types }, { id: 2, body: imports("alloc", "alloc") }), { memoryPages: 4 }), /imports "extism:host\/env" "alloc" more than once/);
+    const tables = new Writer().u32(MAX_TABLES + 1);
+    for (let i = 0; i <= MAX_TABLES; i++) tables.byte(0x70).byte(0x00).u32(1);
+    await assert.rejects(instrument(withSections({ id: 4, body: tables.toBytes() }), { memoryPages: 4 }), new RegExp(`module has ${MAX_TABLES + 1} tables, limit is ${MAX_TABLES}`));
+    const long = "x".repeat(1_000_000);
+    const err = await instrument(withSections({ id: 1, body: types }, { id: 2, body: imports(long) }), { memoryPages: 4 }).then(() => undefined, (e: Error) => e);
+    assert.match(String(err?.message), /imports a name longer than 256 characters/);
+    assert.ok(err!.message.length < 300, `the error quotes ${err!.message.length} characters`);
   });
 
   it("a module beyond MAX_MODULE_BYTES is refused before it is compiled", async () => {

@@ -64,7 +64,8 @@ export function createMetrics(core: Core, version: string): HttpMetrics {
       registers,
       collect() {
         this.reset();
-        for (const p of stats()) this.inc({ plugin: p.name }, p.stats ? read(p.stats) : 0);
+        // Never below 0 (a counter refuses it, and the whole scrape would fail with it).
+        for (const p of stats()) this.inc({ plugin: p.name }, p.stats ? Math.max(0, read(p.stats)) : 0);
       },
     });
   }

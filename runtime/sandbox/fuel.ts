@@ -230,6 +230,8 @@ export class FuelMeter {
     },
     /** The call's end: what it used; answers the grant the module keeps for its next call. */
     end: (_ctx: unknown, left: number): number => {
+      // The counter holds at most the last grant: more is a module that wrote it (never a valid one).
+      left = Math.min(left, this.lastGrant);
       if (this.pool + left < 0) this.outOfFuel();
       this.used = this.budget - this.pool - left;
       // Code run outside an armed stretch keeps nothing: its next call asks begin().

@@ -36,7 +36,7 @@
 import { HOST_CALL_FUEL, KERNEL_BLOCK_BYTES, MAX_CALL_BLOCKS } from "./fuel.ts";
 import { turnEventLoop } from "./inline-slice.ts";
 import { IntList } from "../util/int-list.ts";
-import { checkShape, MAX_BLOCK_ARITY, MAX_ELEMENT_ENTRIES, ModuleShapeError, type Signatures } from "./module-shape.ts";
+import { checkShape, MAX_BLOCK_ARITY, MAX_ELEMENT_ENTRIES, MAX_IMPORT_NAME_CHARS, ModuleShapeError, type Signatures } from "./module-shape.ts";
 import { Op, Reader, WasmFormatError, Writer, readInstr, readSections, rewriteVec, sectionRank, valtype, writeModule, type Section } from "./wasm-binary.ts";
 
 /** Import module of the fuel host functions the instrumented module calls. */
@@ -325,9 +325,16 @@ function readLayout(sections: Section[]): Layout {
       const name = r.name();
       const kind = r.byte();
       if (module === FUEL_MODULE) throw new InstrumentError(`module may not import "${FUEL_MODULE}"`);
+      if (Math.max(module.length, name.length) > MAX_IMPORT_NAME_CHARS) {
+        throw new InstrumentError(`module imports a name longer than ${MAX_IMPORT_NAME_CHARS} characters ("${module.slice(0, 40)}" "${name.slice(0, 40)}"...)`);
+      }
       if (kind === 0x02) throw new InstrumentError("modules that import their memory are not supported");
       if (kind === 0x01) throw new InstrumentError("modules that import a table are not supported");
-      if (kind === 0x00 && module === KERNEL_MODULE && name === "alloc") allocImport = funcTypes.length;
+      if (kind === 0x00 && module === KERNEL_MODULE && name === "alloc") {
+        // Every use of alloc goes through the capped alloc_shim; a second import of it would not.
+        if (allocImport !== undefined) throw new InstrumentError(`module imports "${KERNEL_MODULE}" "alloc" more than once`);
+        allocImport = funcTypes.length;
+      }
       if (kind === 0x00 && module === KERNEL_MODULE && name.startsWith("log_")) logImports.push(funcTypes.length);
       if (kind === 0x00) funcTypes.push(r.u32());
       else if (kind === 0x03) {

@@ -15,16 +15,27 @@ export function compileInstrumented(wasm: Uint8Array<ArrayBuffer>, opts: Instrum
   const key = `${createHash("sha256").update(wasm).digest("hex")}:${opts.memoryPages}:${opts.tableElements ?? ""}:${opts.blockBytes ?? ""}:${rewind?.join(",") ?? ""}`;
   let mod = cache.get(key);
   if (!mod) {
-    // The compile is also the module's validation (instrument() does not run V8's, on the thread).
-    mod = instrument(wasm, opts)
-      .then((bytes) => (rewind ? rewindable(bytes, rewind) : bytes))
-      .then((bytes) =>
-        WebAssembly.compile(bytes as Uint8Array<ArrayBuffer>).catch((err: Error) => {
-          throw err instanceof WebAssembly.CompileError ? new InstrumentError(`not a valid WebAssembly module (${err.message})`) : err;
-        }),
-      );
+    // instrument() runs no validation of V8's (on the thread); the module as given is validated by
+    // compiling it off the thread, next to the compile of its instrumented form, once instrument()
+    // found its shape within limits. Validating only the instrumented form was not enough: an index
+    // past the module's own globals or functions names what instrument() appended (its fuel
+    // counter: a loop that reset it ran for ever), and is valid there.
+    mod = instrument(wasm, opts).then(async (bytes) => {
+      const valid = compiled(wasm);
+      const module = rewind ? rewindable(bytes, rewind).then(compiled) : compiled(bytes);
+      module.catch(() => undefined); // an invalid module fails as such, whatever this one says
+      await valid;
+      return module;
+    });
     cache.set(key, mod);
     mod.catch(() => cache.delete(key));
   }
   return mod;
+}
+
+/** `bytes` compiled off the thread; an invalid module is refused as such. */
+function compiled(bytes: Uint8Array): Promise<WebAssembly.Module> {
+  return WebAssembly.compile(bytes as Uint8Array<ArrayBuffer>).catch((err: Error) => {
+    throw err instanceof WebAssembly.CompileError ? new InstrumentError(`not a valid WebAssembly module (${err.message})`) : err;
+  });
 }

@@ -28,6 +28,14 @@ export const MAX_ELEMENT_SEGMENTS = 4096;
 /** Most function references all element segments hold together (a table holds at most 65,536). */
 export const MAX_ELEMENT_ENTRIES = 262_144;
 
+/**
+ * Most tables a module defines (compilers emit one): each is allocated at its initial size at every
+ * instantiation, up to TABLE_ELEMENTS (instrument.ts); 1,000 tables held the thread 7 s and 1.9 GB.
+ */
+export const MAX_TABLES = 8;
+/** Longest import module or name (hookbox's own are under 40 characters; an error message quotes it). */
+export const MAX_IMPORT_NAME_CHARS = 256;
+
 /** [parameter count, result types] of every function type. */
 export type Signatures = Array<[number, number[]]>;
 
@@ -56,6 +64,7 @@ export function checkShape(sections: readonly Section[]): Signatures {
   limit("functions", count(3), MAX_FUNCTIONS);
   limit("globals", count(6), MAX_GLOBALS);
   limit("element segments", count(9), MAX_ELEMENT_SEGMENTS);
+  limit("tables", count(4), MAX_TABLES);
   const body = sections.find((s) => s.id === 1)?.body;
   const out: Signatures = [];
   if (!body) return out;

@@ -3,7 +3,8 @@ import { closest, distance } from "fastest-levenshtein";
 
 /** " (did you mean X?)" when a candidate is close enough to be a typo of `name`, else "". */
 export function suggest(name: string, candidates: readonly string[]): string {
-  if (candidates.length === 0) return "";
+  // A name far longer than every candidate is no typo of one (and distance() is quadratic in it).
+  if (candidates.length === 0 || name.length > 2 * Math.max(...candidates.map((c) => c.length)) + 8) return "";
   const lower = name.toLowerCase();
   const lowered = candidates.map((c) => c.toLowerCase());
   const other = closest(lower, lowered);
