@@ -32,6 +32,13 @@ const MAX_HIDING_SWEEPS = 32;
  * that adds keys then waits for its commit); below it the process's own view is enough.
  */
 const QUOTA_MARGIN = 0.1;
+/**
+ * A commit that alone adds more than this share of the quota is checked in the database too,
+ * wherever the plugin stands: processes committing at once can pass the quota only by what their
+ * unchecked commits add (two adding 80 keys of 100 each, both far below it by their own view,
+ * stored 160).
+ */
+const QUOTA_CHECKED_SHARE = 0.025;
 
 /** A decimal integer as kv_incr stores it: an optional minus, no leading zeros, no exponent. */
 const INTEGER = /^(0|-?[1-9][0-9]*)$/;
@@ -149,15 +156,16 @@ export class PluginKv {
   private pendingSweeps: KvSweep[] | undefined;
   private readonly unflushedSweeps = new Set<{ sweep: KvSweep; gen: number }>();
   private gen = 0;
-  /**
-   * Keys this call adds at most (each slot it sets that no write of this process holds yet: counted
-   * as new, no read needed) and the bytes it stages (every write, deletes' keys included: what its
-   * commit carries).
-   */
-  private callKeys = 0;
+  /** The bytes the call stages (every write, deletes' keys included: what its commit carries; KV_LIMITS.callBytes). */
   private callBytes = 0;
-  /** Bytes of stored keys this call's writes replace, found when a write reached the quota. */
-  private callReplacedBytes = 0;
+  /**
+   * What the call's writes add to the plugin's usage as far as it knows (keys, bytes of key and
+   * value), and each written slot's share of it. A slot no write of this process holds counts as a
+   * new key, with no read; the stored value is read only where that decides the quota (a write or a
+   * delete near it), so a replacement or a delete is credited there.
+   */
+  private callNet = { keys: 0, bytes: 0 };
+  private slotNet: Map<string, [keys: number, bytes: number]> | undefined;
   /** Ids the call's sweeps named (KV_LIMITS.callSweepIds). */
   private callSweepIds = 0;
   /** Characters of the ids' JSON the call's sweeps handed over (KV_LIMITS.callSweepBytes). */
@@ -225,44 +233,78 @@ export class PluginKv {
     if (value.includes("\u0000")) throw new PluginCallError("trap", `kv value for "${key.slice(0, 40)}" contains NUL (U+0000), which is not stored`);
     const bytes = utf8Length(value);
     if (bytes > KV_LIMITS.valueBytes) throw new PluginCallError("trap", `kv value for "${key.slice(0, 40)}" exceeds ${KV_LIMITS.valueBytes} bytes`);
-    const size = bytes + utf8Length(key);
+    const keyBytes = utf8Length(key);
+    const size = bytes + keyBytes;
     this.chargeCall(session, size);
-    // Stored usage as last read, plus this process's writes still being committed, plus this call's.
     const s = slot(session, key);
-    const fresh = !this.pending?.has(s) && !this.heldInFlight(s);
     const usage = this.backend.usage(this.plugin);
-    let isNew = fresh;
-    if (fresh && this.overQuota(usage, true)) {
-      // Over only if this is a new key: one already stored is replaced (its bytes go), so a plugin
-      // at its quota can still update or shrink what it has. Read only here, at the limit.
-      const stored = this.get(session, key);
-      if (stored !== undefined) {
-        isNew = false;
-        // What this write added to callBytes for the old value's place (its scope and slot included).
-        this.callReplacedBytes += utf8Length(stored) + utf8Length(key) + session.length + SLOT_OVERHEAD;
+    const before = this.slotNet?.get(s);
+    const prev = this.pending?.get(s);
+    let next: [number, number];
+    if (before) {
+      // After this call's earlier write of the slot: a value (replaced now) or none (deleted).
+      next = typeof prev === "string" ? [before[0], before[1] + size - keyBytes - utf8Length(prev)] : [before[0] + 1, before[1] + size];
+    } else if (this.heldInFlight(s) && !this.pendingSweeps?.some((w) => w.matches(session, key))) {
+      next = [0, size]; // replaces a value still being committed, already counted in inFlight
+    } else {
+      next = [1, size];
+      // New unless stored: read only when that decides. A plugin at its quota can still update
+      // or shrink what it has.
+      if (this.passes(usage, s, next)) {
+        const stored = this.get(session, key);
+        if (stored !== undefined) next = [0, size - keyBytes - utf8Length(stored)];
       }
     }
-    if (this.overQuota(usage, isNew)) {
+    if (this.passes(usage, s, next)) {
       throw new PluginCallError(
         "quota",
-        `kv quota of ${this.plugin} reached (${usage.keys} keys, ${usage.bytes} bytes stored, ${this.inFlight.keys + this.callKeys} keys being written; limits ${this.quota.keys} keys, ${this.quota.bytes} bytes)`,
+        `kv quota of ${this.plugin} reached (${usage.keys} keys, ${usage.bytes} bytes stored, ${this.inFlight.keys + Math.max(0, this.callNet.keys)} keys being written; limits ${this.quota.keys} keys, ${this.quota.bytes} bytes)`,
       );
     }
-    if (isNew) this.callKeys++;
+    this.account(s, next);
     this.stage(session, key, value);
   }
 
-  /** Whether this call's writes so far, with one more key if `addsKey`, pass the quota as this process knows it. */
-  private overQuota(usage: KvUsage, addsKey: boolean): boolean {
+  /** Whether slot `s` taking share `next` of the call's additions grows the usage past the quota, as this process knows it. */
+  private passes(usage: KvUsage, s: string, next: readonly [number, number]): boolean {
+    const before = this.slotNet?.get(s) ?? [0, 0];
+    const keys = next[0] - before[0];
+    const bytes = next[1] - before[1];
     return (
-      usage.keys + this.inFlight.keys + this.callKeys + (addsKey ? 1 : 0) > this.quota.keys ||
-      usage.bytes + this.inFlight.bytes + this.callBytes - this.callReplacedBytes > this.quota.bytes
+      (keys > 0 && usage.keys + this.inFlight.keys + this.callNet.keys + keys > this.quota.keys) ||
+      (bytes > 0 && usage.bytes + this.inFlight.bytes + this.callNet.bytes + bytes > this.quota.bytes)
     );
+  }
+
+  /** Slot `s`'s share of the call's additions becomes `next`. */
+  private account(s: string, next: [number, number]): void {
+    const slots = (this.slotNet ??= new Map());
+    const before = slots.get(s) ?? [0, 0];
+    this.callNet.keys += next[0] - before[0];
+    this.callNet.bytes += next[1] - before[1];
+    slots.set(s, next);
+  }
+
+  /**
+   * Slot `s` is deleted by this call: what its earlier write added goes; a stored value's place is
+   * credited only near the quota (where it decides a later write; found by one read).
+   */
+  private accountDelete(session: string, key: string, s: string): void {
+    const before = this.slotNet?.get(s);
+    const prev = this.pending?.get(s);
+    if (before) {
+      if (typeof prev === "string") this.account(s, [before[0] - 1, before[1] - utf8Length(key) - utf8Length(prev)]);
+      return;
+    }
+    if (this.heldInFlight(s) || !this.nearQuota()) return this.account(s, [0, 0]);
+    const stored = this.get(session, key);
+    this.account(s, stored === undefined ? [0, 0] : [-1, -utf8Length(key) - utf8Length(stored)]);
   }
 
   delete(session: string, key: string): void {
     checkSlot(session, key);
     this.chargeCall(session, utf8Length(key));
+    this.accountDelete(session, key, slot(session, key));
     this.stage(session, key, null);
   }
 
@@ -337,13 +379,26 @@ export class PluginKv {
     const gone = this.sweptByCall(sweep);
     // Nothing stored or staged matches: no statement to run at commit.
     if (gone === 0) return 0;
-    this.stageSweep(sweep);
+    this.stageSweep(sweep, gone);
     return gone;
   }
 
-  private stageSweep(sweep: KvSweep): void {
+  /** Stages `sweep`; `gone` (counted sweeps) is how many keys it removes, credited towards the quota. */
+  private stageSweep(sweep: KvSweep, gone = 0): void {
     // The call's earlier writes it matches become deletes: its later writes must win over it.
-    for (const s of this.pending?.keys() ?? []) if (sweep.matches(...unslot(s))) this.pending!.set(s, null);
+    for (const s of this.pending?.keys() ?? []) {
+      const [session, key] = unslot(s);
+      if (!sweep.matches(session, key)) continue;
+      // A value of this call's: what it added goes, and it is one of `gone`.
+      if (typeof this.pending!.get(s) === "string") {
+        this.accountDelete(session, key, s);
+        gone--;
+      }
+      this.pending!.set(s, null);
+    }
+    // The other keys it removes were stored (or are being committed): one key each (their bytes are
+    // not read), so a call can sweep and then write as many new keys.
+    if (gone > 0) this.callNet.keys -= gone;
     (this.pendingSweeps ??= []).push(sweep);
   }
 
@@ -425,11 +480,13 @@ export class PluginKv {
     this.pending = undefined;
     this.guards = undefined;
     this.pendingSweeps = undefined;
-    const bytes = this.callBytes;
+    // Counted towards the quota until committed as what the call adds (not what it stages).
+    const bytes = Math.max(0, this.callNet.bytes);
+    const adds = { keys: Math.max(0, this.callNet.keys), bytes };
     this.forgetReads();
-    this.callKeys = 0;
     this.callBytes = 0;
-    this.callReplacedBytes = 0;
+    this.callNet = { keys: 0, bytes: 0 };
+    this.slotNet = undefined;
     this.callSweepIds = 0;
     this.callSweepBytes = 0;
     if (!ok || (pending.size === 0 && sweeps.length === 0)) return undefined;
@@ -452,7 +509,7 @@ export class PluginKv {
     for (const [s, value] of guards ?? []) guardList.push([...unslot(s), value]);
     // Only a call that writes a value can add to the usage: deletes and sweeps never wait or fail
     // on the quota (a plugin over a quota the operator lowered must be able to delete its way back).
-    const quota = writesValue && this.nearQuota() ? { ...this.quota } : undefined;
+    const quota = writesValue && (this.nearQuota() || adds.keys > this.quota.keys * QUOTA_CHECKED_SHARE || adds.bytes > this.quota.bytes * QUOTA_CHECKED_SHARE) ? { ...this.quota } : undefined;
     const committed = this.backend.commit({ plugin: this.plugin, sweeps, writes, guards: guardList, ...(quota ? { quota } : {}) }).finally(() => {
       this.inFlight.bytes -= bytes;
       for (const s of pending.keys()) {

@@ -97,12 +97,15 @@ describe("plugin KV limits", () => {
   });
 
   it("at its byte quota a plugin still updates and shrinks a key in a session scope", async () => {
-    // A write counts its key, value, scope and a slot's share of the commit (32) until committed.
+    // A write counts its key and value, as the stored usage does (not its scope or staging costs).
     const kv = new PluginKv("bytes", db.store, { keys: 100, bytes: 100 });
-    kv.set("s_0123456789", "k", "x".repeat(30)); // 31 bytes stored (key and value, as usage counts)
+    kv.set("s_0123456789", "k", "x".repeat(30)); // 31 bytes stored
     kv.end(true);
     await db.store.flush();
-    assert.throws(() => kv.set("s_0123456789", "k2", "x".repeat(30)), failsAs("quota", /kv quota of bytes reached/), "a second such key does not fit");
+    kv.set("s_0123456789", "k2", "x".repeat(67)); // 69 more: 100 of 100
+    assert.throws(() => kv.set("s_0123456789", "k3", ""), failsAs("quota", /kv quota of bytes reached/), "a third key does not fit");
+    kv.end(false);
+    assert.throws(() => kv.set("s_0123456789", "k2", "x".repeat(70)), failsAs("quota", /kv quota of bytes reached/), "72 more bytes do not fit");
     kv.end(false);
     kv.set("s_0123456789", "k", "y".repeat(30)); // the same size
     kv.end(true);
@@ -163,6 +166,44 @@ describe("plugin KV limits", () => {
       for (const st of storages) await st.close();
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  // Found by an outside probe: the quota was checked against what a call stages (its scope, 32 bytes
+  // a slot, each rewrite of a key again), so a plugin far under its byte quota was refused.
+  it("a call is held to what its writes add to the usage: rewrites of a key count once, small keys by their bytes", async () => {
+    const kv = new PluginKv("net", db.store, { keys: 10_000, bytes: 10_000 });
+    for (let i = 0; i < 900; i++) kv.set("", `k${String(i).padStart(4, "0")}`, "12345"); // 900 x 10 bytes
+    for (let i = 0; i < 1_000; i++) kv.set("", "counter", String(i)); // one key, its last value
+    await kv.end(true);
+    await db.store.flush();
+    assert.equal(db.store.usage("net").keys, 901);
+    assert.equal(db.store.usage("net").bytes, 9_000 + 7 + 3);
+    assert.throws(() => kv.set("", "big", "x".repeat(1_000)), failsAs("quota", /kv quota of net reached/));
+    kv.end(false);
+  });
+
+  // The same probe: at the key quota, a call that deleted a key (or swept some) could not add one.
+  it("at its key quota a call that deletes or sweeps keys may add as many new ones", async () => {
+    const kv = new PluginKv("rotate", db.store, { keys: 10, bytes: 1_000_000 });
+    for (let i = 0; i < 8; i++) kv.set("", `k${i}`, "v");
+    kv.set("", "entry:s_1", "v1");
+    kv.set("", "entry:s_2", "v2");
+    await kv.end(true);
+    await db.store.flush(); // 10 of 10
+    kv.delete("", "k0");
+    kv.set("", "k10", "v");
+    assert.throws(() => kv.set("", "k11", "v"), failsAs("quota", /kv quota of rotate reached/), "one freed, one taken");
+    kv.delete("", "k1");
+    kv.set("", "k1", "again"); // deleted and written back: still the one key
+    assert.throws(() => kv.set("", "k12", "v"), failsAs("quota", /kv quota of rotate reached/));
+    assert.equal(kv.deleteForSessions("", "entry:", '["s_1","s_2"]', ["s_1", "s_2"], false), 2);
+    kv.set("", "k12", "v");
+    kv.set("", "k13", "v");
+    assert.throws(() => kv.set("", "k14", "v"), failsAs("quota", /kv quota of rotate reached/));
+    await kv.end(true);
+    await db.store.flush();
+    assert.deepEqual(db.store.keys("rotate", "", ""), ["k1", "k10", "k12", "k13", "k2", "k3", "k4", "k5", "k6", "k7"]);
+    assert.equal(db.store.usage("rotate").keys, 10);
   });
 
   it("writes still being committed count towards the quota: calls in a row cannot pass it", async () => {

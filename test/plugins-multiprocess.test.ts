@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { createClient, type Client } from "@libsql/client";
 import { spawnHookbox, spawnServer, type Child } from "./helpers/child.ts";
 import { TEST_DBS } from "./helpers/dialects.ts";
-import { SEED_DIR } from "./helpers/plugins.ts";
+import { HOSTILE_DIR, SEED_DIR } from "./helpers/plugins.ts";
 import { startSqld, type Sqld } from "./helpers/sqld.ts";
 
 const SEEDS = ["memory-reinject", "sidecar-index", "task-tracker", "whoami"];
@@ -191,6 +191,45 @@ for (const db of TEST_DBS) {
       assert.equal(messages.length, 16);
       messages.forEach((m, i) => assert.equal(m.role, i % 2 === 0 ? "user" : "assistant", `message ${i} is ${m.role}`));
       assert.deepEqual(messages.filter((m) => m.role === "user").map((m) => m.content).sort(), [...sent].sort());
+    });
+  });
+}
+
+// Found by an outside probe: each process checked the quota in the database only within 10% of it
+// by its own view, so two calls adding 80 keys of 100 each at once, both far below it, stored 160.
+for (const db of TEST_DBS) {
+  describe(`a KV quota across two server processes [${db}]`, () => {
+    let dir: string;
+    let sqld: Sqld | undefined;
+    let nodes: Node[];
+    let client: Client;
+
+    before(async () => {
+      dir = mkdtempSync(join(tmpdir(), "hookbox-quota-"));
+      sqld = db === "sqld" ? await startSqld() : undefined;
+      const db_url = sqld?.url ?? `file:${join(dir, "hookbox.db")}`;
+      const config = { db_url, sessions_dir: join(dir, "sessions"), plugins: { dir: HOSTILE_DIR, enabled: ["kvflood"], grants: { kvflood: ["kv"] }, kv_quota: { keys: 100, bytes: 1_000_000 } } };
+      nodes = [];
+      for (const n of ["a-", "b-"]) nodes.push(await spawnServer(mkdtempSync(join(dir, n)), config));
+      client = createClient({ url: db_url });
+    });
+
+    after(async () => {
+      client?.close();
+      await Promise.all(nodes.map((n) => n.kill()));
+      await sqld?.stop();
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    it("two calls adding 80 keys of 100 each at once, on two nodes: one is refused as quota, the quota holds", async () => {
+      const sid = await newSession(nodes[0]!, "quota");
+      const answers = await Promise.all(nodes.map((n, i) => api(n, "POST", "/v1/commands/kvflood", { session_id: sid, raw_args: `fill ${i * 1000} 80 1` })));
+      const stored = await client.execute("select count(*) from plugin_kv where plugin = 'kvflood'");
+      assert.ok(Number(stored.rows[0]![0]) <= 100, `${stored.rows[0]![0]} keys stored: ${JSON.stringify(answers)}`);
+      assert.equal(answers.filter((r) => r.status === 200).length, 1, JSON.stringify(answers));
+      assert.match(JSON.stringify(answers.find((r) => r.status !== 200)?.body), /quota/);
+      const usage = await client.execute("select keys from plugin_kv_usage where plugin = 'kvflood'");
+      assert.equal(Number(usage.rows[0]![0]), Number(stored.rows[0]![0]), "usage as counted");
     });
   });
 }
