@@ -2,8 +2,9 @@
 // TypeScript callback: pre_llm_call reads the session's last 20 messages; post_llm_call GETs a local
 // HTTP server. The WASM side is the probe fixture through the real runtime, granted only what the
 // case needs: with sessions:read it runs in-thread (the read is synchronous, at the database); with
-// http: in-thread, suspended while the fetch is awaited, where the runtime has JSPI (Deno), else in
-// a worker (Node 20). The floor is an in-process callback doing the same query / fetch, and, as
+// http: in-thread, suspended while the fetch is awaited: by JSPI where the runtime has it (Deno), by
+// a rewindable module elsewhere (Node 20; a worker if that cannot be made). The case names the path
+// taken. The floor is an in-process callback doing the same query / fetch, and, as
 // the probe does, reading the URL from its plugin KV first (through the same PluginKv and store).
 import { Hono } from "hono";
 import { callbackSubscriber } from "../../hooks/dispatcher.ts";
@@ -11,7 +12,7 @@ import { PluginKv } from "../../host-api/kv.ts";
 import type { Core } from "../../runtime/core.ts";
 import type { Storage } from "../../runtime/storage/db.ts";
 import { serveFetch } from "../../runtime/server.ts";
-import { CAN_SUSPEND } from "../../runtime/sandbox/wasm-plugin.ts";
+import type { WasmPlugin } from "../../runtime/sandbox/wasm-plugin.ts";
 import { assertNoPluginFailures, openBenchCore, type BenchCore } from "../lib/core.ts";
 import { INTERLEAVED_ROUNDS, measureInterleaved, type InterleavedCase } from "../lib/measure.ts";
 import { progress, type BenchOptions } from "../lib/options.ts";
@@ -78,7 +79,7 @@ export async function runWorker(opts: BenchOptions): Promise<Row[]> {
     const rows: Row[] = [];
     const cases = [
       { hook: "pre_llm_call" as const, what: "sessions:read, 20 messages", grants: ["kv", "sessions:read"], path: "in-thread" },
-      { hook: "post_llm_call" as const, what: "http: GET a local server", grants: ["kv", "http:127.0.0.1"], path: CAN_SUSPEND ? "in-thread, suspended" : "worker" },
+      { hook: "post_llm_call" as const, what: "http: GET a local server", grants: ["kv", "http:127.0.0.1"] },
     ];
     const tsSid = await sessionWithHistory(ts.core);
     for (const c of cases) {
@@ -100,11 +101,14 @@ export async function runWorker(opts: BenchOptions): Promise<Row[]> {
       });
       assertNoPluginFailures(ts.core, `${c.hook} TS callback`);
       assertNoPluginFailures(wasm.core, `${c.hook} WASM plugin`);
+      // The path its calls took (JSPI where the runtime has it, else a rewindable module, else a worker).
+      const entries = (wasm.core.plugins as unknown as { entries: Map<string, { sandbox?: WasmPlugin }> }).entries;
+      const path = entries.get("probe-00")?.sandbox?.path ?? "not built";
       const group = `plugin that reads/fetches (${c.what}), one ${c.hook}`;
       rows.push({ group, case: "TS callback (floor)", plugins: 1, mean_ms: floor.mean, p99_ms: floor.p99, samples: floor.samples });
       rows.push({
         group,
-        case: `WASM plugin (${c.path})`,
+        case: `WASM plugin (${path})`,
         plugins: 1,
         mean_ms: plug.mean,
         p99_ms: plug.p99,

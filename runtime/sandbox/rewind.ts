@@ -45,32 +45,88 @@ interface AsyncifyExports {
 /**
  * `bytes` (an instrumented module) transformed so that its calls of `imports` ("module.name") can
  * suspend, with the context export added; rejects when Binaryen cannot (the caller keeps the worker).
+ * Transforms run one at a time, in one worker thread kept while any is waiting: a load of many
+ * http: plugins would otherwise start a Binaryen (~100 MB, ~1 s) per module at once.
  */
 export function rewindable(bytes: Uint8Array, imports: readonly string[]): Promise<Uint8Array> {
   if (bytes.byteLength > MAX_TRANSFORM_BYTES) return Promise.reject(new Error(`module larger than ${MAX_TRANSFORM_BYTES} bytes`));
-  return new Promise((resolve, reject) => {
-    const worker = new Worker(new URL("./rewind-worker.mjs", import.meta.url), {
-      workerData: { bytes, imports, contextModule: REWIND_CONTEXT_MODULE, contextName: REWIND_CONTEXT_NAME, contextExport: REWIND_CONTEXT_EXPORT },
-      execArgv: WORKER_EXEC_ARGV,
-      // Binaryen's own heap is inside its WebAssembly memory; this bounds the JS around it.
-      resourceLimits: { maxOldGenerationSizeMb: 512 },
-    });
-    // Settled once, then the worker goes (Deno reports its exit from within terminate()).
-    let settled = false;
-    const settle = (err: Error | undefined, bytes?: Uint8Array) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      if (err) reject(err);
-      else resolve(bytes!);
-      void worker.terminate();
-    };
-    const timer = setTimeout(() => settle(new Error(`transform took longer than ${TRANSFORM_MS / 1000} s`)), TRANSFORM_MS);
-    worker.once("message", (m: { bytes?: Uint8Array; error?: string }) => settle(m.bytes ? undefined : new Error(m.error ?? "no answer"), m.bytes && new Uint8Array(m.bytes)));
-    worker.once("error", (err) => settle(err));
-    worker.once("exit", (code) => settle(new Error(`transform worker exited (code ${code})`)));
-  });
+  return transforms.run(bytes, imports);
 }
+
+interface Job {
+  id: number;
+  bytes: Uint8Array;
+  imports: readonly string[];
+  resolve(bytes: Uint8Array): void;
+  reject(err: Error): void;
+}
+
+class TransformQueue {
+  private worker: Worker | undefined;
+  private readonly jobs: Job[] = [];
+  private lastId = 0;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+
+  run(bytes: Uint8Array, imports: readonly string[]): Promise<Uint8Array> {
+    return new Promise((resolve, reject) => {
+      this.jobs.push({ id: ++this.lastId, bytes, imports, resolve, reject });
+      if (this.jobs.length === 1) this.next();
+    });
+  }
+
+  /** Hands the first waiting job to the worker (started if there is none), under TRANSFORM_MS. */
+  private next(): void {
+    const job = this.jobs[0];
+    if (!job) return this.stop();
+    const worker = (this.worker ??= this.start());
+    this.timer = setTimeout(() => this.fail(new Error(`transform took longer than ${TRANSFORM_MS / 1000} s`), true), TRANSFORM_MS);
+    worker.postMessage({ id: job.id, bytes: job.bytes, imports: job.imports });
+  }
+
+  private start(): Worker {
+    const worker = new Worker(new URL("./rewind-worker.mjs", import.meta.url), {
+      workerData: { contextModule: REWIND_CONTEXT_MODULE, contextName: REWIND_CONTEXT_NAME, contextExport: REWIND_CONTEXT_EXPORT },
+      execArgv: WORKER_EXEC_ARGV,
+    });
+    worker.on("message", (m: { id: number; bytes?: Uint8Array; error?: string }) => {
+      const job = this.jobs[0];
+      if (job?.id !== m.id) return; // the answer to a job given up on
+      clearTimeout(this.timer);
+      this.jobs.shift();
+      if (m.bytes) job.resolve(new Uint8Array(m.bytes));
+      else {
+        job.reject(new Error(m.error ?? "no answer"));
+        // Binaryen may be left unusable by what it refused (an abort): the next job gets a new one.
+        this.worker = undefined;
+        void worker.terminate();
+      }
+      this.next();
+    });
+    // Deno reports the exit from within terminate(): a worker already dropped is not this one.
+    const gone = (err: Error) => void (this.worker === worker && this.fail(err, false));
+    worker.on("error", gone);
+    worker.on("exit", (code: number) => gone(new Error(`transform worker exited (code ${code})`)));
+    return worker;
+  }
+
+  /** The running job fails (`kill`: its worker is stuck, terminated); the next one gets a new worker. */
+  private fail(err: Error, kill: boolean): void {
+    clearTimeout(this.timer);
+    const worker = this.worker;
+    this.worker = undefined;
+    if (kill) void worker?.terminate();
+    this.jobs.shift()?.reject(err);
+    this.next();
+  }
+
+  private stop(): void {
+    const worker = this.worker;
+    this.worker = undefined;
+    void worker?.terminate();
+  }
+}
+
+const transforms = new TransformQueue();
 
 /**
  * The suspensions of one instance of a rewindable module. Its async host functions go through

@@ -256,6 +256,13 @@ export class WasmPlugin {
     return this.opts.name;
   }
 
+  /** Where the live instance runs its calls (for operators and the bench); undefined before it is built. */
+  get path(): "in-thread" | "in-thread, suspended" | "in-thread, rewinding" | "worker" | undefined {
+    if (!this.instance) return undefined;
+    if (this.instanceInWorker) return "worker";
+    return this.rewinder ? "in-thread, rewinding" : this.suspends ? "in-thread, suspended" : "in-thread";
+  }
+
   /** Builds the first instance now so that load errors (unresolved imports...) surface at load. */
   async warm(): Promise<void> {
     await this.ensureInstance();
