@@ -137,9 +137,17 @@ export class Rewinder {
   private readonly asyncify: AsyncifyExports;
   /** Where the data area starts in memory, while lent. */
   private at = 0;
-  /** The module's bytes under the data area while it is lent; the unwound stack while suspended. */
-  private saved: Uint8Array | undefined;
-  private stack: Uint8Array | undefined;
+  /**
+   * The module's bytes under the data area while it is lent (`savedBytes` of them), and the unwound
+   * stack while suspended (`stackBytes`): buffers kept for the instance's life, so a suspension
+   * makes no garbage (three 16 KiB copies a call lengthened the tail of the calls around it).
+   */
+  private readonly saved = new Uint8Array(DATA_BYTES);
+  private readonly stack = new Uint8Array(DATA_BYTES);
+  private savedBytes = 0;
+  private stackBytes = 0;
+  /** Where the data area is in a suspension's steps. */
+  private lent: "unwinding" | "suspended" | "rewinding" | undefined;
   private pending: Promise<void> | undefined;
   private outcome: { value: unknown } | { error: unknown } | undefined;
   private running = false;
@@ -176,15 +184,15 @@ export class Rewinder {
 
   /** What a run failed with: a trap in mid-unwind is the unwound stack outgrowing its room. */
   explain(err: unknown): unknown {
-    const midUnwind = this.saved !== undefined && this.stack === undefined && this.asyncify.asyncify_get_state() === State.Unwinding;
-    return midUnwind ? new PluginCallError("trap", `the call's stack was too deep to suspend at an async host function (over ${DATA_BYTES} bytes of frames)`) : err;
+    const tooDeep = this.lent === "unwinding" && this.asyncify.asyncify_get_state() === State.Unwinding;
+    return tooDeep ? new PluginCallError("trap", `the call's stack was too deep to suspend at an async host function (over ${DATA_BYTES} bytes of frames)`) : err;
   }
 
   /** The run is over, however it ended: nothing is left lent or pending. */
   end(): void {
     this.running = false;
-    if (this.saved && this.stack === undefined) this.restore(); // a trap in mid-unwind
-    this.saved = this.stack = this.pending = this.outcome = undefined;
+    if (this.lent === "unwinding" || this.lent === "rewinding") this.restore(); // a trap in mid-step
+    this.lent = this.pending = this.outcome = undefined;
   }
 
   /** Called when the export returned: the promise to await when it unwound, else undefined. */
@@ -192,20 +200,26 @@ export class Rewinder {
     if (this.asyncify.asyncify_get_state() !== State.Unwinding) return undefined;
     this.asyncify.asyncify_stop_unwind();
     const bytes = this.bytes();
-    this.stack = bytes.slice(this.at, this.at + this.saved!.byteLength);
+    // The unwind wrote the header and the frames up to the header's first word.
+    const used = Math.min(Math.max(8, new DataView(bytes.buffer, this.at, 4).getUint32(0, true) - this.at), this.savedBytes);
+    this.stack.set(bytes.subarray(this.at, this.at + used));
+    this.stackBytes = used;
+    this.savedBytes = used;
     this.restore();
+    this.lent = "suspended";
     return this.pending;
   }
 
   /** Before the export is called again: the unwound stack back in place, rewinding. */
   rewind(): void {
     if (this.closed) throw new PluginCallError("unavailable", "the instance was discarded while its call was suspended");
-    const stack = this.stack!;
     const bytes = this.bytes();
-    this.saved = bytes.slice(this.at, this.at + stack.byteLength);
-    bytes.set(stack, this.at);
-    this.stack = undefined;
+    const n = this.stackBytes;
+    this.saved.set(bytes.subarray(this.at, this.at + n));
+    this.savedBytes = n;
+    bytes.set(this.stack.subarray(0, n), this.at);
     this.pending = undefined;
+    this.lent = "rewinding";
     this.asyncify.asyncify_start_rewind(this.at);
   }
 
@@ -219,7 +233,8 @@ export class Rewinder {
     const size = Math.min(DATA_BYTES, bytes.byteLength);
     if (size < 64) throw new PluginCallError("memory", "no memory to suspend the call in");
     this.at = bytes.byteLength - size;
-    this.saved = bytes.slice(this.at, this.at + size);
+    this.saved.set(bytes.subarray(this.at, this.at + size));
+    this.savedBytes = size;
     // The area's header: where the next frame goes, where the area ends.
     const header = new DataView(bytes.buffer, this.at, 8);
     header.setUint32(0, this.at + 8, true);
@@ -228,6 +243,7 @@ export class Rewinder {
       (value) => void (this.outcome = { value }),
       (error: unknown) => void (this.outcome = { error }),
     );
+    this.lent = "unwinding";
     this.asyncify.asyncify_start_unwind(this.at);
   }
 
@@ -235,6 +251,7 @@ export class Rewinder {
   private resume(): unknown {
     this.asyncify.asyncify_stop_rewind();
     this.restore();
+    this.lent = undefined;
     const outcome = this.outcome;
     this.outcome = undefined;
     if (!outcome) throw new PluginCallError("trap", "rewound without an answer");
@@ -242,10 +259,9 @@ export class Rewinder {
     return outcome.value;
   }
 
+  /** The module's own bytes back under the data area. */
   private restore(): void {
-    const saved = this.saved;
-    this.saved = undefined;
-    if (saved) this.bytes().set(saved, this.at);
+    this.bytes().set(this.saved.subarray(0, this.savedBytes), this.at);
   }
 
   private bytes(): Uint8Array {
