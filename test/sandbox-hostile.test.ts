@@ -804,9 +804,48 @@ describe("hostile modules: suspended by rewinding (a runtime without JSPI)", () 
     await plugin.close();
   });
 
-  it("an async host function called by a start function fails the load as a trap", async () => {
-    const { plugin } = await sandbox("starthttp", { rewind: true, functions: { hookbox_http: async () => 0n } });
-    await assert.rejects(plugin.warm(), /cannot be called from a start function/);
+  // Found by an outside probe: the host call began before the check for room, and its promise,
+  // which nothing then awaited, rejected later: an unhandled rejection ended the process.
+  it("a module with no room to suspend in fails its call, and no host call of it is left behind", async () => {
+    let started = 0;
+    const rejecting = async () => {
+      started++;
+      throw new PluginCallError("trap", "hookbox_http: request is not JSON");
+    };
+    for (const [name, fn, why] of [
+      ["rewindroom", "nomemory", /no memory to suspend the call in/],
+      ["rewindname", "misnamed", /exports no memory named "memory"/],
+    ] as const) {
+      const { plugin } = await sandbox(name, { rewind: true, functions: { hookbox_http: rejecting } });
+      for (let i = 0; i < 2; i++) {
+        const e = await callFailure(plugin.call(fn, "", Date.now() + 5_000));
+        assert.match(e.message, why);
+      }
+      await plugin.close();
+    }
+    await new Promise((r) => setTimeout(r, 50)); // an unhandled rejection would fail the test run here
+    assert.equal(started, 0, "the host function never ran");
+  });
+
+  it("a plugin runs in a worker (or suspended by JSPI) until its rewindable module arrives, then in-thread", async () => {
+    const { plugin } = await sandbox("rewind", { functions: { hookbox_http: http } });
+    assert.equal((await plugin.call("keep", "", Date.now() + 5_000)).output, "second after first");
+    assert.equal(plugin.path, CAN_SUSPEND ? "in-thread, suspended" : "worker");
+    plugin.useRewindable(await compileInstrumented(hostileModule("rewind"), { memoryPages: LIMITS.memoryPages }, [`${HOST_MODULE}.hookbox_http`]));
+    assert.equal((await plugin.call("keep", "", Date.now() + 5_000)).output, "second after first");
+    assert.equal(plugin.path, "in-thread, rewinding");
+    await plugin.close();
+  });
+
+  it("a module whose start function calls an async host function starts in a worker instead", async () => {
+    const logs: string[] = [];
+    const { plugin } = await sandbox("starthttp", { rewind: true, functions: { hookbox_http: async () => 0n, hookbox_log: () => undefined } });
+    const host = (plugin as unknown as { opts: { host: HostBinding } }).opts.host;
+    host.log = (_level, _source, message) => void logs.push(message);
+    await plugin.warm();
+    assert.equal(plugin.path, "worker");
+    assert.match(logs.join("\n"), /rewindable module could not start \(instantiation failed: .*cannot be called from a start function\)/);
+    assert.equal((await plugin.call("noop", "", Date.now() + 5_000)).output, undefined);
     await plugin.close();
   });
 });

@@ -52,10 +52,15 @@ export async function createPluginInstance(spec: PluginSpec, services: InstanceS
     ...(services.logs ? { logs: services.logs } : {}),
   });
   // Where the runtime cannot suspend a WASM call (no JSPI), a plugin granted async host functions
-  // (http:) runs in-thread from a rewindable module (sandbox/rewind.ts), else in a worker thread.
+  // (http:) runs in a worker thread until its module is made rewindable (sandbox/rewind.ts), in
+  // the background: an outside probe's module of 219 KB kept Binaryen busy past a minute, and the
+  // server did not listen until every plugin had loaded. Then its calls run in-thread.
   const rewind = !CAN_SUSPEND && host.asyncFunctions && host.asyncFunctions.size > 0 ? [...host.asyncFunctions].map((name) => `${HOST_MODULE}.${name}`) : undefined;
-  const { module, rewindable, rewindError } = await compilePlugin(spec.path, spec.manifest, spec.limits, rewind);
-  if (rewindError) log("warn", "plugin's module could not be made rewindable: its calls run in a worker thread", { plugin: spec.name, why: rewindError });
-  const sandbox = new WasmPlugin({ name: spec.name, module, limits: spec.limits, host, ...(rewindable ? { rewindable } : {}) });
+  const { module, makeRewindable } = await compilePlugin(spec.path, spec.manifest, spec.limits, rewind);
+  const sandbox = new WasmPlugin({ name: spec.name, module, limits: spec.limits, host });
+  makeRewindable?.().then(
+    (rewindable) => sandbox.useRewindable(rewindable),
+    (err: Error) => log("warn", "plugin's module could not be made rewindable: its calls run in a worker thread", { plugin: spec.name, why: err.message }),
+  );
   return { name: spec.name, sandbox, kv };
 }

@@ -116,18 +116,20 @@ export function readManifest(path: string, folder: string): Manifest {
 
 const USER_FUNCTIONS = new Set<string>([...HOST_FUNCTION_NAMES, ...SANDBOX_FUNCTION_NAMES]);
 
-/** A plugin's compiled module, and its rewindable variant when one was asked for (see compilePlugin). */
+/** A plugin's compiled module, and how to make its rewindable variant when one was asked for (see compilePlugin). */
 export interface CompiledPlugin {
   module: WebAssembly.Module;
-  /** The module made rewindable for `rewind` (runtime/sandbox/rewind.ts). */
-  rewindable?: WebAssembly.Module;
-  /** Why it could not be made (the plugin then runs in a worker thread). */
-  rewindError?: string;
+  /**
+   * Makes the module rewindable for `rewind` (runtime/sandbox/rewind.ts): seconds of Binaryen for
+   * some modules, so the caller runs it after the load, not in it.
+   */
+  makeRewindable?: () => Promise<WebAssembly.Module>;
 }
 
 /**
  * Reads, checks and compiles plugin.wasm for the given memory cap; with `rewind` (the async host
- * functions it was granted, "module.name", on a runtime without JSPI), its rewindable variant too.
+ * functions it was granted, "module.name", on a runtime without JSPI), the way to its rewindable
+ * variant too.
  */
 export async function compilePlugin(path: string, manifest: Manifest, limits: SandboxLimits, rewind?: readonly string[]): Promise<CompiledPlugin> {
   const file = join(path, "plugin.wasm");
@@ -180,9 +182,6 @@ export async function compilePlugin(path: string, manifest: Manifest, limits: Sa
     }
   }
   if (!rewind || rewind.length === 0) return { module };
-  try {
-    return { module, rewindable: await compileInstrumented(renamed, opts, rewind) };
-  } catch (err) {
-    return { module, rewindError: (err as Error).message };
-  }
+  const given = renamed;
+  return { module, makeRewindable: () => compileInstrumented(given, opts, rewind) };
 }

@@ -18,7 +18,9 @@ parentPort.on("message", async ({ id, bytes, imports }) => {
     const out = transform(binaryen, bytes, imports);
     parentPort.postMessage({ id, bytes: out }, [out.buffer]);
   } catch (err) {
-    parentPort.postMessage({ id, error: String(err?.message ?? err).slice(0, 500) });
+    // Binaryen's aborts throw objects without a message.
+    const why = typeof err?.message === "string" ? err.message : typeof err === "string" ? err : "Binaryen gave up on the module (an internal abort)";
+    parentPort.postMessage({ id, error: why.slice(0, 500) });
   }
 });
 

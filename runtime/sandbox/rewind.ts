@@ -25,8 +25,11 @@ export const REWIND_CONTEXT_EXPORT = "hookbox_rewind_context";
 const DATA_BYTES = 16 * 1024;
 /** Modules above this size are not transformed (Binaryen's memory grows with them): they run in a worker. */
 const MAX_TRANSFORM_BYTES = 8 * 1024 * 1024;
-/** A transform still running after this long is given up (the plugin runs in a worker). */
-const TRANSFORM_MS = 60_000;
+/**
+ * A transform still running after this long is given up (the plugin stays in a worker): the
+ * plugins' own modules take 0.1-0.5 s, and one that takes longer holds up the next in the queue.
+ */
+const TRANSFORM_MS = 20_000;
 
 const enum State {
   Normal = 0,
@@ -173,7 +176,16 @@ export class Rewinder {
     if (this.asyncify.asyncify_get_state() === State.Rewinding) return this.resume();
     // Outside callRewinding (an SDK call) there is no caller to run the export again.
     if (!this.running || this.pending) throw new PluginCallError("trap", "an async host function (hookbox_http) can only be called from an export the host calls");
-    this.suspend(fn(ctx, ...args) as Promise<unknown>);
+    // The area first: once `fn` runs, its promise must have a handler whatever happens (a rejection
+    // nobody handles ends the process).
+    this.lend();
+    const answer = fn(ctx, ...args) as Promise<unknown>;
+    this.pending = answer.then(
+      (value) => void (this.outcome = { value }),
+      (error: unknown) => void (this.outcome = { error }),
+    );
+    this.lent = "unwinding";
+    this.asyncify.asyncify_start_unwind(this.at);
     return 0n;
   }
 
@@ -184,7 +196,9 @@ export class Rewinder {
 
   /** What a run failed with: a trap in mid-unwind is the unwound stack outgrowing its room. */
   explain(err: unknown): unknown {
-    const tooDeep = this.lent === "unwinding" && this.asyncify.asyncify_get_state() === State.Unwinding;
+    // A frame past the area's end: the area is the top of memory, so the write traps (out of
+    // bounds; or asyncify's own check, `unreachable`), never lands on the module's own bytes.
+    const tooDeep = err instanceof WebAssembly.RuntimeError && this.lent === "unwinding" && this.asyncify.asyncify_get_state() === State.Unwinding;
     return tooDeep ? new PluginCallError("trap", `the call's stack was too deep to suspend at an async host function (over ${DATA_BYTES} bytes of frames)`) : err;
   }
 
@@ -228,7 +242,8 @@ export class Rewinder {
     this.closed = true;
   }
 
-  private suspend(answer: Promise<unknown>): void {
+  /** Saves the top of memory and writes the data area's header there (throws when there is no room). */
+  private lend(): Uint8Array {
     const bytes = this.bytes();
     const size = Math.min(DATA_BYTES, bytes.byteLength);
     if (size < 64) throw new PluginCallError("memory", "no memory to suspend the call in");
@@ -239,12 +254,7 @@ export class Rewinder {
     const header = new DataView(bytes.buffer, this.at, 8);
     header.setUint32(0, this.at + 8, true);
     header.setUint32(4, this.at + size, true);
-    this.pending = answer.then(
-      (value) => void (this.outcome = { value }),
-      (error: unknown) => void (this.outcome = { error }),
-    );
-    this.lent = "unwinding";
-    this.asyncify.asyncify_start_unwind(this.at);
+    return bytes;
   }
 
   /** The host function's answer, as the rewound module resumes (its call returns it). */
@@ -266,7 +276,7 @@ export class Rewinder {
 
   private bytes(): Uint8Array {
     const memory = this.memory();
-    if (!memory) throw new PluginCallError("trap", "module has no memory to suspend the call in");
+    if (!(memory instanceof WebAssembly.Memory)) throw new PluginCallError("trap", `the module exports no memory named "memory" to suspend the call in`);
     return new Uint8Array(memory.buffer);
   }
 }

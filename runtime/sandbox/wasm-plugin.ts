@@ -232,6 +232,10 @@ export class WasmPlugin {
   private readonly suspends: boolean;
   /** The live in-thread instance's suspensions, when it was built from the rewindable module. */
   private rewinder: Rewinder | undefined;
+  /** The module made rewindable (SandboxOptions.rewindable, or useRewindable later). */
+  private rewindable: WebAssembly.Module | undefined;
+  /** Its rewindable module could not start (see build): its instances are built in a worker. */
+  private startsInWorker = false;
 
   constructor(private readonly opts: SandboxOptions) {
     this.meter = new FuelMeter(opts.limits.fuel, opts.limits.memoryPages);
@@ -239,6 +243,7 @@ export class WasmPlugin {
     const imports = WebAssembly.Module.imports(opts.module);
     this.usesLib = imports.some((i) => i.module === HOST_MODULE && i.name === "hookbox_input_read");
     this.suspends = (opts.host.asyncFunctions?.size ?? 0) > 0 || Object.values(opts.host.functions).some(isAsync);
+    this.rewindable = opts.rewindable;
     const wasi = createWasi({
       memory: () => this.memory,
       output: (fd, line) => this.log(fd === 1 ? "info" : "warn", fd === 1 ? "stdout" : "stderr", line),
@@ -269,7 +274,18 @@ export class WasmPlugin {
   }
 
   private wantsWorker(now = Date.now()): boolean {
-    return this.opts.inWorker === true || (this.suspends && !CAN_SUSPEND && !this.opts.rewindable) || now < this.workerUntil;
+    return this.opts.inWorker === true || this.startsInWorker || (this.suspends && !CAN_SUSPEND && !this.rewindable) || now < this.workerUntil;
+  }
+
+  /**
+   * The module made rewindable, once it is (made after the load, in the background): the next call
+   * leaves the worker and builds its instance in-thread from it.
+   */
+  useRewindable(module: WebAssembly.Module): void {
+    if (this.closed) return;
+    this.rewindable = module;
+    // An idle instance built without it goes now; a busy worker instance at the next call (attemptAfterWaits).
+    if (!this.busy && this.instance && !this.rewinder) void this.discardInstance(false);
   }
 
   /** The plugin's calls run in a worker for DEMOTION_MS. */
@@ -449,7 +465,7 @@ export class WasmPlugin {
       : direct ? direct.callSuspending(fn)
       : plugin.call(fn).then((out) => out?.bytes()); // no kernel input block: the module reads CallIo's
     // A worker, or a suspended in-thread call, may not come back by itself: raced against the deadline.
-    const out = inWorker || this.suspends ? await this.withinDeadline(call, deadline) : await call;
+    const out = inWorker || this.suspends ? await this.withinDeadline(call, deadline, inWorker ? "its worker was terminated" : "its suspended call was abandoned") : await call;
     this.onThreadUntil = performance.now();
     return this.io.output ?? out;
   }
@@ -536,11 +552,11 @@ export class WasmPlugin {
    * the caller's catch discards the instance, which terminates the worker (a stuck worker never
    * holds the lock). Extism's own time-out is not used: it can hang while restarting the worker.
    */
-  private withinDeadline<T>(call: Promise<T>, deadline: number): Promise<T> {
+  private withinDeadline<T>(call: Promise<T>, deadline: number, what = "its worker was terminated"): Promise<T> {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const late = new Promise<never>((_, reject) => {
       timer = setTimeout(
-        () => reject(new PluginCallError("timeout", `did not answer within ${this.opts.limits.timeoutMs} ms (its worker was terminated)`)),
+        () => reject(new PluginCallError("timeout", `did not answer within ${this.opts.limits.timeoutMs} ms (${what})`)),
         Math.min(Math.max(0, deadline - Date.now()) + WORKER_GRACE_MS, MAX_TIMER_MS),
       );
     });
@@ -767,6 +783,22 @@ export class WasmPlugin {
   } as unknown as Console;
 
   private async build(deadline: number, inWorker: boolean): Promise<Instance> {
+    if (inWorker || !this.rewindable) return await this.buildOnce(deadline, inWorker);
+    try {
+      return await this.buildOnce(deadline, false);
+    } catch (err) {
+      if (err instanceof PluginCallError && err.kind === "timeout") throw err;
+      // What cannot start rewinding (a start function or _initialize calling hookbox_http: nothing
+      // to rewind into) may start in a worker, as the module did before it was made rewindable.
+      this.rewindable = undefined;
+      this.startsInWorker = true;
+      this.opts.host.log?.("warn", "log", `its rewindable module could not start (${(err as Error).message.slice(0, 300)}): its calls run in a worker thread`);
+      this.instanceInWorker = true;
+      return await this.buildOnce(deadline, true);
+    }
+  }
+
+  private async buildOnce(deadline: number, inWorker: boolean): Promise<Instance> {
     const { module, host, limits } = this.opts;
     const refused = refusedImport(module);
     if (refused) throw new Error(refused);
@@ -782,7 +814,7 @@ export class WasmPlugin {
     // host functions learn the deadline (an http: request it makes is cut off there).
     this.meter.start(deadline, this.stretch(inWorker));
     host.begin(deadline);
-    const rewindable = inWorker ? undefined : this.opts.rewindable;
+    const rewindable = inWorker ? undefined : this.rewindable;
     const hostFunctions = this.chargedAll(user, generation);
     // Async host functions (charged() keeps them async) become imports that suspend by unwinding.
     if (rewindable) for (const [name, fn] of Object.entries(hostFunctions)) if (isAsync(fn)) hostFunctions[name] = this.suspending(fn);
