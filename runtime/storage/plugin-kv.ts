@@ -28,7 +28,9 @@ const RECENT_BYTES_SQL = `select coalesce(sum(octet_length(content)), 0) from me
 // Deleted keys: one KEYS_DELETE_SQL per (plugin, scope) after this (a key list probes the primary
 // key directly; a row-value IN over all three columns was twice as slow at 70,000 keys). The keys
 // are distinct (a map's).
-const DELETE_USAGE_SQL = usageOffSql(`from json_each(?3) j cross join plugin_kv k where k.plugin = ?1 and k.session_id = ?2 and k.key = j.value`);
+// Distinct keys: two JS keys that differ only in a lone surrogate are one key once sqlJson has
+// made it U+FFFD, and would be taken off the usage twice.
+const DELETE_USAGE_SQL = usageOffSql(`from (select distinct value from json_each(?3)) j cross join plugin_kv k where k.plugin = ?1 and k.session_id = ?2 and k.key = j.value`);
 // A write for a session that was deleted meanwhile (tombstoned: its KV is purged) is dropped.
 const UPSERT_SQL = `insert into plugin_kv (plugin, session_id, key, value, updated_at)
   select json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), ?2
