@@ -80,9 +80,9 @@ class TransformQueue {
   /** Hands the first waiting job to the worker (started if there is none), under TRANSFORM_MS. */
   private next(): void {
     const job = this.jobs[0];
-    if (!job) return this.stop();
+    if (!job) return this.drop();
     const worker = (this.worker ??= this.start());
-    this.timer = setTimeout(() => this.fail(new Error(`transform took longer than ${TRANSFORM_MS / 1000} s`), true), TRANSFORM_MS);
+    this.timer = setTimeout(() => this.fail(new Error(`transform took longer than ${TRANSFORM_MS / 1000} s`)), TRANSFORM_MS);
     worker.postMessage({ id: job.id, bytes: job.bytes, imports: job.imports });
   }
 
@@ -99,30 +99,27 @@ class TransformQueue {
       if (m.bytes) job.resolve(new Uint8Array(m.bytes));
       else {
         job.reject(new Error(m.error ?? "no answer"));
-        // Binaryen may be left unusable by what it refused (an abort): the next job gets a new one.
-        this.worker = undefined;
-        void worker.terminate();
+        this.drop(); // Binaryen may be left unusable by what it refused (an abort): the next job gets a new one
       }
       this.next();
     });
     // Deno reports the exit from within terminate(): a worker already dropped is not this one.
-    const gone = (err: Error) => void (this.worker === worker && this.fail(err, false));
+    const gone = (err: Error) => void (this.worker === worker && this.fail(err));
     worker.on("error", gone);
     worker.on("exit", (code: number) => gone(new Error(`transform worker exited (code ${code})`)));
     return worker;
   }
 
-  /** The running job fails (`kill`: its worker is stuck, terminated); the next one gets a new worker. */
-  private fail(err: Error, kill: boolean): void {
+  /** The running job fails (its worker stuck or gone); the next one gets a new worker. */
+  private fail(err: Error): void {
     clearTimeout(this.timer);
-    const worker = this.worker;
-    this.worker = undefined;
-    if (kill) void worker?.terminate();
+    this.drop();
     this.jobs.shift()?.reject(err);
     this.next();
   }
 
-  private stop(): void {
+  /** Terminates the worker (a no-op for one that has exited); the next job starts another. */
+  private drop(): void {
     const worker = this.worker;
     this.worker = undefined;
     void worker?.terminate();
