@@ -26,6 +26,12 @@ const REMEMBERED_READS = 32_000;
 
 /** Distinct earlier sweeps (prefix and mode) a counted sweep's count may leave out (sweepsHiding). */
 const MAX_HIDING_SWEEPS = 32;
+/**
+ * Ids of those earlier sweeps, in all: each counted sweep merges them again and its count checks
+ * its keys against every one of them, on the server's thread (64 counted sweeps of 7,812 ids, each
+ * hidden by all before it, held the thread 2 s a host call).
+ */
+const MAX_HIDING_IDS = 50_000;
 
 /**
  * Within this share of its quota a plugin's commits check the quota in the database too (a call
@@ -111,6 +117,8 @@ export interface KvBackend {
    * pass `maxBytes` (told before they are read).
    */
   keys(plugin: string, session: string, prefix: string, maxBytes?: number): string[] | undefined;
+  /** Which of `keys` the plugin's scope stores (one read). */
+  storedAmong(plugin: string, session: string, keys: readonly string[]): Set<string>;
   /** Whether the plugin's scope holds any key starting with `prefix` (one seek). */
   hasPrefix(plugin: string, session: string, prefix: string): boolean;
   /** How many stored keys `sweep` matches in the plugin's scope that no sweep of `hiddenBy` does (one read). */
@@ -411,12 +419,12 @@ export class PluginKv {
     const { session, prefix } = sweep;
     const hiddenBy = this.sweepsHiding(sweep);
     let gone = this.backend.sweptCount(this.plugin, sweep, hiddenBy);
-    for (const key of new Set(this.stagedKeys(session, prefix))) {
-      if (!sweep.matches(session, key)) continue;
-      const live = this.staged(session, key) !== null;
-      const counted = !hiddenBy.some((w) => w.matches(session, key)) && this.backend.get(this.plugin, session, key) !== undefined;
-      gone += Number(live) - Number(counted);
-    }
+    const matched = [...new Set(this.stagedKeys(session, prefix))].filter((key) => sweep.matches(session, key));
+    // Whether the count took them: stored and not hidden. One read for all of them (one read per
+    // key was a round trip each on a server: 2,000 staged keys held the thread 2.8 s on sqld).
+    const unhidden = matched.filter((key) => !hiddenBy.some((w) => w.matches(session, key)));
+    const stored = unhidden.length === 0 ? new Set<string>() : this.backend.storedAmong(this.plugin, session, unhidden);
+    for (const key of matched) gone += Number(this.staged(session, key) !== null) - Number(stored.has(key));
     return gone;
   }
 
@@ -435,6 +443,11 @@ export class PluginKv {
     }
     if (groups.size > MAX_HIDING_SWEEPS) {
       throw new PluginCallError("trap", `kv_delete_sessions: a counted sweep after more than ${MAX_HIDING_SWEEPS} other prefixes swept and not yet committed; sweep uncounted (mode bit 1)`);
+    }
+    let hidingIds = 0;
+    for (const ws of groups.values()) for (const w of ws) hidingIds += w.ids.length;
+    if (hidingIds > MAX_HIDING_IDS) {
+      throw new PluginCallError("trap", `kv_delete_sessions: a counted sweep after sweeps of more than ${MAX_HIDING_IDS} ids in all under overlapping prefixes, not yet committed; sweep uncounted (mode bit 1), or give one sweep all the ids`);
     }
     return [...groups.values()].map((ws) => {
       if (ws.length === 1) return ws[0]!;

@@ -296,6 +296,46 @@ describe("plugin KV limits", () => {
     kv.end(false);
   });
 
+  // Found by an outside probe: each counted sweep merged and checked every earlier one's ids again
+  // (64 sweeps of 7,812 ids held the thread 2 s a host call), and read each staged key it matched
+  // once more, one read each (2,000 staged keys: 2.8 s on sqld, a round trip each).
+  it("a counted sweep's work is bounded per host call: earlier sweeps' ids capped, staged keys checked in one read", async () => {
+    const kv = new PluginKv("counted", db.store, { keys: 100_000, bytes: 100_000_000 });
+    for (let i = 0; i < 100; i++) kv.set("", `p${i}`, "v");
+    kv.end(true);
+    await db.store.flush();
+    // Staged: 50 new keys, and deletes of 10 stored ones.
+    for (let i = 100; i < 150; i++) kv.set("", `p${i}`, "v");
+    for (let i = 0; i < 10; i++) kv.delete("", `p${i}`);
+    const store = db.store as unknown as { readOne: (...args: unknown[]) => unknown };
+    const readOne = store.readOne;
+    let reads = 0;
+    store.readOne = (...args: unknown[]) => {
+      reads++;
+      return readOne.apply(db.store, args);
+    };
+    try {
+      const ids = Array.from({ length: 200 }, (_, i) => String(i));
+      assert.equal(kv.deleteForSessions("", "p", JSON.stringify(ids), ids, false), 90 + 50);
+    } finally {
+      store.readOne = readOne;
+    }
+    assert.ok(reads <= 2, `${reads} reads for one counted sweep over 60 staged keys`);
+    kv.end(false);
+    // Each sweep here takes one staged key (so it is staged, and hides the next ones) among 10,001 ids.
+    for (let i = 0; i < 10; i++) kv.set("", `q${i}`, "v");
+    const sweepOf = (i: number) => {
+      const ids = [String(i), ...Array.from({ length: 10_000 }, (_, j) => `filler${j}`)];
+      return kv.deleteForSessions("", "q", JSON.stringify(ids), ids, false);
+    };
+    for (let i = 0; i < 5; i++) assert.equal(sweepOf(i), 1);
+    assert.throws(() => sweepOf(5), failsAs("trap", /after sweeps of more than 50000 ids in all/));
+    // Uncounted, the same sweep goes.
+    const ids = ["5"];
+    assert.equal(kv.deleteForSessions("", "q", JSON.stringify(ids), ids, false, false), -1);
+    kv.end(false);
+  });
+
   it("a group commit that cannot be built fails its change sets, and the next commits go through", async () => {
     const before = db.errors.length;
     // A change set no plugin can stage any more (the limits above): too large to become JSON text.
