@@ -39,10 +39,11 @@ const MAX_HIDING_IDS = 50_000;
  */
 const QUOTA_MARGIN = 0.1;
 /**
- * A commit that alone adds more than this share of the quota is checked in the database too,
- * wherever the plugin stands: processes committing at once can pass the quota only by what their
- * unchecked commits add (two adding 80 keys of 100 each, both far below it by their own view,
- * stored 160).
+ * A commit that, with this process's unchecked commits still under way, adds more than this share
+ * of the quota is checked in the database too, wherever the plugin stands: processes committing at
+ * once can pass the quota only by what their unchecked commits add, this share each (two adding 80
+ * keys of 100 each, both far below it by their own view, stored 160; two running 35 one-key calls
+ * each at once against a quota of 40, each call alone under the share, stored 69).
  */
 const QUOTA_CHECKED_SHARE = 0.025;
 
@@ -180,6 +181,8 @@ export class PluginKv {
   private callSweepBytes = 0;
   /** Keys and bytes of this plugin's earlier calls whose writes are not committed yet (slots of `unflushed` holding a value). */
   private readonly inFlight = { keys: 0, bytes: 0 };
+  /** What this process's commits not checked against the quota add, while they are under way. */
+  private readonly uncheckedAdds = { keys: 0, bytes: 0 };
   /**
    * What the running call last read from the database, by slot (null: absent): a kv_cas or kv_incr
    * after a read of the same key guards that value (what the call decided on) without a second
@@ -522,8 +525,17 @@ export class PluginKv {
     for (const [s, value] of guards ?? []) guardList.push([...unslot(s), value]);
     // Only a call that writes a value can add to the usage: deletes and sweeps never wait or fail
     // on the quota (a plugin over a quota the operator lowered must be able to delete its way back).
-    const quota = writesValue && (this.nearQuota() || adds.keys > this.quota.keys * QUOTA_CHECKED_SHARE || adds.bytes > this.quota.bytes * QUOTA_CHECKED_SHARE) ? { ...this.quota } : undefined;
+    const unchecked = this.uncheckedAdds;
+    const quota =
+      writesValue && (this.nearQuota() || unchecked.keys + adds.keys > this.quota.keys * QUOTA_CHECKED_SHARE || unchecked.bytes + adds.bytes > this.quota.bytes * QUOTA_CHECKED_SHARE)
+        ? { ...this.quota }
+        : undefined;
+    const uncheckedNow = quota ? { keys: 0, bytes: 0 } : adds;
+    unchecked.keys += uncheckedNow.keys;
+    unchecked.bytes += uncheckedNow.bytes;
     const committed = this.backend.commit({ plugin: this.plugin, sweeps, writes, guards: guardList, ...(quota ? { quota } : {}) }).finally(() => {
+      unchecked.keys -= uncheckedNow.keys;
+      unchecked.bytes -= uncheckedNow.bytes;
       this.inFlight.bytes -= bytes;
       for (const s of pending.keys()) {
         const u = this.unflushed.get(s);

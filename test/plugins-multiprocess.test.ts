@@ -195,41 +195,68 @@ for (const db of TEST_DBS) {
   });
 }
 
-// Found by an outside probe: each process checked the quota in the database only within 10% of it
-// by its own view, so two calls adding 80 keys of 100 each at once, both far below it, stored 160.
+// Found by outside probes: each process checked the quota in the database only within 10% of it by
+// its own view, so two calls adding 80 keys of 100 each at once, both far below it, stored 160; and
+// then, with each call small enough to go unchecked, 35 one-key calls at once on each of two nodes
+// stored 69 keys of 40. Each test has a namespace of its own: a fresh pair of nodes and database.
 for (const db of TEST_DBS) {
   describe(`a KV quota across two server processes [${db}]`, () => {
     let dir: string;
     let sqld: Sqld | undefined;
-    let nodes: Node[];
-    let client: Client;
+    let nodes: Node[] = [];
+    let client: Client | undefined;
 
-    before(async () => {
+    /** Two nodes on a fresh database, kvflood granted kv under a quota of 100 keys. */
+    async function freshPair(): Promise<void> {
+      await closePair();
       dir = mkdtempSync(join(tmpdir(), "hookbox-quota-"));
       sqld = db === "sqld" ? await startSqld() : undefined;
       const db_url = sqld?.url ?? `file:${join(dir, "hookbox.db")}`;
       const config = { db_url, sessions_dir: join(dir, "sessions"), plugins: { dir: HOSTILE_DIR, enabled: ["kvflood"], grants: { kvflood: ["kv"] }, kv_quota: { keys: 100, bytes: 1_000_000 } } };
-      nodes = [];
       for (const n of ["a-", "b-"]) nodes.push(await spawnServer(mkdtempSync(join(dir, n)), config));
       client = createClient({ url: db_url });
-    });
+    }
 
-    after(async () => {
+    async function closePair(): Promise<void> {
       client?.close();
+      client = undefined;
       await Promise.all(nodes.map((n) => n.kill()));
+      nodes = [];
       await sqld?.stop();
-      rmSync(dir, { recursive: true, force: true });
-    });
+      sqld = undefined;
+      if (dir) rmSync(dir, { recursive: true, force: true });
+    }
+
+    after(closePair);
+
+    const storedKeys = async () => Number((await client!.execute("select count(*) from plugin_kv where plugin = 'kvflood'")).rows[0]![0]);
+    const usageKeys = async () => Number((await client!.execute("select keys from plugin_kv_usage where plugin = 'kvflood'")).rows[0]![0]);
 
     it("two calls adding 80 keys of 100 each at once, on two nodes: one is refused as quota, the quota holds", async () => {
+      await freshPair();
       const sid = await newSession(nodes[0]!, "quota");
       const answers = await Promise.all(nodes.map((n, i) => api(n, "POST", "/v1/commands/kvflood", { session_id: sid, raw_args: `fill ${i * 1000} 80 1` })));
-      const stored = await client.execute("select count(*) from plugin_kv where plugin = 'kvflood'");
-      assert.ok(Number(stored.rows[0]![0]) <= 100, `${stored.rows[0]![0]} keys stored: ${JSON.stringify(answers)}`);
+      const stored = await storedKeys();
+      assert.ok(stored <= 100, `${stored} keys stored: ${JSON.stringify(answers)}`);
       assert.equal(answers.filter((r) => r.status === 200).length, 1, JSON.stringify(answers));
       assert.match(JSON.stringify(answers.find((r) => r.status !== 200)?.body), /quota/);
-      const usage = await client.execute("select keys from plugin_kv_usage where plugin = 'kvflood'");
-      assert.equal(Number(usage.rows[0]![0]), Number(stored.rows[0]![0]), "usage as counted");
+      assert.equal(await usageKeys(), stored, "usage as counted");
+    });
+
+    it("70 one-key calls at once on each of two nodes against 100 keys: past the quota only by the unchecked share", async () => {
+      await freshPair();
+      const sid = await newSession(nodes[0]!, "quota-many");
+      const answers = await Promise.all(
+        nodes.flatMap((n, i) => Array.from({ length: 70 }, (_, j) => api(n, "POST", "/v1/commands/kvflood", { session_id: sid, raw_args: `fill ${i * 1000 + j} 1 1` }))),
+      );
+      const stored = await storedKeys();
+      // Each process's unchecked commits under way add at most 2.5% of the quota (2 keys here).
+      assert.ok(stored <= 100 + 2 * 3, `${stored} keys stored`);
+      assert.ok(stored >= 90, `${stored} keys stored: calls refused with room left`);
+      const refused = answers.filter((r) => r.status !== 200);
+      assert.equal(refused.length, 140 - stored, "every call that stored nothing was refused");
+      for (const r of refused) assert.match(JSON.stringify(r.body), /quota/);
+      assert.equal(await usageKeys(), stored, "usage as counted");
     });
   });
 }
