@@ -41,6 +41,17 @@ describe("plugin errors name their cause", () => {
     assert.throws(() => parseManifest({ name: "x", version: "1", tools: [{ name: "prototype", description: "d", parameters: { type: "object" } }] }, "manifest.json"), /"prototype" cannot name a tool/);
   });
 
+  // Found by an outside probe: a command declared twice loaded as active, then was refused as
+  // "claimed by plugins counter and counter" on every call.
+  it("a command, tool or hook declared twice in manifest.json is refused at load, naming it", () => {
+    const d = { description: "d" };
+    assert.throws(() => parseManifest({ name: "x", version: "1", commands: [{ name: "counts", ...d }, { name: "counts", ...d }] }, "manifest.json"), /manifest\.json: commands: "counts" is declared twice/);
+    const tool = { name: "t", description: "d", parameters: { type: "object" } };
+    assert.throws(() => parseManifest({ name: "x", version: "1", tools: [tool, tool] }, "manifest.json"), /tools: "t" is declared twice/);
+    assert.throws(() => parseManifest({ name: "x", version: "1", hooks: ["post_compaction", "post_compaction"] }, "manifest.json"), /hooks: "post_compaction" is declared twice/);
+    assert.deepEqual(parseManifest({ name: "x", version: "1", commands: [{ name: "a", ...d }, { name: "b", ...d }] }, "manifest.json").commands.map((c) => c.name), ["a", "b"]);
+  });
+
   it("a tool schema whose check has no bound on the host's work: $ref refused, pattern, format and uniqueItems not checked by the host", async () => {
     const tool = (parameters: object) => ({ name: "x", version: "1", tools: [{ name: "t", description: "d", parameters }] });
     const refused = (parameters: object, why: RegExp) => assert.throws(() => parseManifest(tool(parameters), "manifest.json"), why);

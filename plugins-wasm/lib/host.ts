@@ -150,7 +150,9 @@ export function kvListBytes(session: string, prefix: string): Uint8Array {
 
 /** How kvDeleteSessions matches keys to session ids. */
 export const KEY_IS_PREFIX_ID: u64 = 0; // prefix + id
-export const KEY_STARTS_PREFIX_ID: u64 = 1; // prefix + id + ":" + anything
+// prefix + id + ":" + suffix, the suffix without ":" (the id ends at the key's last ":", so ids may
+// hold ":"; a key "t:<id>:a:b" belongs to the id "<id>:a", not to "<id>")
+export const KEY_STARTS_PREFIX_ID: u64 = 1;
 /**
  * Or'ed into kvDeleteSessions' mode: the keys go uncounted (it returns -1). Counting reads every
  * matching key once more before the delete does: a clean-up that ignores the number skips it.

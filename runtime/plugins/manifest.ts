@@ -85,8 +85,15 @@ export function parseManifest(raw: unknown, where: string): Manifest {
   }
   const known = res.output.hooks.filter(isHookName);
   const unknown = res.output.hooks.filter((h) => !isHookName(h));
-  const dupTool = res.output.tools.find((t, i, all) => all.findIndex((u) => u.name === t.name) !== i);
-  if (dupTool) throw new ManifestError(`${where}: tools: "${dupTool.name}" is declared twice`);
+  // A name declared twice would claim its command (or tool) against itself and run for neither.
+  for (const [field, names] of [
+    ["tools", res.output.tools.map((t) => t.name)],
+    ["commands", res.output.commands.map((c) => c.name)],
+    ["hooks", res.output.hooks],
+  ] as const) {
+    const twice = names.find((n, i) => names.indexOf(n) !== i);
+    if (twice !== undefined) throw new ManifestError(`${where}: ${field}: "${twice}" is declared twice`);
+  }
   const allowed = Object.keys(ManifestSchema.entries);
   const extra = Object.keys(fields as object).filter((k) => !allowed.includes(k));
   return { ...res.output, hooks: known, unknown_hooks: unknown, unknown_fields: extra.map((k) => `${k}${suggest(k, allowed)}`) };
