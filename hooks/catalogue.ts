@@ -35,7 +35,13 @@ export type Source = v.InferOutput<typeof SourceSchema>;
 const MessageSchema = v.object({ role: v.string(), content: v.string() });
 
 const session = { session_id: v.string() };
-const Args = v.record(v.string(), v.unknown());
+// A JSON object: valibot's record takes an array too, as an object (a modify directive's [1, 2]
+// became {"0":1,"1":2}), so arrays are told apart before it.
+const Args = v.pipe(
+  v.unknown(),
+  v.check((x) => !Array.isArray(x), "args must be a JSON object, not an array"),
+  v.record(v.string(), v.unknown()),
+);
 const UsageSchema = v.object({ prompt_tokens: v.number(), completion_tokens: v.number(), total_tokens: v.number() });
 /** How a tool call ended: ran, failed (error says why) or blocked by a pre_tool_call directive. */
 export const TOOL_STATUSES = ["ok", "error", "blocked"] as const;

@@ -85,7 +85,9 @@ export const ConfigSchema = v.strictObject({
   sessions_dir: v.optional(v.string(), "./data/sessions"),
   host: v.optional(v.string(), "127.0.0.1"),
   port: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(65_535)), 8787),
-  api_token: v.optional(v.string()),
+  // An HTTP header value is trimmed and read as Latin-1: a token with spaces or other than visible
+  // ASCII could never be sent back as it is configured.
+  api_token: v.optional(v.pipe(v.string(), v.regex(/^[\x21-\x7e]*$/, "api_token must be visible ASCII characters (no spaces), as an Authorization header carries it"))),
   /** On SIGTERM/SIGINT, how long in-flight requests may take to finish before they are dropped. */
   shutdown_grace_seconds: v.optional(v.pipe(v.number(), v.minValue(0), v.maxValue(3_600)), 10),
   /** How long a stored Idempotency-Key answer is replayed; after that the key may be used again. */

@@ -116,6 +116,18 @@ describe("hooks: dispatcher bookkeeping", () => {
     assert.deepEqual(report.delivered, ["within"]);
   });
 
+  // Found by an outside probe: [1, 2] as args was merged into the call's arguments as {"0":1,"1":2}.
+  it("refuses a modify whose args are an array, not an object, as bad_output", async () => {
+    const d = new HookDispatcher();
+    const raw = (name: string, text: string) => ({ name, hooks: new Set(["pre_tool_call" as const]), call: () => ({ output: text }) });
+    d.subscribe(raw("array", JSON.stringify({ action: "modify", args: [1, 2] })));
+    d.subscribe(raw("object", JSON.stringify({ action: "modify", args: { expression: "2+2" } })));
+    const report = await d.emit("pre_tool_call", { session_id: "s1", tool_name: "calculator", args: { expression: "1+1" }, task_id: "t1", tool_call_id: "c1" } as never);
+    assert.deepEqual(report.failed.map((f) => [f.plugin, f.kind]), [["array", "bad_output"]]);
+    assert.match(report.failed[0]!.message, /args must be a JSON object, not an array/);
+    assert.deepEqual(report.delivered, ["object"]);
+  });
+
   it("counts a refused output once, as a failed call", async () => {
     const d = new HookDispatcher();
     const seen: CallEvent[] = [];

@@ -62,6 +62,23 @@ describe("streamed turns with the local provider", () => {
     assert.equal((await s.api("GET", `/v1/sessions/${sid}/messages`)).body.messages.length, 2, "the turn ran once");
   });
 
+  // Found by an outside probe: "text/event-stream;q=0" (not this one, RFC 9110) still got a stream.
+  it("Accept weighs text/event-stream: q=0 refuses it (JSON answer), any other weight asks for it", async () => {
+    const sid = await newSession(s);
+    const post = (accept: string) => fetch(`${s.url}/v1/sessions/${sid}/turns`, { method: "POST", headers: { "content-type": "application/json", accept }, body: JSON.stringify({ message: "hello" }) });
+    for (const [accept, type] of [
+      ["text/event-stream;q=0, application/json", /^application\/json/],
+      ["application/json, text/event-stream ; q=0.0", /^application\/json/],
+      ["application/json;q=0.5, text/event-stream;q=0.8", /^text\/event-stream/],
+      ["TEXT/EVENT-STREAM", /^text\/event-stream/],
+    ] as const) {
+      const res = await post(accept);
+      assert.equal(res.status, 200, accept);
+      assert.match(res.headers.get("content-type") ?? "", type, accept);
+      await res.body?.cancel();
+    }
+  });
+
   it("a turn that fails is an error event, and stores nothing; bad input and a missing session stay plain 4xx", async () => {
     const sid = await newSession(s);
     await s.api("POST", `/v1/sessions/${sid}/end`, {});

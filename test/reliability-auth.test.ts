@@ -135,6 +135,15 @@ describe("reliability: binding beyond loopback needs a token", () => {
     for (const host of ["127.0.0.1", "127.1.2.3", "localhost", "::1"]) assert.equal(parseConfig({ host }, {}).host, host);
   });
 
+  // Found by an outside probe: " ", "é" or a token with edge spaces passed the config and then
+  // matched no header (header values are trimmed and read as Latin-1): every request was 401.
+  it("refuses a token that no Authorization header could carry as it is configured", () => {
+    for (const token of [" ", " abc", "abc ", "a b", "é", "tab\there"]) {
+      assert.throws(() => parseConfig({}, { HOOKBOX_API_TOKEN: token }), /api_token must be visible ASCII characters/, JSON.stringify(token));
+    }
+    assert.equal(parseConfig({}, { HOOKBOX_API_TOKEN: "Az09-._~+/=!#$%&'*^`|" }).api_token, "Az09-._~+/=!#$%&'*^`|");
+  });
+
   it("refuses `serve --host` beyond loopback without a token, before anything is opened", async () => {
     const err: string[] = [];
     const io = { out: () => {}, err: (l: string) => err.push(l) };

@@ -8,8 +8,14 @@ import type { Core } from "../core.ts";
 import type { TurnEvent } from "../turns/events.ts";
 import { describeError } from "./errors.ts";
 
+/** Whether Accept lists text/event-stream with a weight above 0 (`;q=0` means "not this one", RFC 9110). */
 export function wantsEventStream(c: Context): boolean {
-  return (c.req.header("accept") ?? "").split(",").some((part) => part.trim().toLowerCase().startsWith("text/event-stream"));
+  return (c.req.header("accept") ?? "").split(",").some((part) => {
+    const [type, ...params] = part.split(";").map((p) => p.trim().toLowerCase());
+    if (type !== "text/event-stream") return false;
+    const q = params.find((p) => p.startsWith("q="));
+    return q === undefined || Number(q.slice(2)) > 0;
+  });
 }
 
 export function streamTurn(c: Context, core: Core, sessionId: string, message: string): Response {
