@@ -94,6 +94,24 @@ describe("OpenAI-compatible provider", () => {
     assert.deepEqual(rec.of("post_tool_call").map((e) => e.result), ["6*7 = 42"]);
   });
 
+  // Found by an outside probe: one tool call whose arguments were not JSON failed the whole turn (502).
+  it("a tool call whose arguments are not a JSON object gets an error result; the model goes on, the turn succeeds", async () => {
+    handler = (body) => {
+      const last = body.messages.at(-1);
+      if (last.role === "tool") return reply(`the tool said: ${last.content}`);
+      return { json: { choices: [{ message: { content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "calculator", arguments: "{not json" } }] } }] } };
+    };
+    requests.length = 0;
+    rec.clear();
+    const id = await newSession();
+    const res = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "what is 6*7" });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.equal(res.body.reply, 'the tool said: error: invalid arguments for calculator: the arguments are not a JSON object: "{not json"');
+    assert.deepEqual(res.body.tool_calls.map((c: any) => [c.tool_name, c.status]), [["calculator", "error"]]);
+    assert.deepEqual(rec.of("post_tool_call").map((e) => [e.status, e.args]), [["error", {}]]);
+    assert.equal("args_error" in rec.of("post_tool_call")[0]!, false, "hooks see the catalogue's fields only");
+  });
+
   it("context_length_exceeded: compacts (reason overflow) and retries", async () => {
     const id = await newSession();
     await seed(t.core, id, Array.from({ length: 6 }, (_, i): [string, string] => [i % 2 ? "assistant" : "user", words(80)]));

@@ -2,7 +2,7 @@
 // Replies are outside input: validated with valibot before the core trusts them.
 import * as v from "valibot";
 import { readStream } from "./openai-stream.ts";
-import { ContextOverflowError, ProviderError, SummaryAborted, type ChatMessage, type CompletionRequest, type Provider, type ProviderReply, type StreamOptions } from "./types.ts";
+import { ContextOverflowError, ProviderError, SummaryAborted, type ChatMessage, type CompletionRequest, type Provider, type ProviderReply, type StreamOptions, type ToolCall } from "./types.ts";
 
 export interface OpenAIOptions {
   base_url: string;
@@ -58,7 +58,7 @@ export class OpenAIProvider implements Provider {
       body.stream_options = { include_usage: true };
       const res = await this.send(body);
       const r = await readStream(res, stream.onDelta);
-      return { ...r, tool_calls: r.tool_calls.filter((c) => c !== undefined).map((c) => ({ id: c.id, name: c.name, args: parseArgs(c.arguments) })) };
+      return { ...r, tool_calls: r.tool_calls.filter((c) => c !== undefined).map((c) => ({ id: c.id, name: c.name, ...parseArgs(c.arguments) })) };
     }
     const json = await this.post(body);
     const parsed = v.safeParse(ReplySchema, json);
@@ -70,7 +70,7 @@ export class OpenAIProvider implements Provider {
       : { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
     return {
       content: msg.content ?? "",
-      tool_calls: (msg.tool_calls ?? []).map((c) => ({ id: c.id, name: c.function.name, args: parseArgs(c.function.arguments) })),
+      tool_calls: (msg.tool_calls ?? []).map((c) => ({ id: c.id, name: c.function.name, ...parseArgs(c.function.arguments) })),
       usage,
       native_compaction: r.compaction,
     };
@@ -174,12 +174,17 @@ function toWire(m: ChatMessage): Record<string, unknown> {
   return { role: m.role, content: m.content };
 }
 
-function parseArgs(text: string): Record<string, unknown> {
+/**
+ * A tool call's arguments as the model wrote them. Models now and then write text that is not a
+ * JSON object: that call's result tells the model so (args_error), where failing the whole turn
+ * lost it for one bad call.
+ */
+function parseArgs(text: string): Pick<ToolCall, "args" | "args_error"> {
   try {
     const x: unknown = JSON.parse(text || "{}");
-    if (x && typeof x === "object" && !Array.isArray(x)) return x as Record<string, unknown>;
+    if (x && typeof x === "object" && !Array.isArray(x)) return { args: x as Record<string, unknown> };
   } catch {
     /* fall through */
   }
-  throw new ProviderError(`tool call arguments are not a JSON object: ${text.slice(0, 80)}`);
+  return { args: {}, args_error: `the arguments are not a JSON object: ${JSON.stringify(text.slice(0, 80))}` };
 }

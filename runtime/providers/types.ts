@@ -4,6 +4,11 @@ export interface ToolCall {
   id: string;
   name: string;
   args: Record<string, unknown>;
+  /**
+   * Set when the model's arguments were not a JSON object (args is then {}): the call gives the
+   * model an error result saying so, as invalid arguments do, and the turn goes on.
+   */
+  args_error?: string;
 }
 
 export interface ChatMessage {

@@ -183,7 +183,7 @@ export class TurnService {
       transcript.push({ role: "assistant", content: reply.content, tool_calls: reply.tool_calls });
       for (const tc of reply.tool_calls) {
         events?.({ event: "tool_call", data: { tool_call_id: tc.id, tool_name: tc.name, args: tc.args } });
-        const run = await runToolCall(this.toolDeps, { session_id: sessionId, turn_id: turnId, tool_call_id: tc.id, tool_name: tc.name, args: tc.args });
+        const run = await runToolCall(this.toolDeps, { session_id: sessionId, turn_id: turnId, tool_call_id: tc.id, tool_name: tc.name, args: tc.args, args_error: tc.args_error });
         turn.add({ role: "tool", content: run.result, tool_name: tc.name });
         events?.({ event: "tool_result", data: run });
         toolRuns.push(run);

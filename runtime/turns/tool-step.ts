@@ -25,6 +25,8 @@ export interface ToolStepDeps {
 export interface ToolCallRequest extends ToolCallContext {
   tool_name: string;
   args: Record<string, unknown>;
+  /** The model's arguments were not a JSON object (args is {}): unless a plugin's modify gives some, the tool does not run. */
+  args_error?: string | undefined;
 }
 
 export async function runToolCall(deps: ToolStepDeps, req: ToolCallRequest): Promise<ToolRun> {
@@ -38,9 +40,13 @@ export async function runToolCall(deps: ToolStepDeps, req: ToolCallRequest): Pro
   // A block's message stands in for the result: held to the same cap as any result the model sees.
   const capped = (text: string) => capResult(text, deps.maxResultBytes).text;
   const t0 = performance.now();
-  const outcome = verdict.blocked ? { status: "blocked" as const, error: null, result: capped(verdict.message) } : await execute(deps, req, args);
+  const outcome =
+    verdict.blocked ? { status: "blocked" as const, error: null, result: capped(verdict.message) }
+    : req.args_error !== undefined && !verdict.modified ? failed(`invalid arguments for ${req.tool_name}: ${req.args_error}`)
+    : await execute(deps, req, args);
   const duration_ms = performance.now() - t0;
-  const fields = { ...req, args, result: outcome.result, duration_ms, status: outcome.status, error: outcome.error };
+  const { args_error: _, ...call } = req;
+  const fields = { ...call, args, result: outcome.result, duration_ms, status: outcome.status, error: outcome.error };
   const transformed = firstReplacement(await deps.dispatcher.emit("transform_tool_result", fields), "result");
   if (transformed) fields.result = capped(transformed.text);
   fields.result = storedText(fields.result);
@@ -77,12 +83,13 @@ export function firstReplacement(report: HookReport, key: "result" | "response",
   return undefined;
 }
 
+const failed = (error: string) => ({ status: "error" as const, error, result: `error: ${error}` });
+
 async function execute(
   deps: ToolStepDeps,
   call: ToolCallContext & { tool_name: string },
   args: Record<string, unknown>,
 ): Promise<{ status: ToolStatus; error: string | null; result: string }> {
-  const failed = (error: string) => ({ status: "error" as const, error, result: `error: ${error}` });
   const tool = deps.tools.get(call.tool_name);
   if (!tool) return failed(deps.tools.missing(call.tool_name));
   const invalid = await deps.tools.check(call.tool_name, args);
