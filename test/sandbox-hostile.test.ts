@@ -776,6 +776,26 @@ describe("hostile modules: suspended by rewinding (a runtime without JSPI)", () 
     return ctx.store(req === 0n ? "first" : `second after ${ctx.read(req)?.text()}`);
   };
 
+  // Found by an outside probe: one function of 20,000 locals and 20,000 call sites made Binaryen
+  // take 3.7 GiB of the server's memory for 20 s, again at every reload.
+  it("a module too heavy to make rewindable is refused before Binaryen sees it, and the refusal is remembered", async () => {
+    const body = new Writer().u32(1).u32(2_000).byte(0x7f); // 2,000 i32 locals
+    for (let i = 0; i < 600; i++) body.byte(Op.Call).u32(0);
+    body.byte(Op.End);
+    const heavy = writeModule([
+      { id: 1, body: new Writer().u32(1).byte(0x60).u32(0).u32(0).toBytes() },
+      { id: 3, body: new Writer().u32(1).u32(0).toBytes() },
+      { id: 7, body: new Writer().u32(1).name("run").byte(0).u32(0).toBytes() },
+      { id: 10, body: new Writer().u32(1).sized(body).toBytes() },
+    ]);
+    await compileInstrumented(heavy, { memoryPages: 4 }); // as a plain plugin it loads
+    for (let round = 0; round < 2; round++) {
+      const t0 = performance.now();
+      await assert.rejects(compileInstrumented(heavy, { memoryPages: 4 }, [`${HOST_MODULE}.hookbox_http`]), /too heavy to make rewindable \(locals x call sites 1204800, at most 1000000\)/);
+      assert.ok(performance.now() - t0 < 2_000, `round ${round}: refused in ${performance.now() - t0} ms`);
+    }
+  });
+
   it("a call suspended twice resumes each time with its locals and its memory as it left them", async () => {
     const { plugin } = await sandbox("rewind", { rewind: true, functions: { hookbox_http: http } });
     for (let i = 0; i < 3; i++) assert.equal((await plugin.call("keep", "", Date.now() + 5_000)).output, "second after first");

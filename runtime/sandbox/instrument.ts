@@ -61,6 +61,18 @@ const HOST_CALL_UNITS = 20;
 /** Fuel a start function gets before it must ask the host (about 1 ms of code). */
 export const START_FUEL = 1_000_000;
 
+/**
+ * Of each module instrument() wrote: the sum over its function bodies of (locals + CALL_WEIGHT) x
+ * call sites. Asyncify (rewind.ts) saves and restores a function's locals around each call that may
+ * unwind, so its rewrite, and Binaryen's memory for it, grows with this (an outside probe's one
+ * function of 20,000 locals and 20,000 calls took 3.7 GiB for 20 s; 1,000 x 1,000: 350 MiB, 4 s;
+ * 150,000 calls and 2 locals: 470 MiB, past 20 s; the shipped plugins weigh 1,000-40,000).
+ */
+export const suspendWeights = new WeakMap<Uint8Array, number>();
+/** What a call site weighs apart from the locals it saves (a calls-only body still costs). */
+const CALL_WEIGHT = 8;
+const CALL_INDIRECT = 0x11;
+
 export class InstrumentError extends Error {
   override name = "InstrumentError";
 }
@@ -216,7 +228,7 @@ async function rewrite(sections: Section[], types: Signatures, opts: InstrumentO
   const elements = find(sections, 9);
   if (elements) out.set(9, rewriteElements(elements, remap));
 
-  const meter: MeterCtx = { fuelGlobal, refill: fuelFn(REFILL), growCheck, chargeBytes, chargeElems, fillChunked, copyChunked, importedFuncs: I, remap, types };
+  const meter: MeterCtx = { fuelGlobal, refill: fuelFn(REFILL), growCheck, chargeBytes, chargeElems, fillChunked, copyChunked, importedFuncs: I, remap, types, suspendWeight: 0 };
   const bodies = readVec(find(sections, 10) ?? new Uint8Array([0]), (r) => r.bytes(r.u32()));
   // The added functions first (they are few and small), so the section's count is known up front.
   const added: Uint8Array[] = [];
@@ -258,7 +270,9 @@ async function rewrite(sections: Section[], types: Signatures, opts: InstrumentO
     result.splice(at === -1 ? result.length : at, 0, { id, body });
   }
   capTables(result, opts.tableElements ?? TABLE_ELEMENTS);
-  return capMemory(result, opts.memoryPages);
+  const written = capMemory(result, opts.memoryPages);
+  suspendWeights.set(written, meter.suspendWeight);
+  return written;
 }
 
 /**
@@ -377,6 +391,8 @@ interface MeterCtx {
   remap: (idx: number) => number;
   /** The module's function types (a block typed by one is checked against MAX_BLOCK_ARITY). */
   types: Signatures;
+  /** Sum over the bodies of locals x call sites: what asyncify's rewrite grows with (suspendWeight). */
+  suspendWeight: number;
 }
 
 /** The instructions instrumentBody's second pass may rewrite (or meter after: loops). */
@@ -412,10 +428,12 @@ function meterCode(w: Writer, cost: number, m: MeterCtx): void {
 function* instrumentBody(body: Uint8Array, m: MeterCtx, w: Writer): Generator<void, void, void> {
   const r = new Reader(body);
   const localsStart = r.pos;
+  let locals = 0;
   for (let n = r.u32(); n > 0; n--) {
-    r.u32();
+    locals += r.u32();
     valtype(r);
   }
+  let calls = 0;
   const codeStart = r.pos;
   // Only the instructions the second pass rewrites are kept, as numbers (op, start, immediates, end)
   // in typed arrays: a body of millions of blocks, nops or loops kept an object per instruction,
@@ -444,6 +462,7 @@ function* instrumentBody(body: Uint8Array, m: MeterCtx, w: Writer): Generator<vo
     }
     // A call into the host costs what a host call costs the host, not one instruction.
     costs.set(region, costs.get(region) + (ins.op === Op.Call && new Reader(body, ins.immStart).u32() < m.importedFuncs ? HOST_CALL_UNITS : 1));
+    if (ins.op === Op.Call || ins.op === CALL_INDIRECT) calls++;
     if (ins.op === Op.Loop || ins.op === Op.Block || ins.op === Op.If) checkBlockType(body, ins.immStart, m.types);
     if (ins.op === Op.Loop) {
       costs.push(0);
@@ -452,6 +471,7 @@ function* instrumentBody(body: Uint8Array, m: MeterCtx, w: Writer): Generator<vo
   }
   // The body's own end closes its last block: anything else means it was read wrong.
   if (stack.length !== 0 || lastOp !== Op.End) throw new WasmFormatError("a function body does not end where its size says");
+  m.suspendWeight += (locals + CALL_WEIGHT) * calls;
   // Each meter adds about a dozen bytes: a body whose meters alone would pass the limit is not written.
   const atLeast = w.length + body.length + costs.length * METER_BYTES;
   if (atLeast > MAX_INSTRUMENTED_BYTES) throw tooLarge(atLeast);

@@ -5,6 +5,11 @@ import { instrument, InstrumentError, type InstrumentOptions } from "./instrumen
 import { rewindable } from "./rewind.ts";
 
 const cache = new Map<string, Promise<WebAssembly.Module>>();
+/**
+ * Modules that could not be made rewindable, by key, with why: a reload does not run the transform
+ * again (it may take its whole 20 s and hundreds of MB each time for the same answer).
+ */
+const refusedRewinds = new Map<string, Error>();
 
 /**
  * Instrumented in slices and compiled off the event loop (WebAssembly.compile); a failure is not
@@ -13,6 +18,8 @@ const cache = new Map<string, Promise<WebAssembly.Module>>();
  */
 export function compileInstrumented(wasm: Uint8Array<ArrayBuffer>, opts: InstrumentOptions, rewind?: readonly string[]): Promise<WebAssembly.Module> {
   const key = `${createHash("sha256").update(wasm).digest("hex")}:${opts.memoryPages}:${opts.tableElements ?? ""}:${opts.blockBytes ?? ""}:${rewind?.join(",") ?? ""}`;
+  const refused = refusedRewinds.get(key);
+  if (refused) return Promise.reject(refused);
   let mod = cache.get(key);
   if (!mod) {
     // instrument() runs no validation of V8's (on the thread); the module as given is validated by
@@ -22,7 +29,12 @@ export function compileInstrumented(wasm: Uint8Array<ArrayBuffer>, opts: Instrum
     // counter: a loop that reset it ran for ever), and is valid there.
     mod = instrument(wasm, opts).then(async (bytes) => {
       const valid = compiled(wasm);
-      const module = rewind ? rewindable(bytes, rewind).then(compiled) : compiled(bytes);
+      const module = rewind
+        ? rewindable(bytes, rewind).then(compiled, (err: Error) => {
+            refusedRewinds.set(key, err);
+            throw err;
+          })
+        : compiled(bytes);
       module.catch(() => undefined); // an invalid module fails as such, whatever this one says
       await valid;
       return module;

@@ -14,6 +14,7 @@ import type { CallContext } from "@extism/extism";
 import { PluginCallError } from "../../hooks/failures.ts";
 import type { HostFunction } from "../../host-api/binding.ts";
 import { WORKER_EXEC_ARGV } from "./worker-code.ts";
+import { suspendWeights } from "./instrument.ts";
 
 /** Import module and name of the function the added export calls (see rewind-worker.mjs). */
 export const REWIND_CONTEXT_MODULE = "hookbox:rewind";
@@ -25,6 +26,12 @@ export const REWIND_CONTEXT_EXPORT = "hookbox_rewind_context";
 const DATA_BYTES = 16 * 1024;
 /** Modules above this size are not transformed (Binaryen's memory grows with them): they run in a worker. */
 const MAX_TRANSFORM_BYTES = 8 * 1024 * 1024;
+/**
+ * Modules heavier than this (instrument.ts suspendWeights: locals x call sites) are not transformed:
+ * Binaryen's memory grows with it (1,000,000: about 350 MiB at its peak, 4 s), and it runs in the
+ * server's process. They run in a worker.
+ */
+const MAX_SUSPEND_WEIGHT = 1_000_000;
 /**
  * A transform still running after this long is given up (the plugin stays in a worker): the
  * plugins' own modules take 0.1-0.5 s, and one that takes longer holds up the next in the queue.
@@ -53,6 +60,8 @@ interface AsyncifyExports {
  */
 export function rewindable(bytes: Uint8Array, imports: readonly string[]): Promise<Uint8Array> {
   if (bytes.byteLength > MAX_TRANSFORM_BYTES) return Promise.reject(new Error(`module larger than ${MAX_TRANSFORM_BYTES} bytes`));
+  const weight = suspendWeights.get(bytes) ?? Infinity;
+  if (weight > MAX_SUSPEND_WEIGHT) return Promise.reject(new Error(`module too heavy to make rewindable (locals x call sites ${weight}, at most ${MAX_SUSPEND_WEIGHT})`));
   return transforms.run(bytes, imports);
 }
 
