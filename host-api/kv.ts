@@ -469,6 +469,9 @@ export class PluginKv {
     checkPrefix(prefix);
     const stored = this.backend.keys(this.plugin, session, prefix, maxBytes);
     if (stored === undefined) throw new PluginCallError("memory", `kv_list: the keys under "${prefix.slice(0, 40)}" hold more than ${maxBytes} bytes, the most one answer may hold (list by a longer prefix)`);
+    // Nothing staged or under way: the stored keys, sorted, are the answer (100,000 keys each looked
+    // up in the staged writes and sweeps took 130-190 ms of the thread).
+    if (!this.pending && !this.pendingSweeps && this.unflushed.size === 0 && this.unflushedSweeps.size === 0) return stored;
     const keys = new Set<string>();
     for (const key of stored) if (this.staged(session, key) !== null) keys.add(key);
     for (const key of this.stagedKeys(session, prefix)) if (this.staged(session, key) != null) keys.add(key);
