@@ -71,7 +71,13 @@ export const ConfigSchema = v.strictObject({
   db_url: v.optional(
     v.pipe(
       v.string(),
-      v.check((u) => /^(file|libsql|https?|wss?):/i.test(u), (i) => `"${String(i.input)}" is not a database URL: file:PATH for an embedded file (e.g. file:${String(i.input)}), or libsql://, http(s)://, ws(s):// for a libSQL server`),
+      v.check(
+        (u) => /^(file|libsql|https?|wss?):/i.test(u),
+        (i) =>
+          /^[a-z][a-z0-9+.-]*:\/\//i.test(String(i.input))
+            ? `"${String(i.input)}" is not a database hookbox can open: file:PATH for an embedded file, or libsql://, http(s)://, ws(s):// for a libSQL server`
+            : `"${String(i.input)}" is not a database URL: file:PATH for an embedded file (e.g. file:${String(i.input)}), or libsql://, http(s)://, ws(s):// for a libSQL server`,
+      ),
     ),
     "file:./data/hookbox.db",
   ),

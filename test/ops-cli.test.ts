@@ -191,6 +191,8 @@ describe("configuration (operator)", () => {
     assert.equal(parseConfig({}, { HOOKBOX_DB_SYNCHRONOUS: "NORMAL" }).db_synchronous, "normal");
     // A path without a scheme is refused with the fix, not opened as a URL that fails later.
     assert.throws(() => parseConfig({}, { HOOKBOX_DB_URL: "./data/hookbox.db" }), /HOOKBOX_DB_URL \(db_url\): "\.\/data\/hookbox\.db" is not a database URL: file:PATH for an embedded file \(e\.g\. file:\.\/data\/hookbox\.db\)/);
+    // A URL of another scheme is not a path: no "file:" suggestion made of it (an outside probe saw "e.g. file:postgres://x").
+    assert.throws(() => parseConfig({}, { HOOKBOX_DB_URL: "postgres://x" }), (err: Error) => /"postgres:\/\/x" is not a database hookbox can open: file:PATH/.test(err.message) && !/e\.g\./.test(err.message));
     for (const url of ["file:./x.db", "libsql://db.example", "http://127.0.0.1:8080", "wss://db.example"]) assert.equal(parseConfig({ db_url: url }).db_url, url);
     // The README documents every variable.
     const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
