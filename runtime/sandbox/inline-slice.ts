@@ -31,40 +31,20 @@ const immediateSkipsIo = typeof (globalThis as { Deno?: unknown }).Deno !== "und
 const NOTHING = new Uint8Array(0);
 
 /**
- * Calls `fn` after one full turn of the event loop, I/O and due timers included: setImmediate on
- * Node (no wait). On Deno a request waiting on a socket was not served between two setImmediate
- * callbacks, and a 0 ms timer, which serves it and runs the timers due before it, takes 2-2.4 ms:
- * a fifth of a 10-plugin fan-out's time there. So on Deno a turn is a few async ops that complete
- * at once (the digest of nothing: no permission, about 40 us each), each completion one poll of the
- * pending I/O, but those polls run no timer: at least every TIMER_TURN_MS the turn is a 0 ms timer.
+ * Calls `fn` once the event loop has turned: setImmediate on Node, a 0 ms timer on Deno. Cheap to
+ * ask for, but on Deno the timer takes 2-2.4 ms: fine for resetting the count, not for waiting on.
  */
 function afterTurn(fn: () => void): void {
-  if (!immediateSkipsIo) {
-    setImmediate(fn);
-    return;
-  }
-  // One turn for every callback asked for before it: ops may complete out of order (a thread pool
-  // runs them), and callbacks must run in the order they were asked for (a reset of the count, then
-  // a wait).
-  if (turnWaiters) {
-    turnWaiters.push(fn);
-    return;
-  }
-  turnWaiters = [fn];
-  if (performance.now() - lastTimerTurn < TIMER_TURN_MS) void pollIo(IO_POLLS).then(runTurnWaiters, runTurnWaiters);
-  else
-    setTimeout(() => {
-      lastTimerTurn = performance.now();
-      runTurnWaiters();
-    }, 0);
+  if (immediateSkipsIo) setTimeout(fn, 0);
+  else setImmediate(fn);
 }
 
 /**
- * Polls on Deno per turn: each op's completion is one poll of the event loop, and one request takes
+ * Polls on Deno per wait: each op's completion is one poll of the event loop, and one request takes
  * a few (accept, read, write): 4 serve a request between two plugin calls, as a timer did.
  */
 const IO_POLLS = 4;
-/** The longest a loop of turns on Deno goes without one that runs the timers due (a 0 ms timer). */
+/** The longest a loop of waits on Deno goes without one that runs the timers due (a 0 ms timer). */
 const TIMER_TURN_MS = 40;
 let lastTimerTurn = 0;
 
@@ -72,16 +52,23 @@ async function pollIo(polls: number): Promise<void> {
   for (let i = 0; i < polls; i++) await crypto.subtle.digest("SHA-1", NOTHING);
 }
 
-let turnWaiters: Array<() => void> | undefined;
-
-function runTurnWaiters(): void {
-  const waiters = turnWaiters!;
-  turnWaiters = undefined;
-  for (const fn of waiters) fn();
-}
-
-export function turnEventLoop(): Promise<void> {
-  return new Promise<void>((resolve) => afterTurn(resolve));
+/**
+ * Waits for one full turn of the event loop, I/O and due timers included, then counts work from
+ * zero. Node: setImmediate (no wait). On Deno a request waiting on a socket was not served between
+ * two setImmediate callbacks, and a 0 ms timer, which serves it and runs the timers due before it,
+ * takes 2-2.4 ms: a fifth of a 10-plugin fan-out's time there. So a wait on Deno is a few async ops
+ * that complete at once (the digest of nothing: no permission, about 40 us each), each completion
+ * one poll of the pending I/O; those polls run no timer, so at least every TIMER_TURN_MS the wait
+ * is a 0 ms timer.
+ */
+export async function turnEventLoop(): Promise<void> {
+  if (!immediateSkipsIo) await new Promise<void>((resolve) => setImmediate(resolve));
+  else if (performance.now() - lastTimerTurn < TIMER_TURN_MS) await pollIo(IO_POLLS);
+  else {
+    await new Promise<void>((resolve) => setTimeout(resolve, 0));
+    lastTimerTurn = performance.now();
+  }
+  work = 0;
 }
 
 /** In-thread plugin work (ms) since the event loop last turned. */
@@ -106,7 +93,6 @@ export function countWork(ms: number): void {
 }
 
 /** Lets pending I/O (other requests) run, then counts work from zero. */
-export async function yieldTurn(): Promise<void> {
-  await turnEventLoop();
-  work = 0;
+export function yieldTurn(): Promise<void> {
+  return turnEventLoop();
 }
