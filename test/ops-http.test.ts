@@ -134,6 +134,9 @@ describe("operations endpoints", () => {
     // A turn may stream; every POST and DELETE may carry an Idempotency-Key.
     const turn = doc.paths["/v1/sessions/{id}/turns"].post;
     assert.deepEqual(Object.keys(turn.responses["200"].content).sort(), ["application/json", "text/event-stream"]);
+    // Found by an outside probe: 502 and 503 answers were not in the spec.
+    assert.match(turn.responses["5XX"].description, /502 provider_error/);
+    assert.equal(turn.responses["5XX"].content["application/json"].schema.$ref, "#/components/schemas/Error");
     assert.ok(turn.parameters.some((p: any) => p.in === "header" && p.name === "Idempotency-Key"));
     assert.ok(!doc.paths["/v1/sessions"].get.parameters.some((p: any) => p.name === "Idempotency-Key"), "not on a GET");
     assert.deepEqual(doc.security, [{ bearer: [] }]);

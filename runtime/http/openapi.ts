@@ -155,6 +155,10 @@ export function openApiDocument(version: string, tokenRequired: boolean): Json {
       responses: {
         [String(doc.status ?? 200)]: ok,
         "4XX": { description: "Bad request, unauthorized, not found, conflict...", content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } } },
+        "5XX": {
+          description: "503 database_unavailable (the database did not answer: retry), 502 provider_error (the model provider failed), 503 plugin_unavailable (the plugin a command needs is not loaded)",
+          content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
+        },
       },
     };
     if (doc.body) op.requestBody = { required: false, content: { "application/json": { schema: jsonSchema(doc.body) } } };
