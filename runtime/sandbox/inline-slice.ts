@@ -76,7 +76,7 @@ let work = 0;
 /** A reset is scheduled for the event loop's next turn. */
 let resetPending = false;
 
-/** True when the event loop should turn before more in-thread plugin work (see yieldTurn). */
+/** True when the event loop should turn before more in-thread plugin work (see turnEventLoop). */
 export function needsTurn(): boolean {
   return work >= STRETCH_MS;
 }
@@ -90,9 +90,4 @@ export function countWork(ms: number): void {
     work = 0;
     resetPending = false;
   });
-}
-
-/** Lets pending I/O (other requests) run, then counts work from zero. */
-export function yieldTurn(): Promise<void> {
-  return turnEventLoop();
 }

@@ -23,7 +23,7 @@ import { blockCopyFunctions } from "./block-copy.ts";
 import { CallIo } from "./call-io.ts";
 import { directCaller, type DirectCaller } from "./direct-call.ts";
 import { FIRST_BLOCK, FuelMeter, hostCallCost, keptGrant, WORKER_GRANT } from "./fuel.ts";
-import { countWork, DEMOTION_MS, INLINE_SLICE_MS, needsTurn, SliceExpired, yieldTurn } from "./inline-slice.ts";
+import { countWork, DEMOTION_MS, INLINE_SLICE_MS, needsTurn, SliceExpired, turnEventLoop } from "./inline-slice.ts";
 import { FUEL_MODULE, KERNEL_MODULE } from "./instrument.ts";
 import { LogBudget } from "./log-budget.ts";
 import { REWIND_CONTEXT_EXPORT, REWIND_CONTEXT_MODULE, REWIND_CONTEXT_NAME, Rewinder } from "./rewind.ts";
@@ -394,7 +394,7 @@ export class WasmPlugin {
     const inWorker = this.wantsWorker(now);
     if (this.instance && this.instanceInWorker !== inWorker) await this.discardInstance(false);
     if (!inWorker && needsTurn()) {
-      await yieldTurn();
+      await turnEventLoop();
       now = Date.now();
     }
     // The deadline covers the wait for the instance too (callers rely on it: enforcesDeadline).
@@ -406,7 +406,7 @@ export class WasmPlugin {
       // A start function runs on the thread too (up to a slice): it counts, and may call for a turn.
       if (!inWorker) {
         countWork(performance.now() - building);
-        if (needsTurn()) await yieldTurn();
+        if (needsTurn()) await turnEventLoop();
       }
       now = Date.now();
     }
