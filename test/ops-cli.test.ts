@@ -202,6 +202,12 @@ describe("configuration (operator)", () => {
   it("refuses unknown keys, capabilities and plugin names with a suggestion", () => {
     assert.throws(() => parseConfig({ plugins: { enabeld: [] } }), (e: Error) => e instanceof ConfigError && /plugins\.enabeld: unknown field "enabeld" \(did you mean enabled\?\)/.test(e.message));
     assert.throws(() => parseConfig({ plugins: { grants: { whoami: ["KV"] } } }), /plugins\.grants\.whoami\.0: unknown capability "KV" \(did you mean kv\?\)/);
+    // A key of the other provider type is unknown for this one, said with this type's own fields.
+    assert.throws(
+      () => parseConfig({ provider: { type: "local", base_url: "http://127.0.0.1:1" } }),
+      (e: Error) => /provider\.base_url: unknown field "base_url"; allowed: type, context_window_tokens, native_compaction_over_tokens$/.test(e.message),
+    );
+    assert.throws(() => parseConfig({ provider: { type: "openai", base_url: "http://127.0.0.1:1", model: "m", context_window_tokens: 9 } }), /provider\.context_window_tokens: unknown field .*allowed: type, base_url, api_key, model, timeout_seconds/);
     const c = parseConfig({ plugins: { enabled: ["whoami", "sidecar-indx"], grants: { tasktracker: ["kv"] } } });
     assert.throws(
       () => checkPluginNames(c, ["whoami", "sidecar-index", "task-tracker"]),

@@ -10,6 +10,7 @@ type AnySchema = {
   entries?: Record<string, AnySchema>;
   options?: AnySchema[];
   item?: AnySchema;
+  literal?: unknown;
   value?: AnySchema;
   pipe?: AnySchema[];
 };
@@ -39,12 +40,23 @@ function objectsAt(schema: AnySchema, path: Array<string | number>): AnySchema[]
   return here.flatMap((x) => alternatives(x) ?? [x]).filter((x) => x.entries);
 }
 
+/** Every literal field of `o` (a variant's tag) holds that value in `input`. */
+function matchesTags(o: AnySchema, input: unknown): boolean {
+  if (typeof input !== "object" || input === null) return false;
+  return Object.entries(o.entries!).every(([k, e]) => unwrap(e).type !== "literal" || (input as Record<string, unknown>)[k] === unwrap(e).literal);
+}
+
 /** One readable line per issue; an unknown field is named, with the nearest allowed field. */
 export function describeIssue(schema: v.GenericSchema, issue: v.BaseIssue<unknown>): { path: string; message: string } {
   const keys = (issue.path ?? []).map((p) => p.key as string | number);
   const path = v.getDotPath(issue) ?? "";
   const field = String(keys.at(-1));
-  const entries = issue.expected === "never" && keys.length > 0 ? objectsAt(schema as unknown as AnySchema, keys.slice(0, -1)).flatMap((o) => Object.entries(o.entries!)) : [];
+  const parent = issue.path?.at(-1)?.input;
+  const objects = issue.expected === "never" && keys.length > 0 ? objectsAt(schema as unknown as AnySchema, keys.slice(0, -1)) : [];
+  // A variant's alternatives: the one the input's own tag picks (a key of another alternative is
+  // unknown here too), all of them when none matches.
+  const tagged = objects.filter((o) => matchesTags(o, parent));
+  const entries = (tagged.length > 0 ? tagged : objects).flatMap((o) => Object.entries(o.entries!));
   // A strict object's extra key (a field declared v.never() keeps its own message, and is not
   // offered as allowed: the body may never carry it).
   if (issue.expected === "never" && keys.length > 0 && !entries.some(([k]) => k === field)) {
