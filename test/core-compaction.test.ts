@@ -121,7 +121,13 @@ describe("manual compaction: every kind, every manual entry point", () => {
     const other = await sessionWith(t, MIXED);
     const refused = await t.api("POST", `/v1/sessions/${other.id}/compress`, { kind: "micro_summarize", rotate: true });
     assert.deepEqual([refused.status, refused.body.error.code], [400, "invalid_request"]);
-    assert.equal((await t.api("POST", `/v1/sessions/${other.id}/turns`, { message: "/compress prune_tool_results --rotate" })).status, 400);
+    // In a turn it is the command's misuse, answered as a bad kind or an unknown flag is (422).
+    const misuse = await t.api("POST", `/v1/sessions/${other.id}/turns`, { message: "/compress prune_tool_results --rotate" });
+    assert.deepEqual([misuse.status, misuse.body.error.message], [422, "/compress --rotate applies to summarize only, not prune_tool_results"]);
+    const badKind = await t.api("POST", `/v1/sessions/${other.id}/turns`, { message: "/compress bogus" });
+    const badFlag = await t.api("POST", `/v1/sessions/${other.id}/turns`, { message: "/compress --rotat" });
+    assert.deepEqual([badKind.status, badKind.body.error.code], [misuse.status, misuse.body.error.code]);
+    assert.deepEqual([badFlag.status, badFlag.body.error.message], [422, badKind.body.error.message]);
     assert.equal(await runCli(["compress", other.id, "--kind", "micro_summarize", "--rotate"], { out: () => {}, err: () => {} }, { core: t.core }), 2);
     assert.deepEqual(rec.of("post_compaction"), []);
     assert.equal((await t.api("GET", `/v1/sessions/${other.id}/messages`)).body.messages.length, MIXED.length);

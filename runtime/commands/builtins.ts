@@ -27,9 +27,11 @@ export function registerBuiltins(
       const id = needSession(call, "compress");
       const { words, flags: f } = flags(call.raw_args);
       const kind = (words[0] ?? "summarize") as CompactionKind;
-      if (!COMPACTION_KINDS.includes(kind) || words.length > 1) {
+      if (!COMPACTION_KINDS.includes(kind) || words.length > 1 || [...f].some((x) => x !== "--rotate")) {
         throw new CommandError("failed", `usage: /compress [${COMPACTION_KINDS.join("|")}] [--rotate]`);
       }
+      // Refused here as the command's own misuse (like a bad kind), not as an invalid HTTP body.
+      if (f.has("--rotate") && kind !== "summarize") throw new CommandError("failed", `/compress --rotate applies to summarize only, not ${kind}`);
       const out = await deps.compaction.compact({ session_id: id, kind, reason: "manual", rotate: f.has("--rotate") });
       if (!out.compacted) return `nothing compacted (${out.skipped})`;
       const moved = out.old_session_id ? `; continue in session ${out.session_id}` : "";
