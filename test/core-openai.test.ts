@@ -112,6 +112,22 @@ describe("OpenAI-compatible provider", () => {
     assert.equal("args_error" in rec.of("post_tool_call")[0]!, false, "hooks see the catalogue's fields only");
   });
 
+  // Found by an outside probe: a model that kept asking for tools ended the turn with an empty answer, stored as such.
+  it("a model that still asks for a tool on its last call gets no tool run, and the turn says why it has no answer", async () => {
+    handler = () => ({ json: { choices: [{ message: { content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "clock", arguments: "{}" } }] } }] } });
+    requests.length = 0;
+    const id = await newSession();
+    const res = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "what time is it" });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const note = "(no answer: the model still asked for a tool after 5 model calls, the most one turn makes)";
+    assert.equal(res.body.reply, note);
+    assert.equal(requests.length, 5);
+    assert.equal(requests[4].body.tools, undefined, "the last call offers no tools");
+    assert.equal(res.body.tool_calls.length, 4);
+    const stored = (await t.api("GET", `/v1/sessions/${id}/messages`)).body.messages;
+    assert.deepEqual([stored.at(-1).role, stored.at(-1).content], ["assistant", note]);
+  });
+
   it("context_length_exceeded: compacts (reason overflow) and retries", async () => {
     const id = await newSession();
     await seed(t.core, id, Array.from({ length: 6 }, (_, i): [string, string] => [i % 2 ? "assistant" : "user", words(80)]));

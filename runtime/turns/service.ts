@@ -191,7 +191,10 @@ export class TurnService {
       }
       if (turn.tokens > budget) await auto("prune_tool_results", "post_tool");
     }
-    const raw = reply?.content ?? "";
+    // The last call is offered no tools; a model that asks for one anyway gets no tool run, and a
+    // turn that would end with no text at all says why instead of storing an empty answer.
+    const unanswered = reply !== undefined && reply.tool_calls.length > 0 && reply.content.trim() === "";
+    const raw = unanswered ? `(no answer: the model still asked for a tool after ${MAX_MODEL_CALLS} model calls, the most one turn makes)` : (reply?.content ?? "");
     const transformed = transforming
       ? firstReplacement(await this.ctx.dispatcher.emit("transform_llm_output", { session_id: sessionId, turn_id: turnId, response: raw }), "response", Math.max(raw.length, MAX_REPLACEMENT_CHARS))
       : undefined;
