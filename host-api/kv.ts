@@ -152,6 +152,44 @@ const unslot = (s: string): [string, string] => {
   return [s.slice(0, cut), s.slice(cut + 1)];
 };
 
+/** A key as this process's uncommitted writes and sweeps leave it: its write `u` stands unless a later sweep (`swept`, its generation) took it. */
+const visibleAfter = (u: { value: string | null; gen: number } | undefined, swept: number) =>
+  swept > 0 && (u === undefined || u.gen < swept) ? false : u?.value !== null;
+
+/**
+ * Sweeps of one scope as two maps, `prefix + id` -> the latest generation sweeping it (exact
+ * sweeps: the key itself; by id prefix: the key up to its last ':'), so a key is looked up once
+ * instead of matched against every sweep (KvSweep.matches).
+ */
+class SweepIndex {
+  private readonly exact = new Map<string, number>();
+  private readonly byHead = new Map<string, number>();
+
+  static of(session: string, sweeps: Iterable<{ sweep: KvSweep; gen: number }>): SweepIndex {
+    const index = new SweepIndex();
+    for (const { sweep, gen } of sweeps) {
+      if (sweep.session !== session) continue;
+      const into = sweep.byIdPrefix ? index.byHead : index.exact;
+      for (const id of sweep.ids) {
+        // By id prefix, an empty id matches nothing (the id must end before the key's last ':').
+        if (sweep.byIdPrefix && id === "") continue;
+        const k = sweep.prefix + id;
+        if ((into.get(k) ?? 0) < gen) into.set(k, gen);
+      }
+    }
+    return index;
+  }
+
+  /** The latest generation of a sweep matching `key`, 0 when none does. */
+  gen(key: string): number {
+    const exact = this.exact.size > 0 ? (this.exact.get(key) ?? 0) : 0;
+    if (this.byHead.size === 0) return exact;
+    const colon = key.lastIndexOf(":");
+    const head = colon > 0 ? (this.byHead.get(key.slice(0, colon)) ?? 0) : 0;
+    return Math.max(exact, head);
+  }
+}
+
 /** A call that wrote nothing (shared: never written to). */
 const NO_WRITES: ReadonlyMap<string, string | null> = new Map();
 
@@ -473,8 +511,18 @@ export class PluginKv {
     // up in the staged writes and sweeps took 130-190 ms of the thread).
     if (!this.pending && !this.pendingSweeps && this.unflushed.size === 0 && this.unflushedSweeps.size === 0) return stored;
     const keys = new Set<string>();
-    for (const key of stored) if (this.staged(session, key) !== null) keys.add(key);
-    for (const key of this.stagedKeys(session, prefix)) if (this.staged(session, key) != null) keys.add(key);
+    // staged() for each stored key, with the sweeps looked up per key rather than each matched in
+    // turn: 100,000 keys against 64 staged sweeps held the thread 450-600 ms.
+    const pendingSwept = SweepIndex.of(session, (this.pendingSweeps ?? []).map((sweep) => ({ sweep, gen: 1 })));
+    const unflushedSwept = SweepIndex.of(session, this.unflushedSweeps);
+    const visible = (key: string) => {
+      const s = slot(session, key);
+      const own = this.pending?.get(s);
+      return own !== undefined ? own !== null : pendingSwept.gen(key) === 0 && visibleAfter(this.unflushed.get(s), unflushedSwept.gen(key));
+    };
+    for (const key of stored) if (visible(key)) keys.add(key);
+    // A staged key is written or being committed (pending or unflushed): visible means it holds a value.
+    for (const key of this.stagedKeys(session, prefix)) if (visible(key)) keys.add(key);
     return [...keys].sort();
   }
 

@@ -183,6 +183,8 @@ for (const dbKind of TEST_DBS) {
           }
         }
         assert.deepEqual(kv.list("", ""), [...model.keys()].sort(), `call ${call}`);
+        const under = pick(prefixes.concat(["t:a:", "e:a"]));
+        assert.deepEqual(kv.list("", under), [...model.keys()].filter((k) => k.startsWith(under)).sort(), `call ${call}, under ${under}`);
         const ok = pick([true, true, true, false]);
         kv.end(ok);
         if (!ok) model = before;
