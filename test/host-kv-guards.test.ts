@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { PluginKv } from "../host-api/kv.ts";
 import { PluginCallError } from "../hooks/failures.ts";
 import { useKvStore } from "./helpers/kv-store.ts";
+import { TEST_DBS } from "./helpers/dialects.ts";
 
 describe("guarded KV writes in the group commit", () => {
   const db = useKvStore();
@@ -72,3 +73,28 @@ describe("guarded KV writes in the group commit", () => {
     assert.equal(db.store.get("counter2", "", "n"), "6");
   });
 });
+
+for (const dbKind of TEST_DBS) {
+  describe(`a call's many guards, checked as one set (${dbKind})`, () => {
+    const db = useKvStore(dbKind);
+    const quota = { keys: 1_000, bytes: 1_000_000 };
+
+    it("hold: every kv_incr commits; one no longer holding (a value changed, or an absent key now there) fails the whole call", async () => {
+      const kv = new PluginKv("many", db.store, quota);
+      const keys = Array.from({ length: 12 }, (_, i) => `n${i}`);
+      // Half present (guard: this value), half absent (guard: still absent).
+      for (const k of keys.slice(0, 6)) kv.set("", k, "1");
+      await kv.end(true);
+      for (const k of keys) kv.incr("", k, 1);
+      await kv.end(true);
+      assert.deepEqual(keys.map((k) => db.store.get("many", "", k)), [...Array(6).fill("2"), ...Array(6).fill("1")]);
+      for (const [changed, value] of [["n3", "9"], ["absent-then-set", "7"]] as const) {
+        for (const k of [...keys, "absent-then-set"]) kv.incr("", k, 1);
+        await db.store.commit({ plugin: "many", sweeps: [], writes: [["", changed, value]], guards: [] });
+        await assert.rejects(kv.end(true)!, (err: unknown) => err instanceof PluginCallError && err.kind === "conflict", changed);
+      }
+      assert.deepEqual(keys.map((k) => db.store.get("many", "", k)), [...Array(3).fill("2"), "9", ...Array(2).fill("2"), ...Array(6).fill("1")], "nothing of the failed calls");
+      assert.equal(db.store.get("many", "", "absent-then-set"), "7");
+    });
+  });
+}
