@@ -199,7 +199,7 @@ export class HookDispatcher {
     const report: HookReport = { hook, delivered: [], failed: [], skipped: [], injected: [], results: [] };
     const subs = this.byHook.get(hook);
     if (!subs || subs.length === 0) return report;
-    const payload = new PayloadOf<H>(Object.freeze({ hook, schema_version: SCHEMA_VERSION, ...fields }) as unknown as HookPayload<H>);
+    const payload = new PayloadOf<H>(hook, fields);
     const readOutput = this.outputReader(hook);
     // At most one clock read per call: a call's end is the next call's start (the bookkeeping
     // between the two is a few hundred ns), where two reads per call were measurable on a
@@ -340,12 +340,29 @@ export class HookDispatcher {
   }
 }
 
-/** One emit's payload and its JSON text, built at most once, by the first plugin that asks. */
+/**
+ * One emit's payload and its JSON text, each built at most once, by the first subscriber that asks
+ * (a WASM plugin reads only the text, a TS callback only the object).
+ */
 class PayloadOf<H extends HookName> {
   private text: string | undefined;
-  constructor(readonly value: Readonly<HookPayload<H>>) {}
+  private object: Readonly<HookPayload<H>> | undefined;
+  constructor(
+    private readonly hook: H,
+    private readonly fields: HookFields<H>,
+  ) {}
+  get value(): Readonly<HookPayload<H>> {
+    return (this.object ??= Object.freeze({ hook: this.hook, schema_version: SCHEMA_VERSION, ...this.fields }) as unknown as HookPayload<H>);
+  }
   json(): string {
-    return (this.text ??= JSON.stringify(this.value));
+    // The fields' own text behind the two envelope fields: the same JSON as the object's (no field
+    // is named hook or schema_version), without copying them into a new object first (a fresh,
+    // spread object stringified at about twice the cost, per emit, on both runtimes).
+    if (this.text === undefined) {
+      const fields = JSON.stringify(this.fields);
+      this.text = `{"hook":${JSON.stringify(this.hook)},"schema_version":${SCHEMA_VERSION}${fields === "{}" ? "" : ","}${fields.slice(1)}`;
+    }
+    return this.text;
   }
 }
 

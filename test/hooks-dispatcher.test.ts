@@ -142,4 +142,18 @@ describe("hooks: dispatcher bookkeeping", () => {
     assert.equal(stats.failures.bad_output, 1);
     assert.equal(stats.latency_ms.samples, 1);
   });
+
+  it("hands a WASM plugin the payload's JSON and a TS callback its object: the same payload, envelope first", async () => {
+    const d = new HookDispatcher();
+    const texts: string[] = [];
+    const objects: unknown[] = [];
+    d.subscribe({ name: "a-wasm", hooks: new Set(["pre_llm_call", "on_session_finalize"] as const), call: (del) => (texts.push(del.json()), {}) });
+    d.subscribe(callbackSubscriber("b-ts", ["pre_llm_call", "on_session_finalize"], (p) => void objects.push(p)));
+    await d.emit("pre_llm_call", { ...event, user_message: 'quote " and \u2028 and \ud800' });
+    await d.emit("on_session_finalize", {} as never); // no field of its own: still one valid object
+    assert.deepEqual(texts.map((t) => JSON.parse(t)), objects);
+    assert.ok(texts[0]!.startsWith('{"hook":"pre_llm_call","schema_version":1,"session_id":"s1",'));
+    assert.equal(texts[1], '{"hook":"on_session_finalize","schema_version":1}');
+    assert.ok(Object.isFrozen(objects[0]));
+  });
 });
