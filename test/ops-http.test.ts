@@ -131,6 +131,15 @@ describe("operations endpoints", () => {
     assert.equal(doc.paths["/v1/sessions"].get.parameters.find((p: any) => p.name === "limit").schema.description, "a whole number from 1 to 1000");
     assert.equal(doc.paths["/v1/sessions/bulk-delete"].post.requestBody.content["application/json"].schema.description, "exactly one of ids or profile");
     assert.deepEqual(doc.paths["/healthz"].get.security, [], "probes need no token");
+    // Every JSON answer is described (and the suites check each one they receive against it).
+    const untyped = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, ops]) =>
+      Object.entries(ops)
+        .filter(([, op]) => JSON.stringify((Object.values(op.responses) as any[]).find((r) => r.description.startsWith("OK"))?.content?.["application/json"]?.schema) === '{"type":"object"}')
+        .map(([m]) => `${m} ${path}`),
+    );
+    assert.deepEqual(untyped, []);
+    assert.equal(doc.paths["/v1/sessions/{id}"].get.responses["200"].content["application/json"].schema.properties.session.$ref, "#/components/schemas/Session");
+    assert.deepEqual(doc.components.schemas.Session.required.slice(0, 3), ["id", "profile", "platform"]);
     // A turn may stream; every POST and DELETE may carry an Idempotency-Key.
     const turn = doc.paths["/v1/sessions/{id}/turns"].post;
     assert.deepEqual(Object.keys(turn.responses["200"].content).sort(), ["application/json", "text/event-stream"]);

@@ -1,13 +1,15 @@
-// GET /openapi.json: the OpenAPI 3.1 description of the API, generated from the SAME valibot
-// schemas that validate requests (@valibot/to-json-schema, the official converter; /v1/hooks uses it
-// too). Each route's entry names its schemas; a test checks that the documented routes and the
-// app's routes are the same set, so a new route cannot go undocumented.
+// GET /openapi.json: the OpenAPI 3.1 description of the API, its requests generated from the SAME
+// valibot schemas that validate them (@valibot/to-json-schema, the official converter; /v1/hooks uses
+// it too), its success bodies from responses.ts. Each route's entry names its schemas; a test checks
+// that the documented routes and the app's routes are the same set, so a new route cannot go
+// undocumented.
 import { toJsonSchema, type ConversionConfig } from "@valibot/to-json-schema";
 import * as v from "valibot";
 import { PluginName } from "../config.ts";
 import { AdoptBody, BulkDeleteBody, CompressBody, CreateBody, Empty, EndBody, ListQuery, MessagesQuery, TurnBody } from "./sessions.ts";
 import { CommandBody, CommandName, LogsQuery, MAINTENANCE } from "./admin.ts";
 import { Id, OBJECT_AFTER_CHECK } from "./validate.ts";
+import { RESPONSE_COMPONENTS, RESPONSES } from "./responses.ts";
 
 type Json = Record<string, unknown>;
 
@@ -144,9 +146,9 @@ export function openApiDocument(version: string, tokenRequired: boolean): Json {
       : doc.streams
         ? {
             description: `OK: the JSON result; with Accept: text/event-stream, server-sent ${doc.streams}`,
-            content: { "application/json": { schema: { type: "object" } }, "text/event-stream": { schema: { type: "string" } } },
+            content: { "application/json": { schema: RESPONSES[key] ?? { type: "object" } }, "text/event-stream": { schema: { type: "string" } } },
           }
-        : { description: "OK", content: { "application/json": { schema: { type: "object" } } } };
+        : { description: "OK", content: { "application/json": { schema: RESPONSES[key] ?? { type: "object" } } } };
     const op: Json = {
       operationId: `${method.toLowerCase()}${path.replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ""))}`,
       summary: doc.summary,
@@ -174,7 +176,7 @@ export function openApiDocument(version: string, tokenRequired: boolean): Json {
     },
     servers: [{ url: "/" }],
     security: tokenRequired ? [{ bearer: [] }] : [],
-    components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } }, schemas: { Error: ERROR } },
+    components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } }, schemas: { Error: ERROR, ...RESPONSE_COMPONENTS } },
     paths,
   };
 }

@@ -10,6 +10,7 @@ import type { Provider } from "../../runtime/providers/types.ts";
 import { setLogLevel } from "../../runtime/log.ts";
 import type { TestDb } from "./dialects.ts";
 import { startSqld, type Sqld } from "./sqld.ts";
+import { checkResponse } from "./response-check.ts";
 
 export interface TestServerOptions {
   config?: ConfigInput;
@@ -77,6 +78,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
       } catch {
         /* leave as text */
       }
+      if (res.headers.get("content-type")?.startsWith("application/json")) checkResponse(method, path, res.status, parsed);
       return { status: res.status, body: parsed as any, headers: res.headers };
     },
     async close() {
