@@ -95,8 +95,12 @@ export interface KvChangeSet {
   plugin: string;
   sweeps?: KvSweep[];
   writes: Array<[string, string, string | null]>;
-  /** [session, key, value the call read (null: absent)]: the commit holds only if each still is. */
-  guards: Array<[string, string, string | null]>;
+  /**
+   * [session, key, value the call read (null: absent), how many of `sweeps` the call had staged
+   * when it read it]: the commit holds only if each still is, checked after those sweeps and before
+   * the rest (a key read, then swept by the same call, was there when read).
+   */
+  guards: Array<[string, string, string | null, number]>;
   /**
    * Set when the call adds keys or bytes near the plugin's quota: the commit holds only if the
    * plugin's stored usage, its writes applied, is still within it (other processes write too).
@@ -165,10 +169,10 @@ class SweepIndex {
   private readonly exact = new Map<string, number>();
   private readonly byHead = new Map<string, number>();
 
-  static of(session: string, sweeps: Iterable<{ sweep: KvSweep; gen: number }>): SweepIndex {
+  /** The index of `sweeps`, all of one scope. */
+  static of(sweeps: Iterable<{ sweep: KvSweep; gen: number }>): SweepIndex {
     const index = new SweepIndex();
     for (const { sweep, gen } of sweeps) {
-      if (sweep.session !== session) continue;
       const into = sweep.byIdPrefix ? index.byHead : index.exact;
       for (const id of sweep.ids) {
         // By id prefix, an empty id matches nothing (the id must end before the key's last ':').
@@ -196,7 +200,8 @@ const NO_WRITES: ReadonlyMap<string, string | null> = new Map();
 export class PluginKv {
   /** The running call's writes, by slot (insertion order kept: the commit applies them in order). */
   private pending: Map<string, string | null> | undefined;
-  private guards: Map<string, string | null> | undefined;
+  /** slot -> [value read (null: absent), the call's sweeps staged before the read]. */
+  private guards: Map<string, [string | null, number]> | undefined;
   /** Writes handed to the backend but not yet committed: slot -> value and the change set's number. */
   private readonly unflushed = new Map<string, { value: string | null; gen: number }>();
   /** The running call's sweeps, and those handed to the backend but not yet committed. */
@@ -511,18 +516,28 @@ export class PluginKv {
     // up in the staged writes and sweeps took 130-190 ms of the thread).
     if (!this.pending && !this.pendingSweeps && this.unflushed.size === 0 && this.unflushedSweeps.size === 0) return stored;
     const keys = new Set<string>();
-    // staged() for each stored key, with the sweeps looked up per key rather than each matched in
-    // turn: 100,000 keys against 64 staged sweeps held the thread 450-600 ms.
-    const pendingSwept = SweepIndex.of(session, (this.pendingSweeps ?? []).map((sweep) => ({ sweep, gen: 1 })));
-    const unflushedSwept = SweepIndex.of(session, this.unflushedSweeps);
-    const visible = (key: string) => {
-      const s = slot(session, key);
-      const own = this.pending?.get(s);
-      return own !== undefined ? own !== null : pendingSwept.gen(key) === 0 && visibleAfter(this.unflushed.get(s), unflushedSwept.gen(key));
-    };
+    const staged = this.stagedKeys(session, prefix);
+    // Only sweeps of this scope whose prefix overlaps the listed one can take a listed key.
+    const overlaps = (w: KvSweep) => w.session === session && (w.prefix.startsWith(prefix) || prefix.startsWith(w.prefix));
+    const pendingSweeps = (this.pendingSweeps ?? []).filter(overlaps);
+    const unflushedSweeps = [...this.unflushedSweeps].filter((w) => overlaps(w.sweep));
+    const sweepIds = [...pendingSweeps, ...unflushedSweeps.map((w) => w.sweep)].reduce((n, w) => n + w.ids.length, 0);
+    // What staged() says of each key (a staged key is written or being committed: not null means
+    // it holds a value): each key matched against each sweep, or, when that is more work than
+    // indexing the sweeps' ids once, looked up in that index (100,000 keys against 64 staged
+    // sweeps held the thread 450-600 ms; indexing 500,000 ids for a list of nothing, 300 ms).
+    let visible = (key: string) => this.staged(session, key) !== null;
+    if ((stored.length + staged.length) * (pendingSweeps.length + unflushedSweeps.length) > sweepIds) {
+      const pendingSwept = SweepIndex.of(pendingSweeps.map((sweep) => ({ sweep, gen: 1 })));
+      const unflushedSwept = SweepIndex.of(unflushedSweeps);
+      visible = (key) => {
+        const s = slot(session, key);
+        const own = this.pending?.get(s);
+        return own !== undefined ? own !== null : pendingSwept.gen(key) === 0 && visibleAfter(this.unflushed.get(s), unflushedSwept.gen(key));
+      };
+    }
     for (const key of stored) if (visible(key)) keys.add(key);
-    // A staged key is written or being committed (pending or unflushed): visible means it holds a value.
-    for (const key of this.stagedKeys(session, prefix)) if (visible(key)) keys.add(key);
+    for (const key of staged) if (visible(key)) keys.add(key);
     return [...keys].sort();
   }
 
@@ -573,7 +588,7 @@ export class PluginKv {
     const swept = sweeps.map((sweep) => ({ sweep, gen }));
     for (const w of swept) this.unflushedSweeps.add(w);
     const guardList: KvChangeSet["guards"] = [];
-    for (const [s, value] of guards ?? []) guardList.push([...unslot(s), value]);
+    for (const [s, [value, afterSweeps]] of guards ?? []) guardList.push([...unslot(s), value, afterSweeps]);
     // Only a call that writes a value can add to the usage: deletes and sweeps never wait or fail
     // on the quota (a plugin over a quota the operator lowered must be able to delete its way back).
     const unchecked = this.uncheckedAdds;
@@ -629,7 +644,7 @@ export class PluginKv {
     if (!guards.has(s) && !this.pending?.has(s)) {
       // Each guard is held until the commit, which checks each: bounded like the call's writes.
       if (guards.size >= KV_LIMITS.callGuards) throw new PluginCallError("quota", `kv: one call may guard (kv_cas, kv_incr) at most ${KV_LIMITS.callGuards} keys`);
-      guards.set(s, value ?? null);
+      guards.set(s, [value ?? null, this.pendingSweeps?.length ?? 0]);
     }
     return value;
   }

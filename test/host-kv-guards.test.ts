@@ -72,6 +72,44 @@ describe("guarded KV writes in the group commit", () => {
     await counter.end(true);
     assert.equal(db.store.get("counter2", "", "n"), "6");
   });
+
+  // Found in review: when another plugin's guard failed, the plain sets of the group were committed
+  // first and the guarded ones after, so a plugin's later write lost to its earlier one.
+  it("a guard failing in a group keeps every other change set's order: a plugin's later plain write wins over its earlier guarded one", async () => {
+    const p = new PluginKv("ordered", db.store, quota);
+    const q = new PluginKv("loser", db.store, quota);
+    assert.equal(q.incr("", "n", 1), 1);
+    await db.store.commit({ plugin: "loser", sweeps: [], writes: [["", "n", "5"]], guards: [] }); // another process, before q commits
+    p.incr("", "count", 1);
+    p.set("", "d", "old");
+    const guarded = p.end(true);
+    p.set("", "d", "new");
+    p.end(true);
+    const lost = q.end(true);
+    await guarded;
+    await assert.rejects(lost!, (err: unknown) => err instanceof PluginCallError && err.kind === "conflict");
+    await db.store.flush();
+    assert.equal(db.store.get("ordered", "", "d"), "new");
+    assert.equal(db.store.get("loser", "", "n"), "5");
+  });
+
+  // Found in review: the call's sweep ran before its guards, so a key it read and then swept was
+  // gone when its guard was checked: the call failed as conflict on every try.
+  it("a call that reads a key (kv_incr) and then sweeps it commits; one that sweeps and then reads it too", async () => {
+    const kv = new PluginKv("read-then-sweep", db.store, quota);
+    kv.set("", "count:s1", "4");
+    await kv.end(true);
+    assert.equal(kv.incr("", "count:s1", 1), 5);
+    assert.equal(kv.deleteForSessions("", "count:", JSON.stringify(["s1"]), ["s1"], false), 1);
+    await kv.end(true);
+    assert.equal(db.store.get("read-then-sweep", "", "count:s1"), undefined);
+    kv.set("", "count:s2", "7");
+    await kv.end(true);
+    assert.equal(kv.deleteForSessions("", "count:", JSON.stringify(["s2"]), ["s2"], false), 1);
+    assert.equal(kv.incr("", "count:s2", 1), 1, "swept: counting starts again");
+    await kv.end(true);
+    assert.equal(db.store.get("read-then-sweep", "", "count:s2"), "1");
+  });
 });
 
 for (const dbKind of TEST_DBS) {
@@ -95,6 +133,24 @@ for (const dbKind of TEST_DBS) {
       }
       assert.deepEqual(keys.map((k) => db.store.get("many", "", k)), [...Array(3).fill("2"), "9", ...Array(2).fill("2"), ...Array(6).fill("1")], "nothing of the failed calls");
       assert.equal(db.store.get("many", "", "absent-then-set"), "7");
+    });
+  
+    it("guards expecting long values (checked one by one) and short ones (as a set) hold and fail together", async () => {
+      const kv = new PluginKv("mixed-guards", db.store, quota);
+      const long = (i: number) => `${i}`.padEnd(300, "x");
+      for (let i = 0; i < 6; i++) kv.set("", `long${i}`, long(i));
+      for (let i = 0; i < 6; i++) kv.set("", `short${i}`, "1");
+      await kv.end(true);
+      for (let i = 0; i < 6; i++) assert.equal(kv.cas("", `long${i}`, long(i), `${long(i)}!`), true);
+      for (let i = 0; i < 6; i++) kv.incr("", `short${i}`, 1);
+      await kv.end(true);
+      assert.equal(db.store.get("mixed-guards", "", "long5"), `${long(5)}!`);
+      assert.equal(db.store.get("mixed-guards", "", "short5"), "2");
+      for (let i = 0; i < 6; i++) kv.cas("", `long${i}`, `${long(i)}!`, long(i));
+      for (let i = 0; i < 6; i++) kv.incr("", `short${i}`, 1);
+      await db.store.commit({ plugin: "mixed-guards", sweeps: [], writes: [["", "long2", "changed"]], guards: [] });
+      await assert.rejects(kv.end(true)!, (err: unknown) => err instanceof PluginCallError && err.kind === "conflict");
+      assert.equal(db.store.get("mixed-guards", "", "short0"), "2", "nothing of the failed call");
     });
   });
 }
