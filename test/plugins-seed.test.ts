@@ -23,6 +23,30 @@ for (const db of TEST_DBS) {
       assert.deepEqual(byName.whoami.capabilities, { requested: [], granted: [], ungranted: [] });
     });
 
+    // Found by an outside probe: the command's KV was committed, then marking the session used
+    // failed, the request answered 503 "nothing was changed" and a retry with the key ran it again.
+    it("a command whose own writes committed answers 200 even if marking its session used fails; a retry replays it", async () => {
+      const sid = await newSession(s);
+      const trigger = `touch_fails_${sid.replace(/\W/g, "_")}`;
+      await s.core.storage.client.execute(
+        `create trigger ${trigger} before update of updated_at on sessions when new.id = '${sid}' begin select raise(abort, 'database is locked (test trigger)'); end`,
+      );
+      try {
+        const send = () => s.api("POST", `/v1/sessions/${sid}/turns`, { message: "/task pay the invoice" }, { "idempotency-key": `once-${sid}` });
+        const first = await send();
+        assert.equal(first.status, 200, JSON.stringify(first.body));
+        const again = await send();
+        assert.equal(again.status, 200);
+        assert.equal(again.headers.get("idempotent-replay"), "true");
+        const viaEndpoint = await s.api("POST", "/v1/commands/task", { raw_args: "file the report", session_id: sid });
+        assert.equal(viaEndpoint.status, 200, JSON.stringify(viaEndpoint.body));
+      } finally {
+        await s.core.storage.client.execute(`drop trigger ${trigger}`);
+      }
+      const tasks = JSON.parse((await command(s, "task", { raw_args: "" })).body.output).tasks.filter((t: any) => t.session_id === sid);
+      assert.deepEqual(tasks.map((t: any) => t.title).sort(), ["file the report", "pay the invoice"]);
+    });
+
     it("whoami reports the calling session, user and platform", async () => {
       const sid = await newSession(s, "alice", "slack");
       const res = await command(s, "whoami", { session_id: sid });

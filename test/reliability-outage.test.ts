@@ -9,6 +9,8 @@ import { join } from "node:path";
 import { spawnServer, type Child } from "./helpers/child.ts";
 import { SEED_DIR } from "./helpers/plugins.ts";
 import { startSqld, type Sqld } from "./helpers/sqld.ts";
+import { databaseFault } from "../runtime/http/errors.ts";
+import { PluginCallError } from "../hooks/failures.ts";
 
 describe("a libSQL server outage under a running hookbox", () => {
   let dir: string;
@@ -53,5 +55,29 @@ describe("a libSQL server outage under a running hookbox", () => {
     }
     assert.equal(again.status, 200, JSON.stringify(again.body));
     assert.doesNotThrow(() => JSON.parse(again.body.output), again.body.output);
+  });
+
+  // Found by an outside probe: after a hang longer than a read's timeout, reads were refused for 5 s
+  // more although the server answered again, and a turn meeting that refusal answered 500.
+  it("a hang longer than a read's timeout: 503 meanwhile, never 500, and served again as soon as the server answers", async () => {
+    const created = await fetch(`${node.url}/v1/sessions`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" }).then((r) => r.json());
+    const turn = () =>
+      fetch(`${node.url}/v1/sessions/${created.session.id}/turns`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ message: "hi" }) }).then(
+        async (r) => ({ status: r.status, body: await r.json() }),
+      );
+    assert.equal((await turn()).status, 200);
+    sqld.pause();
+    let hung: { status: number; body: any };
+    try {
+      hung = await task(); // its KV read gives up after the read timeout
+    } finally {
+      sqld.resume();
+    }
+    assert.equal(hung.status, 503, JSON.stringify(hung.body));
+    await new Promise((r) => setTimeout(r, 300)); // the read given up on is answered now
+    const after = await turn();
+    assert.equal(after.status, 200, JSON.stringify(after.body));
+    // A read refused meanwhile is the database's unavailability, as any other: 503.
+    assert.ok(databaseFault(new PluginCallError("unavailable", "database: database read refused: the server did not answer a read within 2000 ms; retrying after 5000 ms")));
   });
 });

@@ -96,7 +96,7 @@ export function adminRoutes(core: Core): Hono {
       platform: session?.platform ?? null,
       source: session ? sourceOf(session) : null,
     });
-    if (session) await core.sessions.touch(session.id); // used: see TurnService.run
+    if (session) await core.sessions.markUsedByCommand(session.id); // used: see TurnService.run
     return c.json({ command: name, output });
   });
 

@@ -41,7 +41,7 @@ export function onError(err: Error, c: Context): Response {
 export function databaseFault(err: unknown): string | undefined {
   const e = err as { code?: unknown; message?: unknown; cause?: { code?: unknown; message?: unknown } } | null;
   const text = `${e?.code ?? ""} ${e?.message ?? ""} ${e?.cause?.code ?? ""} ${e?.cause?.message ?? ""}`;
-  return /fetch failed|ECONNREFUSED|ECONNRESET|HRANA_WEBSOCKET_ERROR|SERVER_ERROR|SQLITE_BUSY|database is locked|database read (failed|timed out)/i.test(text)
+  return /fetch failed|ECONNREFUSED|ECONNRESET|HRANA_WEBSOCKET_ERROR|SERVER_ERROR|SQLITE_BUSY|database is locked|database read (failed|timed out|refused)/i.test(text)
     ? String(e?.message ?? err).slice(0, 300)
     : undefined;
 }

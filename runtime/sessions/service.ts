@@ -1,6 +1,7 @@
 // Session lifecycle: create, read, append, end/finalize, reset, unarchive, profile adoption and
 // idle auto-archive. Anything that removes rows or archives by request goes through the deletion
 // service instead, so that on_session_delete has exactly one source.
+import { log } from "../log.ts";
 import type { ResultSet } from "@libsql/client";
 import { sql, type Kysely, type Transaction } from "kysely";
 import type { Database } from "../storage/schema.ts";
@@ -82,6 +83,16 @@ export class SessionService {
   }
 
   /** Marks the session as used now (a slash command: it adds no message), for the idle and empty sweeps. */
+  /**
+   * After a command ran for the session: its use marked (touch), best effort. The command's own
+   * writes are committed by then: a failure here must not answer as if nothing happened (a retry
+   * with the same Idempotency-Key would run the command again); it is logged, and the session only
+   * looks as unused as it did before.
+   */
+  async markUsedByCommand(id: string): Promise<void> {
+    await this.touch(id).catch((err: unknown) => log("warn", "could not mark the session used after a command", { session_id: id, error: (err as Error)?.message }));
+  }
+
   async touch(id: string): Promise<void> {
     const now = this.ctx.now();
     // Through batch, like every write: it waits out and retries another process's lock.

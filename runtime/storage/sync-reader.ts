@@ -159,6 +159,8 @@ class RemoteReader implements SyncReader {
   all(sql: string, args: readonly SqlArg[]): unknown[][] {
     this.reads++;
     const now = Date.now();
+    // The read given up on has been answered since: the server is back, no need to wait out DOWN_MS.
+    if (now < this.downUntil && Atomics.load(this.ctl, 2) === this.lastId) this.downUntil = 0;
     if (now < this.downUntil) throw new Error(`database read refused: the server did not answer a read within ${READ_TIMEOUT_MS} ms; retrying after ${DOWN_MS} ms`);
     const id = (this.lastId = (this.lastId % 0x7fffffff) + 1);
     let seen = Atomics.load(this.ctl, 0);

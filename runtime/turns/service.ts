@@ -82,7 +82,7 @@ export class TurnService {
       const output = await this.commands.run(slash.name, slash.raw_args, { session_id: s.id, platform: s.platform, source: sourceOf(s) });
       // A command adds no message: without this, a session used only for commands looked unused to
       // the empty sweep and the idle archive. A refused or failed command changes nothing.
-      await this.sessions.touch(s.id);
+      await this.sessions.markUsedByCommand(s.id);
       return { type: "command", session_id: s.id, command: slash.name, output };
     }
     return this.ctx.sessionLocks.run(sessionId, async () => {

@@ -39,6 +39,9 @@ export interface Sqld {
   kill(): Promise<void>;
   /** Starts it again on the same data and port. */
   restart(): Promise<void>;
+  /** Freezes it (SIGSTOP): it keeps its connections and answers nothing until resume(). */
+  pause(): void;
+  resume(): void;
   stop(): Promise<void>;
 }
 
@@ -48,7 +51,7 @@ process.on("exit", () => {
 });
 
 /** A running sqld on `dir` and `port`, once it answers its health check; undefined if it exited first. */
-async function launch(bin: string, dir: string, port: number): Promise<{ kill(): Promise<void>; err(): string } | undefined> {
+async function launch(bin: string, dir: string, port: number): Promise<{ kill(): Promise<void>; signal(sig: NodeJS.Signals): void; err(): string } | undefined> {
   const proc = spawn(bin, ["--no-welcome", "-d", join(dir, "db"), "--http-listen-addr", `127.0.0.1:${port}`], { stdio: ["ignore", "ignore", "pipe"] });
   running.add(proc);
   let err = "";
@@ -63,7 +66,7 @@ async function launch(bin: string, dir: string, port: number): Promise<{ kill():
   };
   const deadline = Date.now() + 20_000;
   while (alive && Date.now() < deadline) {
-    if (await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false)) return { kill, err: () => err };
+    if (await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false)) return { kill, signal: (sig) => void proc.kill(sig), err: () => err };
     await new Promise((r) => setTimeout(r, 25));
   }
   await kill();
@@ -86,6 +89,8 @@ export async function startSqld(): Promise<Sqld> {
           await current?.kill();
           current = undefined;
         },
+        pause: () => current?.signal("SIGSTOP"),
+        resume: () => current?.signal("SIGCONT"),
         async restart() {
           current ??= await launch(bin, dir, port);
           if (!current) throw new Error("sqld did not start again on its data and port");
