@@ -66,7 +66,8 @@ async function launch(bin: string, dir: string, port: number): Promise<{ kill():
   };
   const deadline = Date.now() + 20_000;
   while (alive && Date.now() < deadline) {
-    if (await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false)) return { kill, signal: (sig) => void proc.kill(sig), err: () => err };
+    // Signals by pid: Deno's ChildProcess.kill() sent nothing to a child stopped by SIGSTOP.
+    if (await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false)) return { kill, signal: (sig) => void process.kill(proc.pid!, sig), err: () => err };
     await new Promise((r) => setTimeout(r, 25));
   }
   await kill();
