@@ -156,4 +156,31 @@ describe("hooks: dispatcher bookkeeping", () => {
     assert.equal(texts[1], '{"hook":"on_session_finalize","schema_version":1}');
     assert.ok(Object.isFrozen(objects[0]));
   });
+
+  it("writes a payload's JSON exactly as JSON.stringify of its object, whatever the values", async () => {
+    const d = new HookDispatcher();
+    const texts: string[] = [];
+    const objects: unknown[] = [];
+    d.subscribe({ name: "a-wasm", hooks: new Set(["post_tool_call"] as const), call: (del) => (texts.push(del.json()), {}) });
+    d.subscribe(callbackSubscriber("b-ts", ["post_tool_call"], (p) => void objects.push(p)));
+    const odd = ['quote " backslash \\ tab \t', "nul \u0000 unit sep \u001f", "lone \ud800 high, pair 😀", "é ü \u2028", ""];
+    for (const text of odd) {
+      for (const n of [0, -0, 1.5, -7, 1e21, 2 ** 53 + 2, Number.NaN, Number.POSITIVE_INFINITY]) {
+        await d.emit("post_tool_call", {
+          session_id: text,
+          turn_id: "t1",
+          tool_call_id: "c1",
+          tool_name: "calc",
+          args: { nested: [text, n, null, true, { deep: undefined }] },
+          result: text,
+          duration_ms: n,
+          status: "ok",
+          error: null,
+          maybe: undefined,
+        } as never);
+      }
+    }
+    assert.equal(texts.length, objects.length);
+    texts.forEach((t, i) => assert.equal(t, JSON.stringify(objects[i]), t));
+  });
 });
