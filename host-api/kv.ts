@@ -156,10 +156,6 @@ const unslot = (s: string): [string, string] => {
   return [s.slice(0, cut), s.slice(cut + 1)];
 };
 
-/** A key as this process's uncommitted writes and sweeps leave it: its write `u` stands unless a later sweep (`swept`, its generation) took it. */
-const visibleAfter = (u: { value: string | null; gen: number } | undefined, swept: number) =>
-  swept > 0 && (u === undefined || u.gen < swept) ? false : u?.value !== null;
-
 /**
  * Sweeps of one scope as two maps, `prefix + id` -> the latest generation sweeping it (exact
  * sweeps: the key itself; by id prefix: the key up to its last ':'), so a key is looked up once
@@ -266,19 +262,27 @@ export class PluginKv {
 
   /**
    * This process's write of `key` that the database may not have yet (the running call's, or one
-   * still being committed): the value, null for a delete, undefined when there is none.
+   * still being committed): the value, null for a delete, undefined when there is none. `swept`
+   * (list(): many keys of one scope) answers which sweeps match the key from an index of their ids
+   * instead of matching each sweep.
    */
-  staged(session: string, key: string): string | null | undefined {
+  staged(session: string, key: string, swept?: { pending: SweepIndex; unflushed: SweepIndex }): string | null | undefined {
     const s = slot(session, key);
     if (this.pending?.has(s)) return this.pending.get(s);
     // A pending write the call made before its sweep was turned into a delete when it swept.
-    if (this.pendingSweeps?.some((w) => w.matches(session, key))) return null;
+    if (swept ? swept.pending.gen(key) > 0 : this.pendingSweeps?.some((w) => w.matches(session, key))) return null;
     const u = this.unflushed.get(s);
     // Within one change set the writes come after its sweeps: the later generation wins.
-    let swept = 0;
-    for (const w of this.unflushedSweeps) if (w.gen > swept && w.sweep.matches(session, key)) swept = w.gen;
-    if (swept > 0 && (u === undefined || u.gen < swept)) return null;
+    const sweptGen = swept ? swept.unflushed.gen(key) : this.unflushedSweepGen(session, key);
+    if (sweptGen > 0 && (u === undefined || u.gen < sweptGen)) return null;
     return u?.value;
+  }
+
+  /** The latest generation of the sweeps being committed that match `key`, 0 when none does. */
+  private unflushedSweepGen(session: string, key: string): number {
+    let gen = 0;
+    for (const w of this.unflushedSweeps) if (w.gen > gen && w.sweep.matches(session, key)) gen = w.gen;
+    return gen;
   }
 
   set(session: string, key: string, value: string): void {
@@ -526,18 +530,12 @@ export class PluginKv {
     // it holds a value): each key matched against each sweep, or, when that is more work than
     // indexing the sweeps' ids once, looked up in that index (100,000 keys against 64 staged
     // sweeps held the thread 450-600 ms; indexing 500,000 ids for a list of nothing, 300 ms).
-    let visible = (key: string) => this.staged(session, key) !== null;
-    if ((stored.length + staged.length) * (pendingSweeps.length + unflushedSweeps.length) > sweepIds) {
-      const pendingSwept = SweepIndex.of(pendingSweeps.map((sweep) => ({ sweep, gen: 1 })));
-      const unflushedSwept = SweepIndex.of(unflushedSweeps);
-      visible = (key) => {
-        const s = slot(session, key);
-        const own = this.pending?.get(s);
-        return own !== undefined ? own !== null : pendingSwept.gen(key) === 0 && visibleAfter(this.unflushed.get(s), unflushedSwept.gen(key));
-      };
-    }
-    for (const key of stored) if (visible(key)) keys.add(key);
-    for (const key of staged) if (visible(key)) keys.add(key);
+    const swept =
+      (stored.length + staged.length) * (pendingSweeps.length + unflushedSweeps.length) > sweepIds
+        ? { pending: SweepIndex.of(pendingSweeps.map((sweep) => ({ sweep, gen: 1 }))), unflushed: SweepIndex.of(unflushedSweeps) }
+        : undefined;
+    for (const key of stored) if (this.staged(session, key, swept) !== null) keys.add(key);
+    for (const key of staged) if (this.staged(session, key, swept) !== null) keys.add(key);
     return [...keys].sort();
   }
 
