@@ -82,7 +82,6 @@ export class SessionService {
     return row;
   }
 
-  /** Marks the session as used now (a slash command: it adds no message), for the idle and empty sweeps. */
   /**
    * After a command ran for the session: its use marked (touch), best effort. The command's own
    * writes are committed by then: a failure here must not answer as if nothing happened (a retry
@@ -93,6 +92,7 @@ export class SessionService {
     await this.touch(id).catch((err: unknown) => log("warn", "could not mark the session used after a command", { session_id: id, error: (err as Error)?.message }));
   }
 
+  /** Marks the session as used now (a slash command: it adds no message), for the idle and empty sweeps. */
   async touch(id: string): Promise<void> {
     const now = this.ctx.now();
     // Through batch, like every write: it waits out and retries another process's lock.
