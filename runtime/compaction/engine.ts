@@ -15,7 +15,8 @@ import { emitSessionEnd, emitSessionStart } from "../sessions/lifecycle.ts";
 import { log } from "../log.ts";
 import { storedText } from "../sessions/stored-text.ts";
 
-export type SkipReason = "empty" | "cooldown" | "aborted" | "not_shorter" | "unsupported" | "gone";
+export const SKIP_REASONS = ["empty", "cooldown", "aborted", "not_shorter", "unsupported", "gone"] as const;
+export type SkipReason = (typeof SKIP_REASONS)[number];
 
 export interface CompactRequest {
   session_id: string;

@@ -5,6 +5,8 @@
 // added, renamed or retyped without this file fails the tests, not a client.
 import { COMPACTION_KINDS, COMPACTION_REASONS, HOOK_NAMES, TOOL_STATUSES } from "../../hooks/catalogue.ts";
 import { FAILURE_KINDS } from "../../hooks/failures.ts";
+import { SKIP_REASONS } from "../compaction/engine.ts";
+import { PLUGIN_STATUSES } from "../plugins/host.ts";
 
 type Json = Record<string, unknown>;
 
@@ -13,7 +15,8 @@ const int = { type: "integer" };
 const num = { type: "number" };
 const bool = { type: "boolean" };
 const nullable = (type: string) => ({ type: [type, "null"] });
-const oneOf = (values: readonly string[]) => ({ type: "string", enum: [...values] });
+/** One of these strings (a JSON Schema enum; `oneOf` below is the keyword, alternatives of schemas). */
+const choice = (values: readonly string[]) => ({ type: "string", enum: [...values] });
 const array = (items: Json) => ({ type: "array", items });
 const ref = (name: keyof typeof RESPONSE_COMPONENTS) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -51,12 +54,12 @@ export const RESPONSE_COMPONENTS = {
   Message: object({ seq: int, role: str, content: str, tool_name: nullable("string"), tokens: int, created_at: int }),
   Compaction: object({
     compacted: bool,
-    skipped: { enum: ["empty", "cooldown", "aborted", "not_shorter", "unsupported", "gone", null] },
+    skipped: { enum: [...SKIP_REASONS, null] },
     detail: nullable("string"),
     session_id: str,
     old_session_id: { type: "string", description: '"" when compacted in place' },
-    kind: oneOf(COMPACTION_KINDS),
-    reason: oneOf(COMPACTION_REASONS),
+    kind: choice(COMPACTION_KINDS),
+    reason: choice(COMPACTION_REASONS),
     before_tokens: int,
     after_tokens: int,
     messages_removed: nullable("integer"),
@@ -68,7 +71,7 @@ export const RESPONSE_COMPONENTS = {
       args: { type: "object" },
       requested_args: { type: "object", description: "the arguments the model asked for, when a directive changed them" },
       result: str,
-      status: oneOf(TOOL_STATUSES),
+      status: choice(TOOL_STATUSES),
       error: nullable("string"),
       duration_ms: num,
       plugin: nullable("string"),
@@ -97,14 +100,14 @@ export const RESPONSE_COMPONENTS = {
     name: str,
     version: nullable("string"),
     description: nullable("string"),
-    hooks: array(oneOf(HOOK_NAMES)),
+    hooks: array(choice(HOOK_NAMES)),
     unknown_hooks: array(str),
     unknown_fields: array(str),
     tools: array(object({ name: str, description: str })),
     system_prompt: bool,
     commands: array(object({ name: str, description: str, sensitive: bool })),
     capabilities: object({ requested: array(str), granted: array(str), ungranted: array(str) }),
-    status: oneOf(["active", "disabled", "quarantined", "failed"]),
+    status: choice(PLUGIN_STATUSES),
     reason: nullable("string"),
     stats: {
       oneOf: [
@@ -163,7 +166,7 @@ export const RESPONSES: Record<string, Json> = {
     ],
   },
   "GET /v1/hooks": object({
-    hooks: array(object({ hook: oneOf(HOOK_NAMES), fields: array(str), returns_used: bool, schema_version: int, schema: { type: "object" } })),
+    hooks: array(object({ hook: choice(HOOK_NAMES), fields: array(str), returns_used: bool, schema_version: int, schema: { type: "object" } })),
   }),
   "GET /v1/plugins": object({ plugins: array(ref("Plugin")) }),
   "GET /v1/plugins/:name": object({ plugin: ref("Plugin") }),

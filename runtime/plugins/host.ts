@@ -4,7 +4,8 @@ import type { HookName } from "../../hooks/catalogue.ts";
 import type { PluginStats } from "../../hooks/bookkeeping.ts";
 import type { PluginLogEntry } from "./logs.ts";
 
-export type PluginStatus = "active" | "disabled" | "quarantined" | "failed";
+export const PLUGIN_STATUSES = ["active", "disabled", "quarantined", "failed"] as const;
+export type PluginStatus = (typeof PLUGIN_STATUSES)[number];
 
 export interface PluginInfo {
   name: string;
