@@ -108,6 +108,9 @@ export interface KvChangeSet {
   quota?: KvQuota;
 }
 
+/** Whether the call that made `changes` waits for their commit (a failed guard or quota fails the call). */
+export const isAwaited = (changes: KvChangeSet) => changes.guards.length > 0 || changes.quota !== undefined;
+
 /** The plugin's keys and bytes (key + value, UTF-8) as of the backend's last commit or read. */
 export interface KvUsage {
   keys: number;
@@ -597,7 +600,8 @@ export class PluginKv {
     const uncheckedNow = quota ? { keys: 0, bytes: 0 } : adds;
     unchecked.keys += uncheckedNow.keys;
     unchecked.bytes += uncheckedNow.bytes;
-    const committed = this.backend.commit({ plugin: this.plugin, sweeps, writes, guards: guardList, ...(quota ? { quota } : {}) }).finally(() => {
+    const changeSet: KvChangeSet = { plugin: this.plugin, sweeps, writes, guards: guardList, ...(quota ? { quota } : {}) };
+    const committed = this.backend.commit(changeSet).finally(() => {
       unchecked.keys -= uncheckedNow.keys;
       unchecked.bytes -= uncheckedNow.bytes;
       this.inFlight.bytes -= bytes;
@@ -609,7 +613,7 @@ export class PluginKv {
       }
       for (const w of swept) this.unflushedSweeps.delete(w);
     });
-    if (guardList.length > 0 || quota) {
+    if (isAwaited(changeSet)) {
       return committed.catch((err: unknown) => {
         if (err instanceof KvConflictError) throw new PluginCallError("conflict", err.message);
         if (err instanceof KvQuotaError) throw new PluginCallError("quota", err.message);
