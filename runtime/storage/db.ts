@@ -17,6 +17,7 @@ import { log } from "../log.ts";
 import { Mutex } from "../util/mutex.ts";
 import { FileBatchWriter, isReadingStep, type BatchItem } from "./file-batch.ts";
 import { GroupCommit } from "./group-commit.ts";
+import { AUTOCHECKPOINT_PAGES, IdleCheckpoint } from "./idle-checkpoint.ts";
 import { retryLocked } from "./retry.ts";
 import { openSyncReader, type FileReader, type SqlArg, type SyncReader } from "./sync-reader.ts";
 
@@ -105,12 +106,16 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   // Batches on the embedded file run on a native connection of their own that keeps its prepared
   // statements (file-batch.ts); serialized with `write` by the same lock.
   const fileBatch = embedded ? new FileBatchWriter(path, writerPragmas) : undefined;
+  const checkpoints = fileBatch ? new IdleCheckpoint(() => fileBatch.checkpoint()) : undefined;
   const writerDb = writer === client ? db : new Kysely<Database>({ dialect: new LibsqlDialect({ client: writer }) });
   const writeLock = new Mutex();
   let reader: SyncReader | undefined;
   const syncReader = () => (reader ??= openSyncReader(url, opts.authToken));
   // After a write (committed or not) the reader's next read starts a new snapshot: it sees it.
-  const released = () => reader?.release();
+  const released = () => {
+    reader?.release();
+    checkpoints?.wrote();
+  };
   const commitBatch = (stmts: BatchItem[]) =>
     writeLock.run(() => retryLocked(async () => (fileBatch ? fileBatch.batch(stmts) : serverBatch(writer, stmts))));
   // On the embedded file, batches of one event-loop turn share a transaction and its fsync.
@@ -130,6 +135,7 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
       return res.rows.map((r) => Object.fromEntries(res.columns.map((c, i) => [c, r[i]]))) as T[];
     },
     async close() {
+      checkpoints?.close();
       reader?.close();
       fileBatch?.close();
       if (writerDb !== db) await writerDb.destroy();
@@ -142,12 +148,20 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
 }
 
 /**
- * Settings of a writer connection on the embedded file: the durability, and a 64 MiB cache ceiling
+ * Settings of a writer connection on the embedded file: the durability, a 64 MiB cache ceiling
  * (a bulk delete of 100,000 sessions dirties tens of MB of pages; with SQLite's default 2 MB cache
- * they spill to the WAL mid-transaction and are re-read and re-written).
+ * they spill to the WAL mid-transaction and are re-read and re-written), and checkpoints mostly left
+ * to pauses in writes (idle-checkpoint.ts).
  */
 export function writerPragmasFor(durability: Durability): string[] {
-  return ["PRAGMA foreign_keys = ON", `PRAGMA synchronous = ${durability === "full" ? "FULL" : "NORMAL"}`, "PRAGMA cache_size = -65536"];
+  return [
+    "PRAGMA foreign_keys = ON",
+    `PRAGMA synchronous = ${durability === "full" ? "FULL" : "NORMAL"}`,
+    "PRAGMA cache_size = -65536",
+    `PRAGMA wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`,
+    // A WAL that a burst grew is cut back to 64 MiB when it starts over (it never shrinks otherwise).
+    "PRAGMA journal_size_limit = 67108864",
+  ];
 }
 
 /** A batch on a server: each reading step as its statements, one ResultSet per item (a step's last). */

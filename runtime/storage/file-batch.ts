@@ -68,6 +68,11 @@ export class FileBatchWriter {
     run: (sql, args) => this.statements.get(sql).run(args).changes,
   };
 
+  /** Copies what it can of the WAL into the database without waiting on readers or writers. */
+  checkpoint(): void {
+    this.statements.get("PRAGMA wal_checkpoint(PASSIVE)").all([]);
+  }
+
   close(): void {
     // Kept statements hold the connection in the driver: dropped first.
     this.statements.clear();
