@@ -7,6 +7,7 @@ import { setImmediate } from "node:timers";
 import { PluginKv } from "../host-api/kv.ts";
 import { PluginCallError } from "../hooks/failures.ts";
 import { useKvStore } from "./helpers/kv-store.ts";
+import { HOLD_MAX_MS } from "../runtime/storage/plugin-kv.ts";
 import { TEST_DBS } from "./helpers/dialects.ts";
 
 describe("guarded KV writes in the group commit", () => {
@@ -181,6 +182,16 @@ for (const dbKind of TEST_DBS) {
       await counter.end(true); // would never settle if the hold kept it back
       assert.equal(db.store.get("held-counter", "", "n"), "1");
       assert.equal(db.store.get("held-plain", "", "k"), "v", "queued before it: committed with it, in order");
+    });
+  });
+  it("a hold keeps commits back at most HOLD_MAX_MS: a slow fan-out does not keep writes from the database", async () => {
+    const kv = new PluginKv("held-long", db.store, quota);
+    await db.store.hold(async () => {
+      kv.set("", "k", "v");
+      kv.end(true);
+      const deadline = Date.now() + HOLD_MAX_MS + 5_000;
+      while (db.store.get("held-long", "", "k") === undefined && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+      assert.equal(db.store.get("held-long", "", "k"), "v", "committed while the hold was still open");
     });
   });
 });

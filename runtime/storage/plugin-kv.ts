@@ -265,7 +265,8 @@ export class KvStore implements KvBackend {
   }
 
   /**
-   * Runs `during` (a fan-out) with commits held back until it ends, so its plugins' writes commit
+   * Runs `during` (a fan-out) with commits held back until it ends (at most HOLD_MAX_MS: a slow
+   * plugin must not keep every other plugin's writes from the database), so its plugins' writes commit
    * as one batch: a fan-out that gives the event loop a turn between two plugins (after STRETCH_MS
    * of plugin work) otherwise started the commit there, and the rest of it came as a second batch
    * and commit (a bulk delete's seven sweeps of 10,000 ids: 160 ms in two against 125 ms in one). A
@@ -277,6 +278,21 @@ export class KvStore implements KvBackend {
       return await during();
     } finally {
       if (--this.holds === 0) this.wake();
+    }
+  }
+
+  /** Waits while a hold is open, at most HOLD_MAX_MS, and not once a queued call waits for its commit. */
+  private async heldBack(): Promise<void> {
+    const until = performance.now() + HOLD_MAX_MS;
+    while (this.holds > 0 && !this.queue.some((q) => isAwaited(q.changes))) {
+      const left = until - performance.now();
+      if (left <= 0) return;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await new Promise<void>((resolve) => {
+        this.wakeDrain = resolve;
+        timer = setTimeout(() => this.wake(), left);
+      });
+      clearTimeout(timer);
     }
   }
 
@@ -356,7 +372,7 @@ export class KvStore implements KvBackend {
     // Let the rest of a fan-out queue its writes before the commit starts: its in-thread plugin
     // calls settle within this turn of the event loop, so one commit takes them all.
     await new Promise((resolve) => setImmediate(resolve));
-    while (this.holds > 0 && !this.queue.some((q) => isAwaited(q.changes))) await new Promise<void>((resolve) => (this.wakeDrain = resolve));
+    await this.heldBack();
     try {
       while (this.queue.length > 0) await this.commitQueued();
     } finally {
@@ -507,6 +523,9 @@ function guardStatements(plugin: string, guards: KvChangeSet["guards"] = []): Ba
   }
   return stmts;
 }
+
+/** The longest a hold keeps commits back: a bulk delete's fan-out to seven plugins takes 10-20 ms. */
+export const HOLD_MAX_MS = 250;
 
 /** Bytes of keys and values per batch: a call stages at most KV_LIMITS.callBytes, a batch a few calls' worth. */
 const BATCH_BYTES = 4 * KV_LIMITS.callBytes;
