@@ -197,6 +197,20 @@ describe("operations endpoints", () => {
     assert.match((await s.api("POST", "/v1/commands/help", { platform: "x" })).body.error.message, /identity comes from the session/);
   });
 
+  it("enables and disables of one plugin sent at once leave it started once, or stopped", async () => {
+    const sid = await newSession(s, "ops-concurrent");
+    const run = () => s.api("POST", "/v1/commands/whoami", { session_id: sid });
+    for (let round = 0; round < 3; round++) {
+      assert.equal((await s.api("POST", "/v1/plugins/whoami/disable", {})).status, 200);
+      const answers = await Promise.all(Array.from({ length: 4 }, () => s.api("POST", "/v1/plugins/whoami/enable", {})));
+      assert.deepEqual(answers.map((r) => r.status), [200, 200, 200, 200]);
+      assert.equal((await run()).status, 200, "its command runs: one instance claims it, not two");
+      const mixed = await Promise.all([s.api("POST", "/v1/plugins/whoami/disable", {}), s.api("POST", "/v1/plugins/whoami/enable", {})]);
+      assert.equal(mixed[1]!.body.plugin.status, "active", "the later request wins");
+      assert.equal((await run()).status, 200);
+    }
+  });
+
   it("suggests the nearest plugin for a misspelt name", async () => {
     for (const [method, path] of [["GET", "/v1/plugins/whoam"], ["POST", "/v1/plugins/sidecar-indx/disable"]] as const) {
       const res = await s.api(method, path);

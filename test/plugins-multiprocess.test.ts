@@ -126,6 +126,25 @@ for (const db of TEST_DBS) {
       assert.deepEqual(rows.rows, [], "no plugin row mentions a deleted session");
     });
 
+    it("an operator's disable through A, and an enable by the CLI, hold on B too within seconds", async () => {
+      const sid = await newSession(b, "operator");
+      const statusOn = async (node: Node) => (await api(node, "GET", "/v1/plugins/whoami")).body.plugin.status;
+      const waitFor = async (node: Node, status: string) => {
+        const deadline = Date.now() + 15_000;
+        while ((await statusOn(node)) !== status && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+        assert.equal(await statusOn(node), status);
+      };
+      assert.equal((await api(b, "POST", "/v1/commands/whoami", { session_id: sid })).status, 200);
+      assert.equal((await api(a, "POST", "/v1/plugins/whoami/disable")).status, 200);
+      await waitFor(b, "disabled");
+      assert.notEqual((await api(b, "POST", "/v1/commands/whoami", { session_id: sid })).status, 200, "B no longer runs the plugin A's operator disabled");
+      const cli = spawnHookbox(mkdtempSync(join(dir, "cli-")), config, ["plugins", "enable", "whoami"]);
+      assert.equal(await cli.exited, 0, cli.output());
+      await waitFor(a, "active");
+      await waitFor(b, "active");
+      assert.equal((await api(b, "POST", "/v1/commands/whoami", { session_id: sid })).status, 200);
+    });
+
     it("1,000 concurrent counter increments from both nodes end at exactly 1,000", async () => {
       const sa = await newSession(a, "counter-a");
       const sb = await newSession(b, "counter-b");

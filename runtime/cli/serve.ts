@@ -5,7 +5,7 @@ import type { Command } from "commander";
 import { checkBindHost, type Config } from "../config.ts";
 import { log } from "../log.ts";
 import { startServer } from "../server.ts";
-import type { PluginManager } from "../plugins/manager.ts";
+import { STATE_SYNC_MS, type PluginManager } from "../plugins/manager.ts";
 import { watchPlugins, type PluginWatcher } from "../plugins/watch.ts";
 import { positiveNumber, wholeNumber, type CliContext } from "./context.ts";
 
@@ -42,6 +42,23 @@ async function serveUntilSignal(config: Config, ctx: CliContext, watch: boolean)
       ctx.io.out(info ? `plugin ${name}: ${info.status}${info.reason ? ` (${info.reason})` : ""}` : `plugin ${name}: removed`);
     });
   }
+  // An operator's enable/disable (or a quarantine) made through another node or the CLI: applied
+  // here too within STATE_SYNC_MS. A database that cannot answer is said once, not every time.
+  let syncing: Promise<void> | undefined;
+  let syncFailing = false;
+  const stateTimer = setInterval(() => {
+    syncing ??= (core.plugins as PluginManager)
+      .syncState()
+      .then(
+        () => void (syncFailing = false),
+        (e: unknown) => {
+          if (!syncFailing) log("warn", "could not read plugin state changes of other processes; trying again", { error: String(e) });
+          syncFailing = true;
+        },
+      )
+      .finally(() => (syncing = undefined));
+  }, STATE_SYNC_MS);
+  stateTimer.unref();
   // Hourly silent maintenance: the KV of sessions whose deleting process died before its purge
   // (10 minutes' grace for a purge still under way elsewhere), and idle auto-archive when configured.
   let sweeping: Promise<unknown> = core.kv.sweep(600_000).catch((e) => log("warn", "plugin kv sweep failed", { error: String(e) }));
@@ -70,10 +87,12 @@ async function serveUntilSignal(config: Config, ctx: CliContext, watch: boolean)
   process.once("SIGINT", () => impatient("SIGINT"));
   process.once("SIGTERM", () => impatient("SIGTERM"));
   clearInterval(timer);
+  clearInterval(stateTimer);
   watcher?.close();
   const report = await server.close(graceMs);
   log(report.dropped ? "warn" : "info", "http server stopped", { ...report });
   await sweeping;
+  await syncing;
   const t = Date.now();
   await core.close(); // flushes plugin KV, closes every plugin instance, then the database
   log("info", "hookbox stopped", { signal, plugins_and_db_ms: Date.now() - t });

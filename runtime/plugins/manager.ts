@@ -26,6 +26,7 @@ import { isWanted, pluginInfo } from "./status.ts";
 import { suggest } from "../util/suggest.ts";
 import { uncheckedKeywords } from "../tools/registry.ts";
 import { ownValue } from "../util/own.ts";
+import { KeyedMutex } from "../util/mutex.ts";
 
 type Entry = PluginEntry;
 
@@ -40,6 +41,10 @@ export class PluginManager implements PluginHost {
   private readonly logRings: PluginLogs;
   private readonly state: PluginStateStore;
   private readonly bridge: CommandBridge;
+  /** One change at a time per plugin (enable, disable, reload, state sync): two at once started it twice. */
+  private readonly changing = new KeyedMutex();
+  /** Each plugin's plugin_state row as last applied here, to tell what other processes changed. */
+  private readonly applied = new Map<string, string>();
 
   constructor(private readonly core: Core) {
     this.logRings = new PluginLogs(core.now);
@@ -75,8 +80,34 @@ export class PluginManager implements PluginHost {
 
   /** The operator's persisted override and a persisted quarantine, onto a plugin's entry. */
   private restore(entry: Entry, row: PluginStateTable | undefined): void {
+    this.applied.set(entry.name, stateKey(row));
     if (row?.enabled != null) entry.override = row.enabled === 1;
     if (row?.quarantined) this.core.dispatcher.quarantine(entry.name, row.quarantined);
+  }
+
+  /**
+   * Applies what other processes (another node, the CLI) changed in plugin_state since the last
+   * look: an operator's enable or disable, a quarantine or its lifting. A running server calls it
+   * every STATE_SYNC_MS, so such a change holds on every node, not only the one that made it.
+   */
+  async syncState(): Promise<void> {
+    const rows = await this.state.load();
+    for (const e of this.entries.values()) {
+      const row = rows.get(e.name);
+      if (this.applied.get(e.name) === stateKey(row)) continue;
+      await this.changing.run(e.name, async () => {
+        this.applied.set(e.name, stateKey(row));
+        e.override = row?.enabled == null ? null : row.enabled === 1;
+        const { dispatcher } = this.core;
+        if (row?.quarantined && dispatcher.quarantineOf(e.name) === null) dispatcher.quarantine(e.name, row.quarantined);
+        else if (!row?.quarantined && dispatcher.quarantineOf(e.name) !== null) dispatcher.release(e.name);
+        if (!this.wanted(e)) return this.deactivate(e);
+        if (e.sandbox) return;
+        if (e.error !== null) this.reload(e); // enabled elsewhere, maybe after its files were fixed
+        if (e.error === null) await this.activate(e);
+        log("info", "plugin state changed by another process", { plugin: e.name, status: this.info(e).status });
+      });
+    }
   }
 
   private newEntry(name: string, path: string): Entry {
@@ -102,6 +133,10 @@ export class PluginManager implements PluginHost {
    * instance is never kept running in its place.
    */
   async refresh(name: string): Promise<PluginInfo | undefined> {
+    return this.changing.run(name, () => this.refreshNow(name));
+  }
+
+  private async refreshNow(name: string): Promise<PluginInfo | undefined> {
     const found = scanPluginDir(this.core.config.plugins.dir).find((p) => p.folder === name);
     let e = this.entries.get(name);
     if (e) await this.deactivate(e);
@@ -146,7 +181,11 @@ export class PluginManager implements PluginHost {
     return e && this.info(e);
   }
 
-  async enable(name: string): Promise<PluginInfo> {
+  enable(name: string): Promise<PluginInfo> {
+    return this.changing.run(name, () => this.enableNow(name));
+  }
+
+  private async enableNow(name: string): Promise<PluginInfo> {
     const e = this.entry(name);
     // The config's deny list wins over an operator's enable: refused, not stored as done.
     if (this.core.config.plugins.disabled.includes(name)) {
@@ -160,7 +199,11 @@ export class PluginManager implements PluginHost {
     return this.info(e);
   }
 
-  async disable(name: string): Promise<PluginInfo> {
+  disable(name: string): Promise<PluginInfo> {
+    return this.changing.run(name, () => this.disableNow(name));
+  }
+
+  private async disableNow(name: string): Promise<PluginInfo> {
     const e = this.entry(name);
     await this.state.save(name, { enabled: 0 });
     e.override = false;
@@ -311,3 +354,8 @@ export class PluginManager implements PluginHost {
     log("error", "plugin failed to load", { plugin: e.name, reason: e.error });
   }
 }
+
+/** How often a running server applies plugin_state changes made by other processes (syncState). */
+export const STATE_SYNC_MS = 2_000;
+
+const stateKey = (row: PluginStateTable | undefined) => JSON.stringify([row?.enabled ?? null, row?.quarantined ?? null]);
