@@ -108,9 +108,6 @@ export interface KvChangeSet {
   quota?: KvQuota;
 }
 
-/** Whether the call that made `changes` waits for their commit (a failed guard or quota fails the call). */
-export const isAwaited = (changes: KvChangeSet) => changes.guards.length > 0 || changes.quota !== undefined;
-
 /** The plugin's keys and bytes (key + value, UTF-8) as of the backend's last commit or read. */
 export interface KvUsage {
   keys: number;
@@ -600,8 +597,7 @@ export class PluginKv {
     const uncheckedNow = quota ? { keys: 0, bytes: 0 } : adds;
     unchecked.keys += uncheckedNow.keys;
     unchecked.bytes += uncheckedNow.bytes;
-    const changeSet: KvChangeSet = { plugin: this.plugin, sweeps, writes, guards: guardList, ...(quota ? { quota } : {}) };
-    const committed = this.backend.commit(changeSet).finally(() => {
+    const committed = this.backend.commit({ plugin: this.plugin, sweeps, writes, guards: guardList, ...(quota ? { quota } : {}) }).finally(() => {
       unchecked.keys -= uncheckedNow.keys;
       unchecked.bytes -= uncheckedNow.bytes;
       this.inFlight.bytes -= bytes;
@@ -613,7 +609,7 @@ export class PluginKv {
       }
       for (const w of swept) this.unflushedSweeps.delete(w);
     });
-    if (isAwaited(changeSet)) {
+    if (guardList.length > 0 || quota) {
       return committed.catch((err: unknown) => {
         if (err instanceof KvConflictError) throw new PluginCallError("conflict", err.message);
         if (err instanceof KvQuotaError) throw new PluginCallError("quota", err.message);

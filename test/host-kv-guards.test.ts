@@ -3,11 +3,9 @@
 // guard no longer holds fails alone as conflict while the rest of the group is committed.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { setImmediate } from "node:timers";
 import { PluginKv } from "../host-api/kv.ts";
 import { PluginCallError } from "../hooks/failures.ts";
 import { useKvStore } from "./helpers/kv-store.ts";
-import { HOLD_MAX_MS } from "../runtime/storage/plugin-kv.ts";
 import { TEST_DBS } from "./helpers/dialects.ts";
 
 describe("guarded KV writes in the group commit", () => {
@@ -154,45 +152,5 @@ for (const dbKind of TEST_DBS) {
       await assert.rejects(kv.end(true)!, (err: unknown) => err instanceof PluginCallError && err.kind === "conflict");
       assert.equal(db.store.get("mixed-guards", "", "short0"), "2", "nothing of the failed call");
     });
-    it("a fan-out held by hold() commits as one batch though the event loop turns between its plugins", async () => {
-    const before = db.store.writeRoundTrips;
-    await db.store.hold(async () => {
-      for (const name of ["held-a", "held-b", "held-c"]) {
-        const kv = new PluginKv(name, db.store, quota);
-        kv.set("", "k", name);
-        kv.end(true);
-        // What a long fan-out does between two plugins (inline-slice.ts turnEventLoop): without the
-        // hold, the commit of the first plugin's writes would start here.
-        for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve));
-      }
-      assert.equal(db.store.writeRoundTrips, before, "nothing committed while held");
-    });
-    await db.store.flush();
-    assert.equal(db.store.writeRoundTrips - before, 1);
-    for (const name of ["held-a", "held-b", "held-c"]) assert.equal(db.store.get(name, "", "k"), name);
   });
-
-  it("a call that waits for its commit (kv_incr) inside a hold is committed at once, not at the hold's end", async () => {
-    const plain = new PluginKv("held-plain", db.store, quota);
-    const counter = new PluginKv("held-counter", db.store, quota);
-    await db.store.hold(async () => {
-      plain.set("", "k", "v");
-      plain.end(true);
-      assert.equal(counter.incr("", "n", 1), 1);
-      await counter.end(true); // would never settle if the hold kept it back
-      assert.equal(db.store.get("held-counter", "", "n"), "1");
-      assert.equal(db.store.get("held-plain", "", "k"), "v", "queued before it: committed with it, in order");
-    });
-  });
-  it("a hold keeps commits back at most HOLD_MAX_MS: a slow fan-out does not keep writes from the database", async () => {
-    const kv = new PluginKv("held-long", db.store, quota);
-    await db.store.hold(async () => {
-      kv.set("", "k", "v");
-      kv.end(true);
-      const deadline = Date.now() + HOLD_MAX_MS + 5_000;
-      while (db.store.get("held-long", "", "k") === undefined && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
-      assert.equal(db.store.get("held-long", "", "k"), "v", "committed while the hold was still open");
-    });
-  });
-});
 }

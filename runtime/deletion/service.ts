@@ -7,7 +7,7 @@
 //      plugin subscribes to on_session_delete, their plugin KV goes in it too (nobody reads it after),
 //   4. after commit, emits on_session_delete once per profile touched, each event with the ids
 //      actually removed in that profile (profile names are sorted; seeds first within each); the
-//      plugins can still read the deleted sessions' KV, and their writes commit as one batch after,
+//      plugins can still read the deleted sessions' KV,
 //   5. then purges that KV (set-based, one round trip; a sweep does it if this process dies first).
 // Ids that are already gone are simply not in the result, so a retry or an overlapping bulk delete
 // fires nothing for them. Archive uses the same path but flips the flag instead of deleting.
@@ -86,19 +86,16 @@ export class DeletionService {
     };
     if (req.dryRun) return { ...result, dry_run: true };
     const sessions_dir = resolve(this.ctx.config.sessions_dir);
-    // The plugins' clean-up (their KV writes and sweeps) commits as one batch after the fan-out.
-    await kv.hold(async () => {
-      for (const [profile, ids] of byProfile) {
-        await this.ctx.dispatcher.emit("on_session_delete", {
-          // The event's session: a seed removed in this profile, else (cascade only) its first row.
-          session_id: firstSeed(seeds, (id) => rows.has(id) && realProfile(rows.get(id)!) === profile) ?? ids[0]!,
-          reason: req.reason,
-          profile,
-          deleted_ids: ids,
-          sessions_dir,
-        });
-      }
-    });
+    for (const [profile, ids] of byProfile) {
+      await this.ctx.dispatcher.emit("on_session_delete", {
+        // The event's session: a seed removed in this profile, else (cascade only) its first row.
+        session_id: firstSeed(seeds, (id) => rows.has(id) && realProfile(rows.get(id)!) === profile) ?? ids[0]!,
+        reason: req.reason,
+        profile,
+        deleted_ids: ids,
+        sessions_dir,
+      });
+    }
     if (req.reason === "archive" || !result.fired) return result;
     if (!kvReadAfter) {
       kv.forgetUsage();

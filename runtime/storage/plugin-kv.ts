@@ -7,7 +7,7 @@
 // (tombstoned) session are dropped.
 import { CompiledQuery, type Transaction } from "kysely";
 import { setImmediate } from "node:timers";
-import { isAwaited, KV_LIMITS, KvConflictError, KvQuotaError, KvSweep, type KvBackend, type KvChangeSet, type KvUsage } from "../../host-api/kv.ts";
+import { KV_LIMITS, KvConflictError, KvQuotaError, KvSweep, type KvBackend, type KvChangeSet, type KvUsage } from "../../host-api/kv.ts";
 import type { Storage } from "./db.ts";
 import type { Database } from "./schema.ts";
 import { failUnless, failUnlessWithinQuota, isGuardFailure, isQuotaFailure } from "./guard.ts";
@@ -136,9 +136,6 @@ export interface KvStoreOptions {
 export class KvStore implements KvBackend {
   private queue: Queued[] = [];
   private draining: Promise<void> | undefined;
-  /** Open holds (see hold()); while any is, the drain waits unless a call waits for its commit. */
-  private holds = 0;
-  private wakeDrain: (() => void) | undefined;
   /**
    * Per plugin, its usage as of our last commit or read (every commit's batch refreshes it; it is
    * re-read after USAGE_TTL_MS so other processes' writes and deletes count too).
@@ -260,46 +257,7 @@ export class KvStore implements KvBackend {
     return new Promise((resolve, reject) => {
       this.queue.push({ changes, done: (err) => (err === undefined ? resolve() : reject(err)) });
       this.draining ??= this.drain();
-      if (isAwaited(changes)) this.wake();
     });
-  }
-
-  /**
-   * Runs `during` (a fan-out) with commits held back until it ends (at most HOLD_MAX_MS: a slow
-   * plugin must not keep every other plugin's writes from the database), so its plugins' writes commit
-   * as one batch: a fan-out that gives the event loop a turn between two plugins (after STRETCH_MS
-   * of plugin work) otherwise started the commit there, and the rest of it came as a second batch
-   * and commit (a bulk delete's seven sweeps of 10,000 ids: 160 ms in two against 125 ms in one). A
-   * change set its call waits for (guards, quota) is not held: the drain goes on at once.
-   */
-  async hold<T>(during: () => Promise<T>): Promise<T> {
-    this.holds++;
-    try {
-      return await during();
-    } finally {
-      if (--this.holds === 0) this.wake();
-    }
-  }
-
-  /** Waits while a hold is open, at most HOLD_MAX_MS, and not once a queued call waits for its commit. */
-  private async heldBack(): Promise<void> {
-    const until = performance.now() + HOLD_MAX_MS;
-    while (this.holds > 0 && !this.queue.some((q) => isAwaited(q.changes))) {
-      const left = until - performance.now();
-      if (left <= 0) return;
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      await new Promise<void>((resolve) => {
-        this.wakeDrain = resolve;
-        timer = setTimeout(() => this.wake(), left);
-      });
-      clearTimeout(timer);
-    }
-  }
-
-  private wake(): void {
-    const wake = this.wakeDrain;
-    this.wakeDrain = undefined;
-    wake?.();
   }
 
   /** Resolves once every change set queued so far is committed (or failed). */
@@ -372,7 +330,6 @@ export class KvStore implements KvBackend {
     // Let the rest of a fan-out queue its writes before the commit starts: its in-thread plugin
     // calls settle within this turn of the event loop, so one commit takes them all.
     await new Promise((resolve) => setImmediate(resolve));
-    await this.heldBack();
     try {
       while (this.queue.length > 0) await this.commitQueued();
     } finally {
@@ -523,9 +480,6 @@ function guardStatements(plugin: string, guards: KvChangeSet["guards"] = []): Ba
   }
   return stmts;
 }
-
-/** The longest a hold keeps commits back: a bulk delete's fan-out to seven plugins takes 10-20 ms. */
-export const HOLD_MAX_MS = 250;
 
 /** Bytes of keys and values per batch: a call stages at most KV_LIMITS.callBytes, a batch a few calls' worth. */
 const BATCH_BYTES = 4 * KV_LIMITS.callBytes;
