@@ -43,4 +43,24 @@ describe("storage: WAL checkpoints when writes pause", () => {
       await storage.close();
     }
   });
+  it("a process that wrote and closes leaves its pages in the database file, though another process keeps it open", async () => {
+    const path = join(dir, "shared.db");
+    const server = await openStorage(`file:${path}`); // stays open: SQLite's last-close checkpoint does not come
+    try {
+      const cli = await openStorage(`file:${path}`);
+      await cli.write(async (trx) => {
+        for (let i = 0; i < 10; i++) await trx.insertInto("plugin_kv").values({ plugin: "cli", session_id: "", key: `k${i}`, value: VALUE, updated_at: 1 }).execute();
+      });
+      await cli.close();
+      copyFileSync(path, join(dir, "shared-alone.db"));
+      const alone = openNative(join(dir, "shared-alone.db"));
+      try {
+        assert.deepEqual(alone.prepare("select count(*) from plugin_kv where plugin = 'cli'").raw(true).all([]), [[10]]);
+      } finally {
+        alone.close();
+      }
+    } finally {
+      await server.close();
+    }
+  });
 });

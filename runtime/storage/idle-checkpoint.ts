@@ -19,20 +19,29 @@ export class IdleCheckpoint {
   private lastWrite = 0;
   /** The first write since the last checkpoint. */
   private firstWrite: number | undefined;
+  private closed = false;
 
   /** `checkpoint` runs PRAGMA wal_checkpoint(PASSIVE) on a connection that is not in a transaction. */
   constructor(private readonly checkpoint: () => void) {}
 
   /** A write committed (or failed): the checkpoint waits until writes have paused. */
   wrote(): void {
+    if (this.closed) return; // a write that was still under way at close
     this.lastWrite = performance.now();
     this.firstWrite ??= this.lastWrite;
     if (this.timer === undefined) this.arm(IDLE_MS);
   }
 
+  /**
+   * Before the connection closes: the checkpoint still due runs now. A short-lived process (the
+   * CLI) never reaches the backstop, and another process on the file (a server) checkpoints only
+   * after its own writes: the WAL this one wrote would otherwise stay until then.
+   */
   close(): void {
+    this.closed = true;
     clearTimeout(this.timer);
     this.timer = undefined;
+    if (this.firstWrite !== undefined) this.run();
   }
 
   private arm(ms: number): void {
@@ -46,6 +55,10 @@ export class IdleCheckpoint {
     const quiet = now - this.lastWrite;
     const waited = now - (this.firstWrite ?? now);
     if (quiet < IDLE_MS && waited < MAX_DELAY_MS) return this.arm(Math.min(IDLE_MS - quiet, MAX_DELAY_MS - waited));
+    this.run();
+  }
+
+  private run(): void {
     this.firstWrite = undefined;
     try {
       this.checkpoint();
