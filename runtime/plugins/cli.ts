@@ -1,6 +1,6 @@
 // `hookbox plugins list [--json] | enable NAME | disable NAME | reset [NAME...]`: the operator's view
 // of the plugin runtime (status, reason, grants, stats) and the persisted enable/disable overrides.
-// A change takes effect in this process at once and in a running server at its next start.
+// A change takes effect in this process at once and in every running server within 2 s (syncState).
 // `hookbox plugins new | build | call | logs`: the plugin author's loop (scaffold.ts, call.ts).
 import type { Command } from "commander";
 import type { CliContext } from "../cli/context.ts";
@@ -63,7 +63,7 @@ export function registerPluginCommands(plugins: Command, ctx: CliContext): void 
       });
       const cleared = rows.map((r) => r.name).sort();
       for (const name of cleared) io.out(`override cleared: ${name}`);
-      io.out(`${cleared.length} override(s) cleared; a running server applies this at its next start`);
+      io.out(`${cleared.length} override(s) cleared; running servers apply this within 2 s`);
     });
   registerAuthorCommands(plugins, ctx);
 }
