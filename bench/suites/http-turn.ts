@@ -14,6 +14,7 @@ import { callbackSubscriber } from "../../hooks/dispatcher.ts";
 import type { Core } from "../../runtime/core.ts";
 import { serveFetch, startServer, type RunningServer } from "../../runtime/server.ts";
 import { openStorage, writerPragmasFor, type Storage } from "../../runtime/storage/db.ts";
+import { IdleCheckpoint } from "../../runtime/storage/idle-checkpoint.ts";
 import { FileBatchWriter } from "../../runtime/storage/file-batch.ts";
 import { assertNoPluginFailures, openBenchCore, type BenchCore } from "../lib/core.ts";
 import { runLoad, type LoadRequest, type LoadResult } from "../lib/load.ts";
@@ -83,6 +84,8 @@ async function honoTarget(withWrite: boolean, durability: Storage["durability"])
   // same native driver with kept statements and the same pragmas as hookbox's writer.
   const storage = withWrite ? await openStorage(`file:${path}`, { durability }) : undefined;
   const writer = storage ? new FileBatchWriter(path, writerPragmasFor(durability)) : undefined;
+  // And its checkpoints as hookbox's: when writes pause, or a second after the first one not copied.
+  const checkpoints = writer ? new IdleCheckpoint(() => writer.checkpoint()) : undefined;
   let seq = 0;
   const app = new Hono().post("/echo", async (c) => {
     const body = (await c.req.json()) as { message: string };
@@ -94,6 +97,7 @@ async function honoTarget(withWrite: boolean, durability: Storage["durability"])
           args: [++seq, body.message, Date.now()],
         },
       ]);
+      checkpoints!.wrote();
     }
     return c.json({ reply: `You said: ${body.message}` });
   });
@@ -103,6 +107,7 @@ async function honoTarget(withWrite: boolean, durability: Storage["durability"])
     requests: async (n) => Array.from({ length: n }, (_, i) => ({ url: `${server.url}/echo`, body: { message: `question ${i}: what is 6*7?` } })),
     async close() {
       await server.close();
+      checkpoints?.close();
       writer?.close();
       await storage?.close();
       rmSync(dir, { recursive: true, force: true });
