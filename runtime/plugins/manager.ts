@@ -96,6 +96,7 @@ export class PluginManager implements PluginHost {
       const row = rows.get(e.name);
       if (this.applied.get(e.name) === stateKey(row)) continue;
       await this.changing.run(e.name, async () => {
+        if (this.entries.get(e.name) !== e) return; // its folder went meanwhile (refresh)
         this.applied.set(e.name, stateKey(row));
         e.override = row?.enabled == null ? null : row.enabled === 1;
         const { dispatcher } = this.core;
