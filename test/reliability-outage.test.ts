@@ -80,4 +80,19 @@ describe("a libSQL server outage under a running hookbox", () => {
     // A read refused meanwhile is the database's unavailability, as any other: 503.
     assert.ok(databaseFault(new PluginCallError("unavailable", "database: database read refused: the server did not answer a read within 2000 ms; retrying after 5000 ms")));
   });
+  // Found by an outside probe: SIGTERM waited for the plugin state sync's read, which a server that
+  // hangs never answers (the client has no timeout of its own): the process did not stop.
+  it("SIGTERM while the server hangs: hookbox stops, without waiting for its plugin state sync", async () => {
+    sqld.pause();
+    try {
+      await new Promise((r) => setTimeout(r, 2_500)); // a sync (every 2 s) is waiting on the server now
+      // process.kill, not proc.kill: Deno's child_process reports a child it signalled as killed by
+      // that signal even when the child handled it and exited 0.
+      process.kill(node.proc.pid!, "SIGTERM");
+      const stopped = await Promise.race([node.exited, new Promise((r) => setTimeout(() => r("still running"), 15_000))]);
+      assert.equal(stopped, 0, node.output());
+    } finally {
+      sqld.resume();
+    }
+  });
 });

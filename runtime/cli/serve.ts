@@ -92,7 +92,8 @@ async function serveUntilSignal(config: Config, ctx: CliContext, watch: boolean)
   const report = await server.close(graceMs);
   log(report.dropped ? "warn" : "info", "http server stopped", { ...report });
   await sweeping;
-  await syncing;
+  // A sync under way is not waited for (a database that hangs would hold the shutdown): the plugins'
+  // close stops it from starting anything more.
   const t = Date.now();
   await core.close(); // flushes plugin KV, closes every plugin instance, then the database
   log("info", "hookbox stopped", { signal, plugins_and_db_ms: Date.now() - t });

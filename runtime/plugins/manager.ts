@@ -45,6 +45,7 @@ export class PluginManager implements PluginHost {
   private readonly changing = new KeyedMutex();
   /** Each plugin's plugin_state row as last applied here, to tell what other processes changed. */
   private readonly applied = new Map<string, string>();
+  private closed = false;
 
   constructor(private readonly core: Core) {
     this.logRings = new PluginLogs(core.now);
@@ -71,43 +72,59 @@ export class PluginManager implements PluginHost {
       this.restore(entry, state.get(folder));
       this.reload(entry);
     }
-    dispatcher.setQuarantineListener((name, reason) => void this.state.quarantined(name, reason));
+    // Persisted under the plugin's lock, like an enable, so the state sync never sees it half done.
+    dispatcher.setQuarantineListener(
+      (name, reason) => void this.changing.run(name, async () => this.wrote(name, await this.state.quarantined(name, reason))),
+    );
     // A plugin whose manifest failed keeps that reason (activating it would replace it with a TypeError).
     for (const entry of this.entries.values()) if (entry.error === null && this.wanted(entry)) await this.activate(entry);
     const active = this.list().filter((p) => p.status === "active").map((p) => p.name);
     log("info", "plugins loaded", { dir: config.plugins.dir, active, total: this.entries.size });
   }
 
-  /** The operator's persisted override and a persisted quarantine, onto a plugin's entry. */
+  /**
+   * The persisted state onto a plugin's entry and this process's dispatcher: the operator's
+   * override (or none), and the quarantine (or its lifting).
+   */
   private restore(entry: Entry, row: PluginStateTable | undefined): void {
-    this.applied.set(entry.name, stateKey(row));
-    if (row?.enabled != null) entry.override = row.enabled === 1;
-    if (row?.quarantined) this.core.dispatcher.quarantine(entry.name, row.quarantined);
+    this.wrote(entry.name, row);
+    entry.override = row?.enabled == null ? null : row.enabled === 1;
+    const { dispatcher } = this.core;
+    if (row?.quarantined) {
+      if (dispatcher.quarantineOf(entry.name) !== row.quarantined) dispatcher.quarantine(entry.name, row.quarantined);
+    } else if (dispatcher.quarantineOf(entry.name) !== null) dispatcher.release(entry.name);
+  }
+
+  /** Remembers `row` as the plugin's state this process has applied (or written itself). */
+  private wrote(name: string, row: PluginStateTable | undefined): void {
+    this.applied.set(name, stateKey(row));
   }
 
   /**
    * Applies what other processes (another node, the CLI) changed in plugin_state since the last
    * look: an operator's enable or disable, a quarantine or its lifting. A running server calls it
-   * every STATE_SYNC_MS, so such a change holds on every node, not only the one that made it.
+   * every STATE_SYNC_MS, so such a change holds on every node, not only the one that made it. A
+   * changed row is read again under the plugin's lock, where this process's own changes are made.
    */
   async syncState(): Promise<void> {
     const rows = await this.state.load();
     for (const e of this.entries.values()) {
-      const row = rows.get(e.name);
-      if (this.applied.get(e.name) === stateKey(row)) continue;
-      await this.changing.run(e.name, async () => {
-        if (this.entries.get(e.name) !== e) return; // its folder went meanwhile (refresh)
-        this.applied.set(e.name, stateKey(row));
-        e.override = row?.enabled == null ? null : row.enabled === 1;
-        const { dispatcher } = this.core;
-        if (row?.quarantined && dispatcher.quarantineOf(e.name) === null) dispatcher.quarantine(e.name, row.quarantined);
-        else if (!row?.quarantined && dispatcher.quarantineOf(e.name) !== null) dispatcher.release(e.name);
-        if (!this.wanted(e)) return this.deactivate(e);
-        if (e.sandbox) return;
-        if (e.error !== null) this.reload(e); // enabled elsewhere, maybe after its files were fixed
-        if (e.error === null) await this.activate(e);
-        log("info", "plugin state changed by another process", { plugin: e.name, status: this.info(e).status });
-      });
+      if (this.closed) return;
+      if (this.applied.get(e.name) === stateKey(rows.get(e.name))) continue;
+      await this.changing
+        .run(e.name, async () => {
+          const row = await this.state.get(e.name);
+          // Its folder went meanwhile (a reload), the row is what this process wrote, or shut down.
+          if (this.closed || this.entries.get(e.name) !== e || this.applied.get(e.name) === stateKey(row)) return;
+          this.restore(e, row);
+          if (!this.wanted(e)) return this.deactivate(e);
+          if (e.sandbox) return;
+          if (e.error !== null) this.reload(e); // enabled elsewhere, maybe after its files were fixed
+          if (e.error === null) await this.activate(e);
+          if (this.closed) return this.deactivate(e); // close() went by while it started
+          log("info", "plugin state changed by another process", { plugin: e.name, status: this.info(e).status });
+        })
+        .catch((err: unknown) => log("warn", "could not apply a plugin state change of another process; the next look tries again", { plugin: e.name, error: String(err) }));
     }
   }
 
@@ -192,7 +209,7 @@ export class PluginManager implements PluginHost {
     if (this.core.config.plugins.disabled.includes(name)) {
       throw conflict("disabled_by_config", `plugin ${name} is disabled by the config (plugins.disabled), which an enable does not override: remove it from plugins.disabled (HOOKBOX_PLUGINS_DISABLED) and restart`);
     }
-    await this.state.save(name, { enabled: 1, quarantined: null });
+    this.wrote(name, await this.state.save(name, { enabled: 1, quarantined: null }));
     e.override = true;
     this.core.dispatcher.release(name);
     if (e.error !== null) this.reload(e); // the operator may have fixed the files
@@ -206,7 +223,7 @@ export class PluginManager implements PluginHost {
 
   private async disableNow(name: string): Promise<PluginInfo> {
     const e = this.entry(name);
-    await this.state.save(name, { enabled: 0 });
+    this.wrote(name, await this.state.save(name, { enabled: 0 }));
     e.override = false;
     await this.deactivate(e);
     return this.info(e);
@@ -218,6 +235,7 @@ export class PluginManager implements PluginHost {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     this.core.dispatcher.setQuarantineListener(undefined);
     for (const e of this.entries.values()) await this.deactivate(e);
   }

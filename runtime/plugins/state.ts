@@ -15,23 +15,31 @@ export class PluginStateStore {
     return new Map(rows.map((r) => [r.name, r]));
   }
 
-  async save(name: string, change: { enabled?: number; quarantined?: string | null }): Promise<void> {
+  /** One plugin's row as it is now (the sync's second look, under the plugin's lock). */
+  async get(name: string): Promise<PluginStateTable | undefined> {
+    return this.storage.db.selectFrom("plugin_state").selectAll().where("name", "=", name).executeTakeFirst();
+  }
+
+  /** Applies `change` to the plugin's row; returns the whole row as written. */
+  async save(name: string, change: { enabled?: number; quarantined?: string | null }): Promise<PluginStateTable> {
     const updated_at = this.now();
-    await this.storage.write((trx) =>
+    return this.storage.write((trx) =>
       trx
         .insertInto("plugin_state")
         .values({ name, enabled: change.enabled ?? null, quarantined: change.quarantined ?? null, updated_at })
         .onConflict((oc) => oc.column("name").doUpdateSet({ ...change, updated_at }))
-        .execute(),
+        .returningAll()
+        .executeTakeFirstOrThrow(),
     );
   }
 
   /** A new quarantine (from the dispatcher): persisted; a failure to persist is logged, not thrown. */
-  async quarantined(name: string, reason: string): Promise<void> {
+  async quarantined(name: string, reason: string): Promise<PluginStateTable | undefined> {
     try {
-      await this.save(name, { quarantined: reason });
+      return await this.save(name, { quarantined: reason });
     } catch (err) {
       log("error", "could not persist plugin quarantine", { plugin: name, error: (err as Error).message });
+      return undefined;
     }
   }
 }
