@@ -21,6 +21,7 @@ const N = 10_000;
 const flush = (core: Core) => (core.plugins as { flush?: () => Promise<void> }).flush?.();
 
 async function timeDelete(core: Core, ids: string[]): Promise<number> {
+  core.storage.checkpoint(); // from a checkpointed WAL, bare and seeded alike (bulk-delete.ts)
   const t0 = performance.now();
   const res = await core.deletion.remove({ reason: "delete", ids });
   await flush(core);

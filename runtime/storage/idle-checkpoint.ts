@@ -32,6 +32,13 @@ export class IdleCheckpoint {
     if (this.timer === undefined) this.arm(IDLE_MS);
   }
 
+  /** Runs the checkpoint now (what is due, or not). */
+  now(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.run();
+  }
+
   /**
    * Before the connection closes: the checkpoint still due runs now. A short-lived process (the
    * CLI) never reaches the backstop, and another process on the file (a server) checkpoints only
