@@ -20,7 +20,8 @@ import { compilePlugin, readManifest } from "../runtime/plugins/loader.ts";
 import { createPluginInstance, DEFAULT_KV_QUOTA } from "../runtime/plugins/instance.ts";
 import { KvStore } from "../runtime/storage/plugin-kv.ts";
 import { parseManifest } from "../runtime/plugins/manifest.ts";
-import { SANDBOX_FUNCTION_NAMES, WasmPlugin } from "../runtime/sandbox/wasm-plugin.ts";
+import { SANDBOX_FUNCTION_NAMES } from "../runtime/sandbox/imports.ts";
+import { WasmPlugin } from "../runtime/sandbox/wasm-plugin.ts";
 import { openStorage, type Storage } from "../runtime/storage/db.ts";
 
 const PLUGINS_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "plugins-wasm");

@@ -5,7 +5,8 @@ import type { Grants } from "../../host-api/capabilities.ts";
 import { bindHostApi, type HostContext } from "../../host-api/functions.ts";
 import { PluginKv, type KvBackend, type KvQuota } from "../../host-api/kv.ts";
 import { log } from "../log.ts";
-import { CAN_SUSPEND, HOST_MODULE, WasmPlugin, type SandboxLimits } from "../sandbox/wasm-plugin.ts";
+import { HOST_MODULE } from "../sandbox/imports.ts";
+import { CAN_SUSPEND, WasmPlugin, type SandboxLimits } from "../sandbox/wasm-plugin.ts";
 import { compilePlugin } from "./loader.ts";
 import type { Manifest } from "./manifest.ts";
 

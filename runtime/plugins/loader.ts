@@ -14,7 +14,7 @@ import { KERNEL_BLOCK_BYTES } from "../sandbox/fuel.ts";
 import { InstrumentError, KERNEL_MODULE, MAX_MODULE_BYTES } from "../sandbox/instrument.ts";
 import { compileInstrumented } from "../sandbox/module-cache.ts";
 import { WasmFormatError } from "../sandbox/wasm-binary.ts";
-import { HOST_MODULE, refusedImport, SANDBOX_FUNCTION_NAMES, WASI_SANDBOX_MODULE } from "../sandbox/wasm-plugin.ts";
+import { HOST_MODULE, refusedImport, SANDBOX_FUNCTION_NAMES, WASI_SANDBOX_MODULE } from "../sandbox/imports.ts";
 import { suggest } from "../util/suggest.ts";
 import { parseManifest, type Manifest } from "./manifest.ts";
 import type { SandboxLimits } from "../sandbox/wasm-plugin.ts";

@@ -11,72 +11,32 @@
 // or suspended call that has not answered by its deadline plus WORKER_GRACE_MS is abandoned (the
 // call fails as `timeout`, the lock is released) and its instance discarded (a worker is terminated).
 //
-// Every host function the module imports is wrapped: it charges fuel (HOST_CALL_FUEL plus the size
-// of the blocks it is handed) and checks the clock; in a worker it runs here, on the server's
-// thread, as the worker's host call. The kernel's alloc and log imports are charged and capped
+// Every host function the module imports is wrapped (host-calls.ts): it charges fuel and checks the
+// clock; in a worker it runs here, on the server's thread, as the worker's host call. The kernel's alloc and log imports are charged and capped
 // inside the module (instrument.ts), in either mode.
 import createPlugin, { type CallContext, type Plugin } from "@extism/extism";
 import { PluginCallError } from "../../hooks/failures.ts";
-import { createWasi, WasiExit } from "../../host-api/wasi.ts";
+import { createWasi } from "../../host-api/wasi.ts";
 import type { HostBinding, HostFunction } from "../../host-api/binding.ts";
 import { blockCopyFunctions } from "./block-copy.ts";
 import { CallIo } from "./call-io.ts";
+import { abort, callFailure, MAX_ERROR_CHARS } from "./call-failure.ts";
+import { CallLock, MAX_TIMER_MS } from "./call-lock.ts";
 import { directCaller, type DirectCaller } from "./direct-call.ts";
-import { FIRST_BLOCK, FuelMeter, hostCallCost, keptGrant, WORKER_GRANT } from "./fuel.ts";
+import { FuelMeter, keptGrant, WORKER_GRANT } from "./fuel.ts";
+import { HostCalls, isAsync } from "./host-calls.ts";
 import { countWork, DEMOTION_MS, INLINE_SLICE_MS, needsTurn, SliceExpired, turnEventLoop } from "./inline-slice.ts";
+import { HOST_MODULE, refusedImport, WASI_SANDBOX_MODULE } from "./imports.ts";
 import { FUEL_MODULE, KERNEL_MODULE } from "./instrument.ts";
 import { LogBudget } from "./log-budget.ts";
+import { ownInput, payloadBytes, syncCallEnded, syncCallStarted } from "./payload-bytes.ts";
 import { REWIND_CONTEXT_EXPORT, REWIND_CONTEXT_MODULE, REWIND_CONTEXT_NAME, Rewinder } from "./rewind.ts";
 import { INITIALIZE_EXPORT } from "./wasi-adapt.ts";
 import { WorkerInstance } from "./worker-instance.ts";
 import type { Tally } from "./worker-protocol.ts";
 
-export const HOST_MODULE = "extism:host/user";
-/**
- * Where a module's "wasi_snapshot_preview1" imports are served (renamed at load: Extism refuses that
- * module name unless its own node:wasi-based WASI is on). host-api/wasi.ts is capability-free.
- */
-export const WASI_SANDBOX_MODULE = "hookbox:wasi";
-
-/**
- * Host functions the sandbox itself provides (beside host-api's): `hookbox_input_read(dest, len)`
- * copies the call's whole input into the plugin's linear memory at `dest` and returns `len`, or 0
- * when it cannot (bad range): the plugin then falls back to the kernel's input_load_u64.
- * plugins-wasm/lib's beginCall() calls it first thing, so a library plugin's export that never calls
- * it forgot beginCall(). `hookbox_abort(message)` ends the call as a trap carrying the message
- * (lib's abort handler: `throw new Error("x")` arrives as "abort: x at file:line:col").
- * `hookbox_block_write(block, src, len)` fills a whole block (`len` bytes, allocated by the plugin
- * through the metered alloc) from linear memory at `src` in one copy; `hookbox_block_read(block,
- * dest, len)` copies a whole block to linear memory. Both return `len`, or 0 when they cannot
- * (bad range): the plugin then uses the kernel's store_u64/load_u64, a host call per
- * 8 bytes (30,000 for a 10,000-id list). `hookbox_output_write(src, len)` makes `len` bytes of linear
- * memory at `src` the call's output (it takes precedence over output_set's) and returns `len`, or 0
- * when it cannot (bad range, more than max_output_bytes): the plugin then sets it
- * through the kernel (alloc, copy, output_set), which also clears what an earlier
- * hookbox_output_write set. One copy, no block: the kernel's way costs a host block and the SDK's
- * output wrapper (about 1 us a call). All four need the instance's memory: for a worker instance
- * the worker serves them (call-io.ts, block-copy.ts), without a crossing.
- */
-export const SANDBOX_FUNCTION_NAMES = ["hookbox_input_read", "hookbox_abort", "hookbox_block_read", "hookbox_block_write", "hookbox_output_write"] as const;
-
-/** Extism's kernel module: hookbox's sandbox serves only the memory and I/O part of it. */
-/**
- * Kernel functions a module may import. Not vars (var_get/var_set: host memory that outlives calls,
- * keys uncounted), config_get (hookbox has no Extism config), nor http_* (would bypass the
- * http:<host> grants: plugins use hookbox_http).
- */
-export const KERNEL_FUNCTION_NAMES: ReadonlySet<string> = new Set([
-  "alloc", "free", "length", "length_unsafe", "load_u8", "load_u64", "store_u8", "store_u64",
-  "input_offset", "input_length", "input_load_u8", "input_load_u64", "output_set", "error_set", "error_get",
-  "log_trace", "log_debug", "log_info", "log_warn", "log_error", "get_log_level",
-]);
-
-const isAsync = (fn: HostFunction) => fn.constructor.name === "AsyncFunction";
-
 /** How long past its deadline a worker call may take to answer before its worker is terminated. */
 export const WORKER_GRACE_MS = 250;
-/** Longest failure message kept (the plugin writes it: it is stored and served). */
-export const MAX_ERROR_CHARS = 1_000;
 
 export interface SandboxLimits {
   fuel: number;
@@ -134,9 +94,6 @@ export interface CallStart {
   readonly startedMono: number;
 }
 
-/** setTimeout's longest delay: a longer one (a far deadline) would fire at once. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
-
 /** The smallest module the SDK takes: an exported memory, nothing else. */
 const EMPTY_MODULE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 5, 3, 1, 0, 1, 7, 10, 1, 6, 109, 101, 109, 111, 114, 121, 2, 0]);
 let sdkWarm: Promise<void> | undefined;
@@ -158,33 +115,6 @@ function warmSdk(): Promise<void> {
 export type AcceptOutput = (output: string | undefined) => unknown;
 
 const decoder = new TextDecoder();
-const encoder = new TextEncoder();
-
-// A fan-out hands every plugin the same payload string (Delivery.json() builds it once): it is
-// encoded once, into one reused buffer. TextEncoder.encode allocates an ArrayBuffer each time: 1 us
-// for a few bytes, 5 us for 2 KB (Node and Deno alike), against 0.1 us for encodeInto. A call that
-// runs synchronously is done with the bytes before the next payload is encoded; an in-thread one
-// that may outlive that (suspended, the SDK's first call) gets a copy of its own (ownInput); a
-// worker call's input is copied into the worker's shared area as the call is posted
-// (worker-instance.ts), and this thread's CallIo is not read while it runs there.
-// While a synchronous call runs (`running`), nothing overwrites the buffer: should a host function
-// ever start another plugin's call, that call's payload gets a buffer of its own.
-const SCRATCH_MAX = 64 * 1024;
-let scratch = new Uint8Array(1024);
-let lastText: string | undefined;
-let lastBytes = new Uint8Array(0);
-let running = 0;
-function utf8(text: string): Uint8Array {
-  if (text === lastText) return lastBytes;
-  lastText = text;
-  const worst = text.length * 3; // UTF-8 bytes per UTF-16 unit, at most
-  if (worst > SCRATCH_MAX || running > 0) return (lastBytes = encoder.encode(text));
-  if (scratch.length < worst) scratch = new Uint8Array(Math.min(SCRATCH_MAX, Math.max(worst, scratch.length * 2)));
-  return (lastBytes = scratch.subarray(0, encoder.encodeInto(text, scratch).written));
-}
-
-/** `bytes` as a call that may outlive the next payload's encoding can keep them. */
-const ownInput = (bytes: Uint8Array): Uint8Array => (bytes.buffer === scratch.buffer ? bytes.slice() : bytes);
 
 /** An instance: in-thread (the SDK's) or in a worker thread of its own (worker-instance.ts). */
 type Instance = Plugin | WorkerInstance;
@@ -199,9 +129,7 @@ export class WasmPlugin {
   /** Calls run in a worker until then (epoch ms): an in-thread call outgrew its slice. */
   private workerUntil = 0;
   private readonly meter: FuelMeter;
-  /** Calls into one instance never overlap (Extism instances are not reentrant): FIFO hand-off. */
-  private busy = false;
-  private readonly waiting: Array<() => void> = [];
+  private readonly lock = new CallLock();
   private closed = false;
   /** The running in-thread call's time on the thread (performance.now()), for countWork. */
   private onThreadFrom: number | undefined;
@@ -215,19 +143,10 @@ export class WasmPlugin {
   private readonly usesLib: boolean;
   /** The running call's input and output (hookbox_input_read, hookbox_output_write): in-thread instances. */
   private readonly io: CallIo;
-  /** The running call has called an async host function (its effect, e.g. a request, is out). */
-  private awaitedHost = false;
-  /**
-   * What a host function of the running call failed with: the call's failure whatever reaches the
-   * caller (an error thrown through a suspended or worker call may arrive as another).
-   */
-  private hostFailure: PluginCallError | undefined;
+  /** Its host functions as the instance imports them: charged, checked, abandoned with it (host-calls.ts). */
+  private readonly hostCalls: HostCalls;
   private readonly wasi: Record<string, HostFunction>;
   private readonly logBudget = new LogBudget();
-  /** The live instance's generation: host functions of an abandoned instance refuse to run. */
-  private generation = 0;
-  /** Rejects of the async host calls in flight: a discarded instance fails them at once. */
-  private readonly pendingHostCalls = new Set<(err: Error) => void>();
   /** Some host function is async: an in-thread call (CAN_SUSPEND) can wait on it, suspended. */
   private readonly suspends: boolean;
   /** The live in-thread instance's suspensions, when it was built from the rewindable module. */
@@ -239,6 +158,7 @@ export class WasmPlugin {
 
   constructor(private readonly opts: SandboxOptions) {
     this.meter = new FuelMeter(opts.limits.fuel, opts.limits.memoryPages);
+    this.hostCalls = new HostCalls(this.meter, () => this.instanceInWorker);
     this.io = new CallIo(() => this.memory, opts.limits.maxOutputBytes, (units) => this.meter.charge(units));
     const imports = WebAssembly.Module.imports(opts.module);
     this.usesLib = imports.some((i) => i.module === HOST_MODULE && i.name === "hookbox_input_read");
@@ -285,7 +205,7 @@ export class WasmPlugin {
     if (this.closed) return;
     this.rewindable = module;
     // An idle instance built without it goes now; a busy worker instance at the next call (attemptAfterWaits).
-    if (!this.busy && this.instance && !this.rewinder) void this.discardInstance(false);
+    if (!this.lock.busy && this.instance && !this.rewinder) void this.discardInstance(false);
   }
 
   /** The plugin's calls run in a worker for DEMOTION_MS. */
@@ -315,8 +235,7 @@ export class WasmPlugin {
    * them. Never throws: a failure is a rejected promise.
    */
   callNow(fn: string, input: string, deadline: number, accept?: AcceptOutput, started?: CallStart): Promise<SandboxResult> | SandboxResult {
-    if (this.busy) return this.turnBy(deadline).then(() => this.holding(fn, input, deadline, accept));
-    this.busy = true;
+    if (!this.lock.take()) return this.lock.wait(deadline).then(() => this.holding(fn, input, deadline, accept));
     return this.holding(fn, input, deadline, accept, started);
   }
 
@@ -329,7 +248,7 @@ export class WasmPlugin {
       result = Promise.reject(err);
     }
     if (!(result instanceof Promise)) {
-      this.release();
+      this.lock.release();
       return result;
     }
     return result
@@ -339,34 +258,7 @@ export class WasmPlugin {
         this.demote(`a call of ${fn}`);
         return this.attempt(fn, input, deadline, accept);
       })
-      .finally(() => this.release());
-  }
-
-  private release(): void {
-    const next = this.waiting.shift();
-    if (next) next(); // stays busy: the lock passes straight to the next caller
-    else this.busy = false;
-  }
-
-  /**
-   * Waits for the instance (first come, first served). A caller still waiting at its deadline leaves
-   * the queue at once as `unavailable`: the plugin never ran (its earlier calls, or the host's KV
-   * commits for them, held it), so the wait neither delays its caller past the deadline nor counts
-   * towards a quarantine or cool-off.
-   */
-  private turnBy(deadline: number): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      const wake = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        const i = this.waiting.indexOf(wake);
-        if (i >= 0) this.waiting.splice(i, 1);
-        reject(new PluginCallError("unavailable", `waited past its deadline for its busy instance (${this.waiting.length + 1} calls were queued)`));
-      }, Math.min(Math.max(0, deadline - Date.now()), MAX_TIMER_MS));
-      this.waiting.push(wake);
-    });
+      .finally(() => this.lock.release());
   }
 
   async close(): Promise<void> {
@@ -431,21 +323,20 @@ export class WasmPlugin {
       const direct = inWorker || this.suspends ? undefined : this.direct;
       // The plugin reads the input through the sandbox's functions (CallIo), never as a kernel
       // block it could write to: one emit's bytes serve every plugin of it.
-      const bytes = direct || inWorker ? utf8(input) : ownInput(utf8(input));
+      const bytes = direct || inWorker ? payloadBytes(input) : ownInput(payloadBytes(input));
       this.io.begin(bytes);
-      this.awaitedHost = false;
-      this.hostFailure = undefined;
+      this.hostCalls.beginCall();
       if (!direct) {
         return this.invokeLater(plugin, fn, bytes, deadline, inWorker).then(
           (bytes) => this.complete(fn, bytes, accept),
           (err) => this.failed(err, false),
         );
       }
-      running++;
+      syncCallStarted();
       try {
         out = direct.call(fn);
       } finally {
-        running--;
+        syncCallEnded();
       }
     } catch (err) {
       return this.failed(err, false);
@@ -528,7 +419,7 @@ export class WasmPlugin {
     }
     if (err instanceof SliceExpired) {
       await this.discardInstance();
-      if (!this.awaitedHost) throw err; // holding() tries again in a worker
+      if (!this.hostCalls.awaited) throw err; // holding() tries again in a worker
       // Run again, it would repeat what the async host call did outside (an http: request): the
       // call fails instead (at most once), and the plugin's next calls run in a worker.
       this.demote(`a call of ${this.opts.name}`);
@@ -576,23 +467,9 @@ export class WasmPlugin {
     }
   }
 
+  /** `err` as its caller sees it (call-failure.ts). */
   private classify(err: unknown): PluginCallError {
-    const e = this.kindOf(err);
-    // The message may be the plugin's own words (error_set, abort): bounded before it is stored.
-    return e.message.length > MAX_ERROR_CHARS ? new PluginCallError(e.kind, `${e.message.slice(0, MAX_ERROR_CHARS)}… (truncated)`) : e;
-  }
-
-  private kindOf(err: unknown): PluginCallError {
-    if (err instanceof PluginCallError) return err;
-    if (this.hostFailure) return this.hostFailure;
-    // Closed under a running call (shutdown, reload, disable): its worker was terminated or its
-    // instance dropped by the host, not by anything the plugin did.
-    if (this.closed) return new PluginCallError("unavailable", `${this.name} was closed while the call ran (shutdown, reload or disable)`);
-    if (err instanceof WasiExit) return new PluginCallError("trap", err.message);
-    if (this.meter.memoryRefused) return this.meter.memoryError();
-    const message = err instanceof Error ? err.message : String(err);
-    if (err instanceof RangeError && /call stack/i.test(message)) return new PluginCallError("trap", "stack overflow");
-    return new PluginCallError("trap", message.replace(/^Plugin-originated error: /, "plugin error: "));
+    return callFailure(err, { name: this.name, closed: this.closed, hostFailure: this.hostCalls.failure, meter: this.meter });
   }
 
   private ensureInstance(deadline = Date.now() + this.opts.limits.timeoutMs): Promise<Instance> {
@@ -660,16 +537,11 @@ export class WasmPlugin {
    * through the generic wrapper, which looks for block arguments in every call.
    */
   private ioFunctions(generation: number): Record<string, HostFunction> {
-    const live = () => this.assertLive(generation);
+    const live = () => this.hostCalls.assertLive(generation);
     return {
       hookbox_input_read: (_ctx: CallContext, dest: bigint, len: bigint): bigint => (live(), this.io.readInput(dest, len)),
       hookbox_output_write: (_ctx: CallContext, src: bigint, len: bigint): bigint => (live(), this.io.writeOutput(src, len)),
     };
-  }
-
-  /** Host functions of an abandoned instance (one built before the live one) refuse to run. */
-  private assertLive(generation: number): void {
-    if (generation !== this.generation) throw new PluginCallError("unavailable", "host call from an abandoned instance");
   }
 
   /**
@@ -681,83 +553,16 @@ export class WasmPlugin {
       Object.entries(this.io.kernelFunctions()).map(([name, fn]) => [
         name,
         (ctx: CallContext, at?: bigint) => {
-          this.assertLive(generation);
+          this.hostCalls.assertLive(generation);
           return fn(ctx, at);
         },
       ]),
     );
   }
 
-  /**
-   * Wraps a host function: refuses to run for an abandoned instance, charges HOST_CALL_FUEL plus
-   * 1 unit per 16 bytes of the blocks named by its u64 arguments and of the block it answers with
-   * (those count towards the call's memory allowance), and checks the clock unless `cheap` (all
-   * may end the call). An async function stays async (Extism awaits those).
-   */
-  private charged(fn: HostFunction, generation: number, awaited: boolean, answersBlock: boolean, cheap: boolean): HostFunction {
-    // A host API function is a clock check before it runs (it may read the database or start a
-    // request); a block copy (memory work) only now and then (FuelMeter.charge).
-    const charge = (ctx: CallContext, args: unknown[]) => {
-      this.assertLive(generation);
-      this.meter.charge(hostCallCost(ctx, args), !cheap);
-    };
-    // A block the function made for its answer is charged and counted too (see FuelMeter.chargeAnswer).
-    const answered = (ctx: CallContext, result: unknown) => {
-      if (answersBlock && typeof result === "bigint" && result >= FIRST_BLOCK) this.meter.chargeAnswer(Number(ctx.length(result)), this.instanceInWorker ? undefined : result);
-      return result;
-    };
-    const failed = (err: unknown) => {
-      if (err instanceof PluginCallError) this.hostFailure ??= err;
-      return err;
-    };
-    // An async function (Extism tells them by their constructor) suspends an in-thread call.
-    if (awaited || isAsync(fn)) {
-      const hostCall = async (ctx: CallContext, args: unknown[]) => {
-        charge(ctx, args);
-        this.awaitedHost = true;
-        // The call may be abandoned meanwhile (its worker terminated): then this host call fails at
-        // once, so Extism drops it; an answer handed to it later would wait forever for the dead
-        // worker to take it.
-        // (A race against one long-lived promise would add a reaction to it per host call, never
-        // removed: memory and time grew with every call.)
-        const suspended = performance.now();
-        let result: unknown;
-        try {
-          const answer = fn(ctx, ...args) as Promise<unknown>;
-          result = await new Promise((resolve, reject) => {
-            this.pendingHostCalls.add(reject);
-            answer.then(resolve, reject).finally(() => this.pendingHostCalls.delete(reject));
-          });
-        } finally {
-          // In-thread (CAN_SUSPEND) the thread was free while this awaited, answered or failed: not
-          // part of the slice, nor of the work that calls for a turn of the event loop.
-          this.meter.extendSlice(performance.now() - suspended);
-        }
-        if (generation !== this.generation) throw new PluginCallError("unavailable", "host call answered after its call was abandoned");
-        return answered(ctx, result);
-      };
-      // Stays an async function: Extism tells async host functions by their constructor.
-      return async (ctx: CallContext, ...args: any[]) => {
-        try {
-          return await hostCall(ctx, args);
-        } catch (err) {
-          throw failed(err);
-        }
-      };
-    }
-    return (ctx: CallContext, ...args: any[]) => {
-      try {
-        charge(ctx, args);
-        return answered(ctx, fn(ctx, ...args));
-      } catch (err) {
-        throw failed(err);
-      }
-    };
-  }
-
   /** What a worker's own functions did (worker-protocol.ts Tally), settled with this side's meter. */
   private account(tally: Tally, generation: number): void {
-    this.assertLive(generation);
+    this.hostCalls.assertLive(generation);
     if (tally.fuel > 0) this.meter.charge(tally.fuel);
     if (tally.inputRead) this.io.inputRead = true;
     if (tally.droppedLogs) this.logBudget.dropped += tally.droppedLogs;
@@ -766,11 +571,9 @@ export class WasmPlugin {
   }
 
   private chargedAll(fns: Record<string, HostFunction>, generation: number): Record<string, HostFunction> {
-    const { asyncFunctions: awaited, blockAnswers } = this.opts.host;
-    return Object.fromEntries(
-      Object.entries(fns).map(([name, fn]) => [name, this.charged(fn, generation, awaited?.has(name) ?? false, blockAnswers?.has(name) ?? false, this.cheapFunctions.has(fn))]),
-    );
+    return this.hostCalls.wrapAll(fns, generation, this.opts.host.asyncFunctions, this.opts.host.blockAnswers, this.cheapFunctions);
   }
+
 
   /** Extism's own logger (kernel log_* functions, its warnings): into the plugin's log, rate limited. */
   private readonly extismLogger = {
@@ -803,7 +606,7 @@ export class WasmPlugin {
     const refused = refusedImport(module);
     if (refused) throw new Error(refused);
     if (!inWorker) await warmSdk();
-    const generation = ++this.generation;
+    const generation = ++this.hostCalls.generation;
     // Nothing of an earlier build (one whose start-up failed after its exports were known) may serve this one.
     this.forgetInstance();
     const user: Record<string, HostFunction> = { ...host.functions, hookbox_abort: abort, ...this.blockCopy };
@@ -934,26 +737,8 @@ export class WasmPlugin {
     const dropped = [this.spare, p];
     this.spare = keepWorker && p instanceof WorkerInstance && p.reusable ? p : undefined;
     this.forgetInstance();
-    this.generation++;
-    const abandoned = new PluginCallError("unavailable", "host call of an abandoned call");
-    for (const reject of this.pendingHostCalls) reject(abandoned);
-    this.pendingHostCalls.clear();
+    this.hostCalls.abandon();
     const closing = Promise.all(dropped.map((d) => (d && d !== this.spare ? d.close() : undefined))).catch(() => undefined);
     if (wait) await closing;
   }
-}
-
-
-/** Why the module may not run here (an Extism kernel import hookbox does not serve), or undefined. */
-export function refusedImport(module: WebAssembly.Module): string | undefined {
-  const bad = WebAssembly.Module.imports(module).find((i) => i.module === KERNEL_MODULE && !KERNEL_FUNCTION_NAMES.has(i.name));
-  if (!bad) return undefined;
-  const why = bad.name.startsWith("http_") ? "use hookbox_http (granted http:<host>)" : bad.name.startsWith("var_") ? "keep state with hookbox_kv_*" : "not served by hookbox";
-  return `imports unknown host function "${KERNEL_MODULE}" "${bad.name}" (an Extism kernel function hookbox does not serve: ${why})`;
-}
-
-/** hookbox_abort(message): unwinds the plugin's call with its own words. */
-function abort(ctx: CallContext, message: bigint): never {
-  const text = ctx.read(message)?.text() ?? "(unreadable message)";
-  throw new PluginCallError("trap", text.slice(0, MAX_ERROR_CHARS));
 }

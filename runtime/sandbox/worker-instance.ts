@@ -2,7 +2,6 @@
 // thread: calls go out as messages, and the worker's host calls come back here, where the host
 // functions run as they do in-thread, against a call context made of the blocks the call named.
 // A host call costs one message each way (tens of µs), whatever the plugin's memory holds.
-import { Buffer } from "node:buffer";
 import { MessageChannel, Worker, type MessagePort } from "node:worker_threads";
 import type { CallContext } from "@extism/extism";
 import type { HostFunction } from "../../host-api/binding.ts";

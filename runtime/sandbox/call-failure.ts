@@ -1,0 +1,42 @@
+// What a failed plugin call tells its caller: any failure as a typed PluginCallError whose message
+// (often the plugin's own words: error_set, abort) is bounded before it is stored and served.
+import type { CallContext } from "@extism/extism";
+import { PluginCallError } from "../../hooks/failures.ts";
+import { WasiExit } from "../../host-api/wasi.ts";
+import type { FuelMeter } from "./fuel.ts";
+
+/** Longest failure message kept. */
+export const MAX_ERROR_CHARS = 1_000;
+
+/** What the sandbox knows of the call that failed. */
+export interface FailedCall {
+  name: string;
+  /** The sandbox was closed under the call (shutdown, reload, disable). */
+  closed: boolean;
+  /** What a host function of the call failed with: the call's failure, whatever reached the caller. */
+  hostFailure: PluginCallError | undefined;
+  meter: Pick<FuelMeter, "memoryRefused" | "memoryError">;
+}
+
+export function callFailure(err: unknown, call: FailedCall): PluginCallError {
+  const e = kindOf(err, call);
+  return e.message.length > MAX_ERROR_CHARS ? new PluginCallError(e.kind, `${e.message.slice(0, MAX_ERROR_CHARS)}… (truncated)`) : e;
+}
+
+function kindOf(err: unknown, call: FailedCall): PluginCallError {
+  if (err instanceof PluginCallError) return err;
+  if (call.hostFailure) return call.hostFailure;
+  // Its worker was terminated or its instance dropped by the host, not by anything the plugin did.
+  if (call.closed) return new PluginCallError("unavailable", `${call.name} was closed while the call ran (shutdown, reload or disable)`);
+  if (err instanceof WasiExit) return new PluginCallError("trap", err.message);
+  if (call.meter.memoryRefused) return call.meter.memoryError();
+  const message = err instanceof Error ? err.message : String(err);
+  if (err instanceof RangeError && /call stack/i.test(message)) return new PluginCallError("trap", "stack overflow");
+  return new PluginCallError("trap", message.replace(/^Plugin-originated error: /, "plugin error: "));
+}
+
+/** hookbox_abort(message): unwinds the plugin's call with its own words. */
+export function abort(ctx: CallContext, message: bigint): never {
+  const text = ctx.read(message)?.text() ?? "(unreadable message)";
+  throw new PluginCallError("trap", text.slice(0, MAX_ERROR_CHARS));
+}
