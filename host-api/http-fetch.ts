@@ -21,7 +21,9 @@ export type HttpRequestOf = v.InferOutput<typeof HttpRequest>;
  * applies), not as a trap: it is the plugin's time limit that ran out, as if its own code had run on.
  */
 export async function fetchLimited(req: HttpRequestOf, plugin: string, deadline: number): Promise<HttpAnswer> {
-  const ms = Math.max(1, Math.min(deadline - Date.now(), 2 ** 31 - 1));
+  // Whole ms: Node's AbortSignal.timeout refuses a fraction, and a hook's deadline has one (the
+  // dispatcher's clock is performance.now() based).
+  const ms = Math.max(1, Math.ceil(Math.min(deadline - Date.now(), 2 ** 31 - 1)));
   const signal = AbortSignal.timeout(ms);
   // Built first: a request the plugin got wrong (a bad header, credentials in the URL) is its fault.
   let request: Request;

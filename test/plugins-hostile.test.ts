@@ -12,6 +12,7 @@ import { gzipSync } from "node:zlib";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { fileURLToPath } from "node:url";
+import { fetchLimited } from "../host-api/http-fetch.ts";
 import { seed } from "./helpers/seed.ts";
 import { pluginDir, type PluginDir } from "./helpers/plugin-dir.ts";
 import { freePort } from "./helpers/ports.ts";
@@ -260,6 +261,15 @@ describe("async host functions (plugin runs in a worker)", () => {
   it("names the plugin in every request it makes (Hookbox-Plugin)", async () => {
     const res = await command(s, "httpsnoop", { raw_args: `http://127.0.0.1:${port}/who` });
     assert.match(res.body.output, /sent by httpsnoop/);
+  });
+
+  // A hook's deadline comes from the dispatcher's clock with a fraction of a millisecond (after an
+  // awaited call in its fan-out), which Node's AbortSignal.timeout refused: such a request trapped
+  // ("The value of "delay" is out of range") where a command's went out.
+  it("sends a request whose deadline has a fraction of a millisecond, as a hook's may", async () => {
+    const answer = await fetchLimited({ method: "GET", url: `http://127.0.0.1:${port}/who` }, "direct", Date.now() + 4_992.955);
+    assert.equal(answer.status, 200, JSON.stringify(answer));
+    assert.equal(answer.body, "sent by direct");
   });
 
   it("fails a request the call's time limit cuts off as a timeout, not a trap", async () => {

@@ -99,7 +99,7 @@ export class OpenAIProvider implements Provider {
         method: "POST",
         headers,
         body: JSON.stringify(body),
-        signal: AbortSignal.timeout(this.opts.timeout_seconds * 1000),
+        signal: AbortSignal.timeout(Math.ceil(this.opts.timeout_seconds * 1000)), // Node takes whole ms only
       });
     } catch (err) {
       // The origin only: API clients read this, and a gateway's path may hold an account or a key
