@@ -5,7 +5,7 @@ import { SCHEMA_VERSION, type HookFields, type HookName, type HookPayload } from
 import { Bookkeeping, type PluginStats } from "./bookkeeping.ts";
 import { PluginCallError, toCallError, type FailureKind, type HookFailure } from "./failures.ts";
 import { silentLogger, type HookLogger } from "./logger.ts";
-import { readHookOutput, type HookOutput, type OutputLimits } from "./results.ts";
+import { readHookOutput, readsOutput, type HookOutput, type OutputLimits } from "./results.ts";
 
 export type { PluginStats, HookOutput };
 
@@ -23,7 +23,7 @@ export interface Delivery<H extends HookName = HookName> {
   readonly startedAt: number;
   readonly startedMono: number;
   /** readHookOutput for this hook under the dispatcher's output limits (throws bad_output). */
-  readOutput(output: string | undefined): HookOutput | undefined;
+  readonly readOutput: OutputReader;
 }
 
 export interface CallResult {
@@ -79,6 +79,9 @@ export interface CallEvent {
   /** Set when the call failed. */
   failure?: FailureKind | undefined;
 }
+
+/** A hook's output check (see outputReader); `ignoresOutput` for an observer, which takes any output. */
+export type OutputReader = ((output: string | undefined) => HookOutput | undefined) & { readonly ignoresOutput: boolean };
 
 export interface DispatcherOptions {
   /** plugins.hook_callback_timeout in ms (SPEC default 30 s). */
@@ -268,18 +271,18 @@ export class HookDispatcher {
     return report;
   }
 
-  private readonly outputReaders = new Map<HookName, (output: string | undefined) => HookOutput | undefined>();
+  private readonly outputReaders = new Map<HookName, OutputReader>();
 
   /**
    * The check emit applies to every output of `hook` (throws PluginCallError "bad_output" to refuse
    * one): readHookOutput under this dispatcher's limits, made once per hook: a closure per emit
    * showed in the fan-out's profile, and subscribers may call it unbound (it is handed on as is).
    */
-  outputReader(hook: HookName): (output: string | undefined) => HookOutput | undefined {
+  outputReader(hook: HookName): OutputReader {
     let read = this.outputReaders.get(hook);
     if (!read) {
       const limits = this.outputLimits;
-      read = (output) => readHookOutput(hook, output, limits);
+      read = Object.assign((output: string | undefined) => readHookOutput(hook, output, limits), { ignoresOutput: !readsOutput(hook) });
       this.outputReaders.set(hook, read);
     }
     return read;
@@ -388,7 +391,7 @@ class HookDelivery<H extends HookName> implements Delivery<H> {
     readonly hook: H,
     private readonly shared: PayloadOf<H>,
     readonly deadline: number,
-    readonly readOutput: (output: string | undefined) => HookOutput | undefined,
+    readonly readOutput: OutputReader,
     readonly startedAt: number,
     readonly startedMono: number,
   ) {}

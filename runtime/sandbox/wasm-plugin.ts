@@ -111,8 +111,11 @@ function warmSdk(): Promise<void> {
   return sdkWarm;
 }
 
-/** Reads a call's output before its effects commit: throws (a PluginCallError) to refuse it. */
-export type AcceptOutput = (output: string | undefined) => unknown;
+/**
+ * Reads a call's output before its effects commit: throws (a PluginCallError) to refuse it.
+ * `ignoresOutput`: an observer hook's, which takes any output, one past max_output_bytes too.
+ */
+export type AcceptOutput = ((output: string | undefined) => unknown) & { readonly ignoresOutput?: boolean };
 
 const decoder = new TextDecoder();
 
@@ -374,9 +377,11 @@ export class WasmPlugin {
   private finish(fn: string, out: Uint8Array | string | undefined, accept: AcceptOutput | undefined): Promise<SandboxResult> | SandboxResult {
     this.checkReturn(fn);
     const { limits, host } = this.opts;
-    // Text came through hookbox_output_write, which took it only within max_output_bytes.
+    // Text came through hookbox_output_write, which took it only within max_output_bytes. An
+    // observer's output is ignored whatever it is: one past the limit is dropped, not a failure.
     if (out instanceof Uint8Array && out.byteLength > limits.maxOutputBytes) {
-      throw new PluginCallError("bad_output", `output of ${out.byteLength} bytes exceeds max_output_bytes ${limits.maxOutputBytes}`);
+      if (accept?.ignoresOutput !== true) throw new PluginCallError("bad_output", `output of ${out.byteLength} bytes exceeds max_output_bytes ${limits.maxOutputBytes}`);
+      out = undefined;
     }
     const output = out === undefined || out.length === 0 ? undefined : typeof out === "string" ? out : decoder.decode(out);
     const result: SandboxResult = { output, fuel: this.meter.used, checked: accept !== undefined, accepted: accept?.(output), endedMono: undefined };
