@@ -13,15 +13,15 @@ import { readText, storeText } from "../host-api/memory.ts";
 import { HOST_FUNCTION_NAMES } from "../host-api/functions.ts";
 import { PluginCallError } from "../hooks/failures.ts";
 import { instrument, MAX_MODULE_BYTES } from "../runtime/sandbox/instrument.ts";
-import { MAX_BLOCK_ARITY, MAX_ELEMENT_ENTRIES, MAX_ELEMENT_SEGMENTS, MAX_EXPORTS, MAX_FUNCTIONS, MAX_GLOBALS, MAX_IMPORTS, MAX_TABLES, MAX_TYPE_PARAMS, MAX_TYPE_RESULTS, MAX_TYPES } from "../runtime/sandbox/module-shape.ts";
+import { MAX_BLOCK_ARITY, MAX_ELEMENT_ENTRIES, MAX_ELEMENT_SEGMENTS, MAX_EXPORTS, MAX_FUNCTIONS, MAX_GLOBALS, MAX_IMPORTS, MAX_LOCALS, MAX_TABLES, MAX_TYPE_PARAMS, MAX_TYPE_RESULTS, MAX_TYPES } from "../runtime/sandbox/module-shape.ts";
 import { compileInstrumented } from "../runtime/sandbox/module-cache.ts";
 import { MAX_CALL_BLOCKS } from "../runtime/sandbox/fuel.ts";
-import { MAX_ERROR_CHARS } from "../runtime/sandbox/call-failure.ts";
 import { HOST_MODULE } from "../runtime/sandbox/imports.ts";
+import { MAX_ERROR_CHARS } from "../runtime/sandbox/call-failure.ts";
 import { CAN_SUSPEND, WasmPlugin, WORKER_GRACE_MS, type SandboxLimits } from "../runtime/sandbox/wasm-plugin.ts";
 import { LOG_BURST, LOG_LINES_PER_SECOND } from "../runtime/sandbox/log-budget.ts";
 import { WorkerInstance } from "../runtime/sandbox/worker-instance.ts";
-import { codeHeavyModule, hostileModule, manyItemsModule, oneBodyModule } from "./helpers/wat-modules.ts";
+import { codeHeavyModule, hostileModule, manyItemsModule, manyLocalsModule, oneBodyModule } from "./helpers/wat-modules.ts";
 import { Op, Writer, writeModule } from "../runtime/sandbox/wasm-binary.ts";
 
 const LIMITS: SandboxLimits = { fuel: 100_000_000, memoryPages: 64, timeoutMs: 2_000, maxOutputBytes: 64 * 1024 };
@@ -341,6 +341,27 @@ describe("hostile modules: host memory and outputs", () => {
 
   // One function body may be the whole 4 MiB module: it is read and written in stretches with the
   // loop turning between them, and one whose meters alone would pass the metered size is refused.
+  // V8 zeroes a function's locals at every call and compiles it, on its first call, on the calling
+  // thread, in time that grows with them; neither ran an instruction the meter counted (outside
+  // probe: 1,000 functions of 50,000 locals, a 16 KB module, held the thread 9-14 s on one first
+  // call; a loop calling such a function ran seconds between refills, and so between clock checks).
+  it("locals cost fuel at every call, and a module declaring more than MAX_LOCALS in all is refused", async () => {
+    await assert.rejects(compileInstrumented(manyLocalsModule(1_000, 50_000, 1), { memoryPages: 1 }), new RegExp(`functions declare more than ${MAX_LOCALS} locals`));
+    const module = await compileInstrumented(manyLocalsModule(4, 40_000, 1_000), { memoryPages: 1 });
+    const host: HostBinding = { functions: {}, begin() {}, end() {} };
+    const plugin = new WasmPlugin({ name: "locals", module, limits: LIMITS, host });
+    try {
+      const { fuel } = await plugin.call("run", "", Date.now() + 30_000);
+      // 1,003 calls of 40,000 locals each: a unit per 8 of them at every call (a few units before).
+      assert.ok(fuel >= 1_003 * 5_000, `fuel ${fuel}`);
+      const tight = new WasmPlugin({ name: "locals", module, limits: { ...LIMITS, fuel: 1_000_000 }, host });
+      assert.equal((await callFailure(tight.call("run", "", Date.now() + 30_000))).kind, "fuel");
+      await tight.close();
+    } finally {
+      await plugin.close();
+    }
+  });
+
   it("a 4 MiB function body of nops is instrumented, and one of loops refused, with the event loop turning", async () => {
     const n = MAX_MODULE_BYTES - 1024;
     const nops = new Writer(n + 16);

@@ -36,7 +36,7 @@
 import { HOST_CALL_FUEL, KERNEL_BLOCK_BYTES, MAX_CALL_BLOCKS } from "./fuel.ts";
 import { turnEventLoop } from "./inline-slice.ts";
 import { IntList } from "../util/int-list.ts";
-import { checkShape, MAX_BLOCK_ARITY, MAX_ELEMENT_ENTRIES, MAX_IMPORT_NAME_CHARS, ModuleShapeError, type Signatures } from "./module-shape.ts";
+import { checkShape, MAX_BLOCK_ARITY, MAX_ELEMENT_ENTRIES, MAX_IMPORT_NAME_CHARS, MAX_LOCALS, ModuleShapeError, type Signatures } from "./module-shape.ts";
 import { Op, Reader, WasmFormatError, Writer, readInstr, readSections, rewriteVec, sectionRank, valtype, writeModule, type Section } from "./wasm-binary.ts";
 
 /** Import module of the fuel host functions the instrumented module calls. */
@@ -228,7 +228,7 @@ async function rewrite(sections: Section[], types: Signatures, opts: InstrumentO
   const elements = find(sections, 9);
   if (elements) out.set(9, rewriteElements(elements, remap));
 
-  const meter: MeterCtx = { fuelGlobal, refill: fuelFn(REFILL), growCheck, chargeBytes, chargeElems, fillChunked, copyChunked, importedFuncs: I, remap, types, suspendWeight: 0 };
+  const meter: MeterCtx = { fuelGlobal, refill: fuelFn(REFILL), growCheck, chargeBytes, chargeElems, fillChunked, copyChunked, importedFuncs: I, remap, types, suspendWeight: 0, locals: 0 };
   const bodies = readVec(find(sections, 10) ?? new Uint8Array([0]), (r) => r.bytes(r.u32()));
   // The added functions first (they are few and small), so the section's count is known up front.
   const added: Uint8Array[] = [];
@@ -393,7 +393,16 @@ interface MeterCtx {
   types: Signatures;
   /** Sum over the bodies of locals x call sites: what asyncify's rewrite grows with (suspendWeight). */
   suspendWeight: number;
+  /** Locals of the bodies read so far (MAX_LOCALS). */
+  locals: number;
 }
+
+/**
+ * A function's entry costs a unit per this many locals it declares: V8 zeroes them at every call
+ * (50,000 locals: 7.5 us a call, where the call's instructions cost 5 units), so a loop calling such
+ * a function reached no refill, and no clock check, for seconds.
+ */
+const LOCALS_PER_UNIT = 8;
 
 /** The instructions instrumentBody's second pass may rewrite (or meter after: loops). */
 const REWRITTEN: ReadonlySet<number> = new Set([Op.Call, Op.ReturnCall, Op.RefFunc, Op.MemoryGrow, Op.Prefix, Op.Loop]);
@@ -433,6 +442,8 @@ function* instrumentBody(body: Uint8Array, m: MeterCtx, w: Writer): Generator<vo
     locals += r.u32();
     valtype(r);
   }
+  m.locals += locals;
+  if (m.locals > MAX_LOCALS) throw new ModuleShapeError(`module's functions declare more than ${MAX_LOCALS} locals`);
   let calls = 0;
   const codeStart = r.pos;
   // Only the instructions the second pass rewrites are kept, as numbers (op, start, immediates, end)
@@ -440,7 +451,7 @@ function* instrumentBody(body: Uint8Array, m: MeterCtx, w: Writer): Generator<vo
   // hundreds of MB and collector pauses of a quarter of a second on the thread.
   const kept = new IntList();
   const costs = new IntList(); // region 0 = function entry; one more per loop, in order
-  costs.push(0);
+  costs.push(Math.floor(locals / LOCALS_PER_UNIT));
   const stack = new IntList(); // region of each open block
   stack.push(0);
   let lastOp = -1;

@@ -94,3 +94,32 @@ export function oneBodyModule(code: Writer, types: Array<[number, number]> = [])
     { id: 10, body: new Writer().u32(1).sized(body).toBytes() },
   ]);
 }
+
+/**
+ * A module of `functions` functions (type 0: () -> i32) that each declare `locals` i64 locals and
+ * return the first, wrapped, and an export "run" (() -> i32, 0) that calls the first `times` times,
+ * then each of the others once: the calls cost a few instructions, the locals V8 zeroes at each.
+ */
+export function manyLocalsModule(functions: number, locals: number, times: number): Uint8Array<ArrayBuffer> {
+  const DROP = 0x1a;
+  const BR_IF = 0x0d;
+  const fat = new Writer().u32(1).u32(locals).byte(0x7e).byte(Op.LocalGet).u32(0).byte(Op.I32WrapI64).byte(Op.End);
+  const run = new Writer().u32(1).u32(1).byte(0x7f); // local 0: the count
+  run.byte(Op.Loop).byte(0x40).byte(Op.Call).u32(0).byte(DROP);
+  run.byte(Op.LocalGet).u32(0).byte(Op.I32Const).i32(1).byte(Op.I32Add).byte(Op.LocalTee).u32(0).byte(Op.I32Const).i32(times).byte(Op.I32LtS).byte(BR_IF).u32(0).byte(Op.End);
+  for (let f = 1; f < functions; f++) run.byte(Op.Call).u32(f).byte(DROP);
+  run.byte(Op.I32Const).i32(0).byte(Op.End);
+  const funcs = new Writer().u32(functions + 1);
+  const code = new Writer().u32(functions + 1);
+  for (let f = 0; f <= functions; f++) {
+    funcs.u32(0);
+    code.sized(f < functions ? fat : run);
+  }
+  return writeModule([
+    { id: 1, body: new Writer().u32(1).byte(0x60).u32(0).u32(1).byte(0x7f).toBytes() },
+    { id: 3, body: funcs.toBytes() },
+    { id: 5, body: new Writer().u32(1).byte(0).u32(1).toBytes() },
+    { id: 7, body: new Writer().u32(2).name("memory").byte(2).u32(0).name("run").byte(0).u32(functions).toBytes() },
+    { id: 10, body: code.toBytes() },
+  ]);
+}
