@@ -298,7 +298,9 @@ describe("hostile modules: host memory and outputs", () => {
     const compiling = compileInstrumented(many, { memoryPages: 4 });
     const stall = await longestStall(compiling);
     console.log(`${MAX_TYPES} types, ${MAX_EXPORTS} exports, ${MAX_IMPORTS} imports: longest event-loop stall ${stall.toFixed(1)} ms`);
-    assert.ok(stall < 150, `event loop stalled ${stall} ms`);
+    // The bound leaves room for a loaded machine (152 ms seen with two other test processes running);
+    // unsliced, this work held the thread for minutes.
+    assert.ok(stall < 400, `event loop stalled ${stall} ms`);
     assert.equal(WebAssembly.Module.exports(await compiling).length, MAX_EXPORTS);
   });
 
@@ -328,7 +330,7 @@ describe("hostile modules: host memory and outputs", () => {
     const wide = oneBodyModule(blocks(20_000, 1), [[1000, 1000]]);
     const stall = await longestStall(assert.rejects(compileInstrumented(wide, { memoryPages: 4 }), new RegExp(`module has 1000 parameters in a function type, limit is ${MAX_TYPE_PARAMS}`)));
     console.log(`20,000 blocks of a 1,000-value type: refused, longest event-loop stall ${stall.toFixed(1)} ms`);
-    assert.ok(stall < 150, `event loop stalled ${stall} ms`);
+    assert.ok(stall < 400, `event loop stalled ${stall} ms`);
     await assert.rejects(instrument(oneBodyModule(new Writer(), [[0, MAX_TYPE_RESULTS + 1]]), { memoryPages: 4 }), new RegExp(`results in a function type, limit is ${MAX_TYPE_RESULTS}`));
     // Within the type limits, a block of more than MAX_BLOCK_ARITY values is refused too.
     const half = MAX_BLOCK_ARITY / 2 + 1;
@@ -372,7 +374,9 @@ describe("hostile modules: host memory and outputs", () => {
     const loopModule = oneBodyModule(loops);
     const loopStall = await longestStall(assert.rejects(compileInstrumented(loopModule, { memoryPages: 4 }), /bytes once metered/));
     console.log(`one 4 MiB body: nops stall ${nopStall.toFixed(1)} ms, loops (refused) stall ${loopStall.toFixed(1)} ms`);
-    assert.ok(nopStall < 150 && loopStall < 150, `event loop stalled ${nopStall} / ${loopStall} ms`);
+    // Each body in one stretch would hold the thread for most of a second; sliced, tens of ms on a
+    // quiet machine (152 ms seen with two other test processes running): a wide bound.
+    assert.ok(nopStall < 400 && loopStall < 400, `event loop stalled ${nopStall} / ${loopStall} ms`);
   });
 
   // Found by a review: an over-long LEB read as NaN made a section size or count that looped for
