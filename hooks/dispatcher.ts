@@ -194,6 +194,12 @@ export class HookDispatcher {
     return (this.byHook.get(hook) ?? []).map((s) => s.sub.name);
   }
 
+  /** Whether an emit of `hook` now would call anyone: a subscriber not quarantined (as a plugin or for that hook) nor cooling off. */
+  wouldCall(hook: HookName): boolean {
+    const now = this.now();
+    return (this.byHook.get(hook) ?? []).some(({ book: b }) => b.quarantined === null && !b.hookQuarantine.has(hook) && !((b.cooloffUntil.get(hook) ?? -Infinity) > now));
+  }
+
   /**
    * Delivers `hook` to every subscriber. Never throws for a plugin's sake: failures are counted,
    * logged and reported; the caller's operation goes on.

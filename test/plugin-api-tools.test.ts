@@ -210,6 +210,21 @@ describe("pre_tool_call directives (item 2) and transforms (item 3)", () => {
     assert.equal(events.at(-1)!.data.reply, "You said: again [redacted]");
   });
 
+  // A quarantined transform plugin is not called: it must not keep every session's answer from streaming.
+  it("the answer streams again while every transform_llm_output plugin is quarantined", async () => {
+    const sid = await newSession(s);
+    const transforms = s.core.dispatcher.subscribersOf("transform_llm_output");
+    assert.ok(transforms.length > 0);
+    for (const name of transforms) s.core.dispatcher.quarantine(name, "test: quarantined");
+    try {
+      const events = await allEvents(await postStreamedTurn(s.url, sid, "stream me, ana@example.com"));
+      assert.ok(events.filter((e) => e.event === "delta").length > 0, JSON.stringify(events.map((e) => e.event)));
+      assert.equal(events.at(-1)!.data.reply, "You said: stream me, ana@example.com");
+    } finally {
+      for (const name of transforms) s.core.dispatcher.release(name);
+    }
+  });
+
   it("redact masks a long answer at its shipped limits: quotes, backslashes, newlines and non-ASCII kept (an outside probe: 2,500 characters ran it out of memory)", async () => {
     const sid = await newSession(s);
     const line = (k: number, masked: boolean) =>

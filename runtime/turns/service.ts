@@ -165,7 +165,8 @@ export class TurnService {
     const toolRuns: ToolRun[] = [];
     let usage = ZERO_USAGE;
     let reply: ProviderReply | undefined;
-    const transforming = this.ctx.dispatcher.subscribersOf("transform_llm_output").length > 0;
+    // A quarantined or cooling-off transform plugin is not called: the answer streams as it comes.
+    const transforming = this.ctx.dispatcher.wouldCall("transform_llm_output");
     for (let call = 0; call < MAX_MODEL_CALLS; call++) {
       const lastCall = call === MAX_MODEL_CALLS - 1;
       // Text streams as it arrives (a turn with tool calls usually has none before its last call),
