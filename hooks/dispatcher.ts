@@ -302,7 +302,8 @@ export class HookDispatcher {
   private fail(name: string, b: Bookkeeping, e: PluginCallError, hook?: HookName): void {
     b.failures[e.kind]++;
     b.lastError = `${e.kind}: ${e.message}`;
-    b.failingHook = hook ?? null;
+    // A command's or tool's failure (no hook) leaves the last failing hook named.
+    if (hook !== undefined) b.failingHook = hook;
     this.log("warn", "plugin call failed", { plugin: name, kind: e.kind, error: e.message });
     // `unavailable` is the host's fault (its database down, the plugin closed), not the plugin's:
     // counted and logged, but it never brings the plugin nearer to a quarantine.

@@ -6,6 +6,7 @@
 import { afterEach, beforeEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { callbackSubscriber, HookDispatcher, type CallEvent } from "../hooks/dispatcher.ts";
+import { PluginCallError } from "../hooks/failures.ts";
 import type { HookFields } from "../hooks/catalogue.ts";
 
 const event: HookFields<"pre_llm_call"> = {
@@ -141,6 +142,16 @@ describe("hooks: dispatcher bookkeeping", () => {
     assert.equal(stats.ok, 0);
     assert.equal(stats.failures.bad_output, 1);
     assert.equal(stats.latency_ms.samples, 1);
+  });
+
+  it("keeps naming the failing hook after a command or tool of the plugin fails", async () => {
+    const d = new HookDispatcher();
+    d.subscribe(callbackSubscriber("bad", ["pre_llm_call"], () => 42));
+    await d.emit("pre_llm_call", event);
+    d.recordExternalCall("bad", 1, new PluginCallError("trap", "tool_x failed"));
+    const stats = d.stats("bad")!;
+    assert.equal(stats.failing_hook, "pre_llm_call");
+    assert.match(stats.last_error!, /tool_x failed/);
   });
 
   it("hands a WASM plugin the payload's JSON and a TS callback its object: the same payload, envelope first", async () => {
