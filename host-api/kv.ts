@@ -122,8 +122,8 @@ export interface KvBackend {
    * pass `maxBytes` (told before they are read).
    */
   keys(plugin: string, session: string, prefix: string, maxBytes?: number): string[] | undefined;
-  /** Which of `keys` the plugin's scope stores (one read). */
-  storedAmong(plugin: string, session: string, keys: readonly string[]): Set<string>;
+  /** Which of `keys` the plugin's scope stores, with their values' UTF-8 bytes (one read). */
+  storedAmong(plugin: string, session: string, keys: readonly string[]): Map<string, number>;
   /** Whether the plugin's scope holds any key starting with `prefix` (one seek). */
   hasPrefix(plugin: string, session: string, prefix: string): boolean;
   /** How many stored keys `sweep` matches in the plugin's scope that no sweep of `hiddenBy` does (one read). */
@@ -214,6 +214,8 @@ export class PluginKv {
    */
   private callNet = { keys: 0, bytes: 0 };
   private slotNet: Map<string, [keys: number, bytes: number]> | undefined;
+  /** Slots the call's writes counted as new keys without a read (creditStored() reads them when that decides). */
+  private unreadNew: Set<string> | undefined;
   /** Ids the call's sweeps named (KV_LIMITS.callSweepIds). */
   private callSweepIds = 0;
   /** Characters of the ids' JSON the call's sweeps handed over (KV_LIMITS.callSweepBytes). */
@@ -296,23 +298,10 @@ export class PluginKv {
     this.chargeCall(session, size);
     const s = slot(session, key);
     const usage = this.backend.usage(this.plugin);
-    const before = this.slotNet?.get(s);
-    const prev = this.pending?.get(s);
-    let next: [number, number];
-    if (before) {
-      // After this call's earlier write of the slot: a value (replaced now) or none (deleted).
-      next = typeof prev === "string" ? [before[0], before[1] + size - keyBytes - utf8Length(prev)] : [before[0] + 1, before[1] + size];
-    } else if (this.heldInFlight(s) && !this.pendingSweeps?.some((w) => w.matches(session, key))) {
-      next = [0, size]; // replaces a value still being committed, already counted in inFlight
-    } else {
-      next = [1, size];
-      // New unless stored: read only when that decides. A plugin at its quota can still update
-      // or shrink what it has.
-      if (this.passes(usage, s, next)) {
-        const stored = this.get(session, key);
-        if (stored !== undefined) next = [0, size - keyBytes - utf8Length(stored)];
-      }
-    }
+    let next = this.shareOf(usage, session, key, s, size, keyBytes);
+    // The call's earlier writes taken as new without a read may have replaced stored keys: asked
+    // now, so whether a write passes does not depend on the order of the call's writes.
+    if (this.passes(usage, s, next) && this.creditStored()) next = this.shareOf(usage, session, key, s, size, keyBytes);
     if (this.passes(usage, s, next)) {
       throw new PluginCallError(
         "quota",
@@ -321,6 +310,55 @@ export class PluginKv {
     }
     this.account(s, next);
     this.stage(session, key, value);
+  }
+
+  /** What writing `size` bytes (key and value) at slot `s` adds to the usage, as this call knows it. */
+  private shareOf(usage: KvUsage, session: string, key: string, s: string, size: number, keyBytes: number): [number, number] {
+    const before = this.slotNet?.get(s);
+    const prev = this.pending?.get(s);
+    // After this call's earlier write of the slot: a value (replaced now) or none (deleted).
+    if (before) return typeof prev === "string" ? [before[0], before[1] + size - keyBytes - utf8Length(prev)] : [before[0] + 1, before[1] + size];
+    // Replaces a value still being committed, already counted in inFlight.
+    if (this.heldInFlight(s) && !this.pendingSweeps?.some((w) => w.matches(session, key))) return [0, size];
+    // New unless stored: read only when that decides. A plugin at its quota can still update or
+    // shrink what it has.
+    if (!this.passes(usage, s, [1, size])) {
+      (this.unreadNew ??= new Set()).add(s);
+      return [1, size];
+    }
+    const stored = this.get(session, key);
+    return stored === undefined ? [1, size] : [0, size - keyBytes - utf8Length(stored)];
+  }
+
+  /**
+   * The call's writes counted as new keys without a read (unreadNew) that replace a stored key are
+   * credited (one read per scope). True when a share changed.
+   */
+  private creditStored(): boolean {
+    const unread = this.unreadNew;
+    this.unreadNew = undefined;
+    if (!unread) return false;
+    const byScope = new Map<string, string[]>();
+    for (const s of unread) {
+      const [session, key] = unslot(s);
+      // Still a value of this call's counted as one new key, not one a sweep of it (or one being
+      // committed) deletes first: that one is new whatever is stored.
+      if (typeof this.pending?.get(s) !== "string" || this.slotNet?.get(s)?.[0] !== 1) continue;
+      if (this.pendingSweeps?.some((w) => w.matches(session, key)) || this.unflushedSweepGen(session, key) > 0) continue;
+      (byScope.get(session) ?? byScope.set(session, []).get(session)!).push(key);
+    }
+    let changed = false;
+    for (const [session, keys] of byScope) {
+      const stored = this.backend.storedAmong(this.plugin, session, keys);
+      for (const key of keys) {
+        const valueBytes = stored.get(key);
+        if (valueBytes === undefined) continue;
+        const s = slot(session, key);
+        this.account(s, [0, utf8Length(this.pending!.get(s)!) - valueBytes]);
+        changed = true;
+      }
+    }
+    return changed;
   }
 
   /** Whether slot `s` taking share `next` of the call's additions grows the usage past the quota, as this process knows it. */
@@ -473,7 +511,7 @@ export class PluginKv {
     // Whether the count took them: stored and not hidden. One read for all of them (one read per
     // key was a round trip each on a server: 2,000 staged keys held the thread 2.8 s on sqld).
     const unhidden = matched.filter((key) => !hiddenBy.some((w) => w.matches(session, key)));
-    const stored = unhidden.length === 0 ? new Set<string>() : this.backend.storedAmong(this.plugin, session, unhidden);
+    const stored = unhidden.length === 0 ? new Map<string, number>() : this.backend.storedAmong(this.plugin, session, unhidden);
     for (const key of matched) gone += Number(this.staged(session, key) !== null) - Number(stored.has(key));
     return gone;
   }
@@ -567,6 +605,7 @@ export class PluginKv {
     this.callBytes = 0;
     this.callNet = { keys: 0, bytes: 0 };
     this.slotNet = undefined;
+    this.unreadNew = undefined;
     this.callSweepIds = 0;
     this.callSweepBytes = 0;
     if (!ok || (pending.size === 0 && sweeps.length === 0)) return undefined;

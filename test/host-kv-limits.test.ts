@@ -182,6 +182,24 @@ describe("plugin KV limits", () => {
     kv.end(false);
   });
 
+  // Outside probe: rewrites of stored keys made first were taken as new keys unread, so a new key
+  // after them was refused where the same writes in another order passed.
+  it("whether a call's writes pass the key quota does not depend on their order", async () => {
+    const kv = new PluginKv("order", db.store, { keys: 20, bytes: 10_000 });
+    for (let i = 0; i < 18; i++) kv.set("s1", `f:${i}`, "v");
+    kv.end(true);
+    await db.store.flush();
+    kv.set("s1", "f:0", "rewritten");
+    kv.set("s1", "f:1", "rewritten");
+    kv.set("s1", "f:18", "new"); // 19 keys
+    kv.set("s1", "f:19", "new"); // 20 keys: the quota
+    assert.throws(() => kv.set("s1", "f:20", "new"), failsAs("quota", /kv quota of order reached \(18 keys, .* 2 keys being written/));
+    kv.end(true);
+    await db.store.flush();
+    assert.equal(db.store.usage("order").keys, 20);
+    assert.equal(kv.get("s1", "f:0"), "rewritten");
+  });
+
   // The same probe: at the key quota, a call that deleted a key (or swept some) could not add one.
   it("at its key quota a call that deletes or sweeps keys may add as many new ones", async () => {
     const kv = new PluginKv("rotate", db.store, { keys: 10, bytes: 1_000_000 });

@@ -42,8 +42,8 @@ const UPSERT_SQL = `insert into plugin_kv (plugin, session_id, key, value, updat
 const PREFIX_PROBE = `coalesce((select substr(key, 1, length(?3)) = ?3 from plugin_kv
     where plugin = ?1 and session_id = ?2 and key >= ?3 order by key limit 1), 0)`;
 const HAS_PREFIX_SQL = `select ${PREFIX_PROBE}`;
-// The keys of ?3 (a JSON array) stored in plugin ?1's scope ?2, as one JSON text.
-const STORED_AMONG_SQL = `select json_group_array(key) from plugin_kv where plugin = ?1 and session_id = ?2 and key in (select value from json_each(?3))`;
+// The keys of ?3 (a JSON array) stored in plugin ?1's scope ?2 with their values' bytes, as one JSON text.
+const STORED_AMONG_SQL = `select json_group_array(json_array(key, octet_length(value))) from plugin_kv where plugin = ?1 and session_id = ?2 and key in (select value from json_each(?3))`;
 // Whether row r of a byIdPrefix sweep (its key and id) is one an earlier sweep (its prefix ?n, ids
 // ?n+1) deletes: the key's part after ?n (byIdPrefix: up to the key's last ':', which follows r.id)
 // is among those ids, looked up in one temporary index built per statement.
@@ -208,9 +208,9 @@ export class KvStore implements KvBackend {
     return (JSON.parse(String(row[0])) as string[]).sort();
   }
 
-  storedAmong(plugin: string, session: string, keys: readonly string[]): Set<string> {
+  storedAmong(plugin: string, session: string, keys: readonly string[]): Map<string, number> {
     const row = this.readOne(STORED_AMONG_SQL, [plugin, session, sqlJson(keys)]);
-    return new Set(JSON.parse(String(row?.[0] ?? "[]")) as string[]);
+    return new Map(JSON.parse(String(row?.[0] ?? "[]")) as Array<[string, number]>);
   }
 
   hasPrefix(plugin: string, session: string, prefix: string): boolean {
