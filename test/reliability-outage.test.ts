@@ -30,6 +30,7 @@ describe("a libSQL server outage under a running hookbox", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  const kvLines = (text: string) => text.split("\n").filter((l) => l.startsWith("hookbox_plugin_kv_"));
   const task = (key?: string) =>
     fetch(`${node.url}/v1/commands/task`, {
       method: "POST",
@@ -66,13 +67,24 @@ describe("a libSQL server outage under a running hookbox", () => {
         async (r) => ({ status: r.status, body: await r.json() }),
       );
     assert.equal((await turn()).status, 200);
+    // A task: a KV key of the plugin's.
+    const opened = await fetch(`${node.url}/v1/commands/task`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ raw_args: "write the report", session_id: created.session.id }) });
+    assert.equal(opened.status, 200);
+    const before = await fetch(`${node.url}/metrics`).then((r) => r.text());
+    assert.ok(kvLines(before).length > 0, before);
     sqld.pause();
     let hung: { status: number; body: any };
+    let metrics: { status: number; text: string };
     try {
       hung = await task(); // its KV read gives up after the read timeout
+      // Monitoring goes on while the database hangs (the scrape read the KV gauges and hung with it).
+      metrics = await fetch(`${node.url}/metrics`, { signal: AbortSignal.timeout(5_000) }).then(async (r) => ({ status: r.status, text: await r.text() }));
     } finally {
       sqld.resume();
     }
+    assert.equal(metrics.status, 200);
+    // The KV gauges keep the values of the last scrape that could read them.
+    assert.deepEqual(kvLines(metrics.text), kvLines(before));
     assert.equal(hung.status, 503, JSON.stringify(hung.body));
     await new Promise((r) => setTimeout(r, 300)); // the read given up on is answered now
     const after = await turn();

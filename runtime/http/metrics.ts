@@ -2,7 +2,6 @@
 // registry per app, so several servers in one process (tests) do not mix. HTTP metrics are
 // observed per request; plugin metrics are read at scrape time from the plugin runtime's stats
 // and the database (KV size), so they cost nothing between scrapes.
-import { sql } from "kysely";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { PluginStats } from "../../hooks/bookkeeping.ts";
 import type { Core } from "../core.ts";
@@ -15,6 +14,8 @@ export interface HttpMetrics {
 }
 
 const runtime = "Deno" in globalThis ? "deno" : "node";
+/** How long a scrape waits for the KV usage read before it answers with the last values. */
+const KV_READ_MS = 1_000;
 
 export function createMetrics(core: Core, version: string): HttpMetrics {
   const registry = new Registry();
@@ -124,18 +125,31 @@ export function createMetrics(core: Core, version: string): HttpMetrics {
       this.set(stats().filter((p) => p.status === "quarantined").length);
     },
   });
-  const kvSizes = async () =>
-    (await sql<{ plugin: string; n: number; bytes: number | null }>`
-      select plugin, count(*) as n, sum(length(key) + length(value)) as bytes from plugin_kv group by plugin`.execute(core.storage.db)).rows;
+  // Each plugin's KV as its usage row keeps it (not a scan of every key), read once per scrape for
+  // both gauges. A database that is down or hanging must not take the scrape with it: past
+  // KV_READ_MS, or on an error, the gauges keep their last values.
+  let kvUsage: Promise<void> | undefined;
+  let kvRows: Array<{ plugin: string; keys: number; bytes: number }> = [];
+  const readKvUsage = () =>
+    (kvUsage ??= Promise.race([
+      core.storage.db
+        .selectFrom("plugin_kv_usage")
+        .select(["plugin", "keys", "bytes"])
+        .execute()
+        .then((rows) => void (kvRows = rows.map((r) => ({ plugin: r.plugin, keys: Number(r.keys), bytes: Number(r.bytes) })))),
+      new Promise<void>((resolve) => setTimeout(resolve, KV_READ_MS).unref?.()),
+    ])
+      .catch(() => undefined)
+      .finally(() => setTimeout(() => (kvUsage = undefined), 0)));
   new Gauge({
     name: "hookbox_plugin_kv_keys",
     help: "KV entries stored by each plugin",
     labelNames: ["plugin"],
     registers,
     async collect() {
-      const rows = await kvSizes();
+      await readKvUsage();
       this.reset();
-      for (const r of rows) this.set({ plugin: r.plugin }, Number(r.n));
+      for (const r of kvRows) this.set({ plugin: r.plugin }, r.keys);
     },
   });
   new Gauge({
@@ -144,9 +158,9 @@ export function createMetrics(core: Core, version: string): HttpMetrics {
     labelNames: ["plugin"],
     registers,
     async collect() {
-      const rows = await kvSizes();
+      await readKvUsage();
       this.reset();
-      for (const r of rows) this.set({ plugin: r.plugin }, Number(r.bytes ?? 0));
+      for (const r of kvRows) this.set({ plugin: r.plugin }, r.bytes);
     },
   });
   return {
