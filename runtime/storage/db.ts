@@ -5,7 +5,7 @@
 // fsynced before it is acknowledged; a power cut loses nothing acknowledged) or "normal" (the WAL is
 // fsynced only at checkpoints: commits are about 2x cheaper, the database stays consistent, but a
 // power cut or OS crash can lose the last acknowledged commits; a process crash loses nothing).
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { accessSync, constants, existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { Kysely, type Transaction } from "kysely";
@@ -68,6 +68,17 @@ export interface Storage {
   close(): Promise<void>;
 }
 
+// Root writes whatever a mode says (Deno's accessSync reads the mode bits alone: it would refuse).
+const canWrite = (path: string) => {
+  if (process.getuid?.() === 0) return true;
+  try {
+    accessSync(path, constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
 export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptions = {}): Promise<Storage> {
   // An in-memory database lives in one connection, but plugin KV reads need a second one
   // (storage/sync-reader.ts): it is a private temporary file instead, removed on close.
@@ -89,6 +100,14 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
     throw new Error(`cannot open the database ${redactUrl(url)}: ${(err as Error).message}${(err as { cause?: Error }).cause ? ` (${(err as { cause: Error }).cause.message})` : ""}`);
   });
   if (embedded) {
+    // A file this process may read but not write opened, passed /readyz and answered every write
+    // with a 500 (or failed here on a bare SQLITE_READONLY): said now, naming the file. Asked of the
+    // file system, not by taking the write lock (another process may hold it meanwhile).
+    const unwritable = [path, `${path}-wal`, `${path}-shm`, dirname(path)].find((p) => existsSync(p) && !canWrite(p));
+    if (unwritable) {
+      client.close();
+      throw new Error(`the database ${resolve(path)} cannot be written by this process: ${resolve(unwritable)} is read-only to it (hookbox writes the database, its -wal and -shm files and their directory)`);
+    }
     // 16 KiB pages (a new file only: an existing database keeps its size): a bulk delete touches
     // fewer pages and B-tree levels (100,000 sessions: about 12% faster than 4 KiB).
     await client.execute("PRAGMA page_size = 16384");
@@ -108,6 +127,7 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   // Batches on the embedded file run on a native connection of their own that keeps its prepared
   // statements (file-batch.ts); serialized with `write` by the same lock.
   const fileBatch = embedded ? new FileBatchWriter(path, writerPragmas) : undefined;
+
   const checkpoints = fileBatch ? new IdleCheckpoint(() => fileBatch.checkpoint()) : undefined;
   const writerDb = writer === client ? db : new Kysely<Database>({ dialect: new LibsqlDialect({ client: writer }) });
   const writeLock = new Mutex();
