@@ -3,6 +3,7 @@
 // everything; the commands live in runtime/cli/ (and runtime/plugins/cli.ts).
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { guardInterrupts } from "./cli/interrupt.ts";
 import { runCli } from "./cli/program.ts";
 
 export { buildCore, runCli, type CliIO, type CliOptions } from "./cli/program.ts";
@@ -10,6 +11,10 @@ export { buildCore, runCli, type CliIO, type CliOptions } from "./cli/program.ts
 const isMain =
   (import.meta as { main?: boolean }).main ?? (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url));
 if (isMain) {
-  const code = await runCli(process.argv.slice(2), { out: (l) => console.log(l), err: (l) => console.error(l) });
-  process.exit(code);
+  const argv = process.argv.slice(2);
+  const err = (l: string) => console.error(l);
+  // Every command but serve finishes what it started on a signal (runtime/cli/interrupt.ts).
+  const guard = argv[0] === "serve" ? undefined : guardInterrupts(err);
+  const code = await runCli(argv, { out: (l) => console.log(l), err });
+  process.exit(guard?.signal && code === 0 ? 130 : code);
 }
