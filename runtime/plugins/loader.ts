@@ -6,7 +6,7 @@
 // folder (a symlink may point elsewhere in the folder, never out of it); they are opened with
 // O_NOFOLLOW where the final path must not be a link, and the size is checked on the open file.
 import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, readSync, realpathSync } from "node:fs";
-import { join, relative, isAbsolute } from "node:path";
+import { basename, isAbsolute, join, relative } from "node:path";
 import { HOST_FUNCTION_NAMES } from "../../host-api/functions.ts";
 import { WASI_FUNCTION_NAMES, WASI_MODULE } from "../../host-api/wasi.ts";
 import { adaptWasiModule } from "../sandbox/wasi-adapt.ts";
@@ -139,7 +139,8 @@ export async function compilePlugin(path: string, manifest: Manifest, limits: Sa
     const text = readPluginFile(path, "plugin.build-error", MAX_MANIFEST_BYTES).toString("utf8").trim().split("\n").slice(0, 6).join(" | ");
     throw new PluginLoadError(`the last build failed: ${text.slice(0, 600)}`);
   }
-  if (!existsSync(file)) throw new PluginLoadError("plugin.wasm is missing (run npm run build:plugins)");
+  // `plugins build NAME` builds it wherever plugins.dir is (npm run build:plugins: plugins-wasm/ only).
+  if (!existsSync(file)) throw new PluginLoadError(`plugin.wasm is missing (build it: npm run hookbox -- plugins build ${basename(path)})`);
   // Not WebAssembly.validate: it holds the server's thread as long as V8 takes (seconds, for some
   // modules of a few KB); instrument() reads the module under limits first, and compiling it, off
   // the thread, validates it.
