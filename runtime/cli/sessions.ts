@@ -57,8 +57,10 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
     sessions
       .command(action)
       .description(action === "delete" ? "delete sessions (their child sessions and compaction chain go with them)" : "archive sessions")
-      .argument("<ids...>")
-      .action(async (ids: string[]) => {
+      .argument("<ids...>", 'session ids, or "-" to read them from standard input (separated by spaces or lines: more than a command line holds)')
+      .action(async (given: string[]) => {
+        const ids = given.length === 1 && given[0] === "-" ? await idsFromStdin() : given;
+        if (ids.length === 0) throw ctx.usage("no session ids on standard input");
         const core = await ctx.core();
         await requireExisting(core, ids);
         const res = await core.deletion.remove({ reason: action, ids });
@@ -171,4 +173,11 @@ function registerSweeps(sweep: Command, ctx: CliContext): void {
       for (const id of ids) io.out(`${o.dryRun ? "would archive" : "archived"} ${id}`);
       io.out(`idle_archive: ${ids.length} ${o.dryRun ? "would be archived (dry run, nothing changed)" : "archived"}`);
     });
+}
+
+/** Session ids read from standard input to its end: words separated by spaces or lines. */
+async function idsFromStdin(): Promise<string[]> {
+  let text = "";
+  for await (const chunk of process.stdin) text += String(chunk);
+  return text.split(/\s+/).filter((id) => id !== "");
 }

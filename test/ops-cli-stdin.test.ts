@@ -1,0 +1,46 @@
+// `sessions delete -` and `sessions archive -` read the ids from standard input: a bulk delete of
+// 20,000 ids through `npm run hookbox -- sessions delete $(cat ids)` passed what a command line
+// holds and exited 249 with nothing said (found by an outside operator probe).
+import { after, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { startTestServer } from "./helpers/server.ts";
+
+const ROOT = fileURLToPath(new URL("../", import.meta.url));
+
+describe("CLI: session ids from standard input", () => {
+  const dir = mkdtempSync(join(tmpdir(), "hookbox-cli-stdin-"));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("deletes the ids given on standard input, by lines and spaces; none is a usage error", async () => {
+    const db_url = `file:${join(dir, "hookbox.db")}`;
+    const t = await startTestServer({ config: { db_url, sessions_dir: join(dir, "sessions") } });
+    const ids: string[] = [];
+    try {
+      for (let i = 0; i < 3; i++) ids.push((await t.api("POST", "/v1/sessions", {})).body.session.id);
+    } finally {
+      await t.close();
+    }
+    const configPath = join(dir, "hookbox.config.json");
+    writeFileSync(configPath, JSON.stringify({ db_url, sessions_dir: join(dir, "sessions") }));
+    const run = (input: string) => {
+      const argv = "Deno" in globalThis ? ["run", "-A", "runtime/cli.ts", "sessions", "delete", "-"] : ["--import", "tsx", "runtime/cli.ts", "sessions", "delete", "-"];
+      try {
+        return { code: 0, out: execFileSync(process.execPath, argv, { cwd: ROOT, input, encoding: "utf8", env: { ...process.env, HOOKBOX_CONFIG: configPath, HOOKBOX_LOG: "error" } }) };
+      } catch (err) {
+        const e = err as { status: number; stdout: string; stderr: string };
+        return { code: e.status, out: `${e.stdout}${e.stderr}` };
+      }
+    };
+    const done = run(`${ids[0]}\n${ids[1]} ${ids[2]}\n`);
+    assert.equal(done.code, 0, done.out);
+    assert.deepEqual(done.out.trim().split("\n").sort(), ids.map((id) => `deleted ${id}`).sort());
+    const none = run("\n");
+    assert.equal(none.code, 2, none.out);
+    assert.match(none.out, /no session ids on standard input/);
+  });
+});
