@@ -115,7 +115,7 @@ describe("hookbox CLI (operator)", () => {
     assert.equal((await cli("turn", "s_missing3", "hello")).code, 1);
     // The message rules of POST .../turns: nothing is stored for an empty or overlong message.
     const empty = await cli("turn", s, "");
-    assert.equal(empty.code, 1);
+    assert.equal(empty.code, 2, "bad input to the command: a usage error");
     assert.match(empty.err, /invalid message: .*1/);
     assert.match((await cli("turn", s, "x".repeat(100_001))).err, /invalid message: .*100000/);
     assert.equal(JSON.parse((await cli("sessions", "messages", s, "--json")).out).length, 3, "the first turn's three messages only");
@@ -145,8 +145,12 @@ describe("hookbox CLI (operator)", () => {
     assert.match(typo.err, /plugin whoamii not found/);
     // A profile the API would refuse is refused here too, not listed as nothing.
     const bad = await cli("sessions", "list", "--profile", "bad name");
-    assert.equal(bad.code, 1);
+    assert.equal(bad.code, 2);
     assert.match(bad.err, /invalid --profile: profiles are 1-64 chars/);
+    // As a cursor the API refuses (400): exit 2, with the hint, where it was 1.
+    const cursor = await cli("sessions", "list", "--after", "garbage");
+    assert.equal(cursor.code, 2, cursor.err);
+    assert.match(cursor.err, /after "garbage" is neither a page cursor[^]*hint: run "hookbox sessions list --help"/);
   });
 });
 

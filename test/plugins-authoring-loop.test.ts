@@ -195,7 +195,7 @@ describe("hookbox plugins call: hook outputs as the server checks them, plugin t
     assert.match(r.out, /^output: {"words":3,"lines":2,"chars":13}$/m);
     writeFileSync(args, JSON.stringify({ txt: "x" }));
     const bad = await cli("plugins", "call", "text-stats", "tool", "text_stats", "--payload", args);
-    assert.equal(bad.code, 1, bad.out);
+    assert.equal(bad.code, 2, bad.out); // bad input: a usage error
     assert.match(bad.err, /arguments do not match text_stats's parameters: .*text/);
     assert.match((await cli("plugins", "call", "text-stats", "tool", "text_stat")).err, /has no tool text_stat \(did you mean text_stats\?\)/);
   });

@@ -85,6 +85,12 @@ export async function runCli(argv: string[], io: CliIO, opts: CliOptions = {}): 
       if (running) io.err(hint(running));
       return 2;
     }
+    // What the API answers 400 (a bad cursor, an unknown hook) is bad input to the command: a usage error.
+    if (err instanceof AppError && err.status === 400) {
+      io.err(`hookbox: ${err.message}`);
+      if (running) io.err(hint(running));
+      return 2;
+    }
     if (err instanceof AppError || err instanceof ConfigError) {
       io.err(`hookbox: ${err.message}`);
       return 1;
