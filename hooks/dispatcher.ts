@@ -267,7 +267,9 @@ export class HookDispatcher {
         const ms = performance.now() - t0;
         b.recordLatency(ms);
         const e = toCallError(err);
-        this.observed(sub.name, hook, ms, 0, e.kind);
+        // A failed call's fuel counts too: a plugin running out of its budget is not a cheap one.
+        if (e.fuel) b.fuelUsed += e.fuel;
+        this.observed(sub.name, hook, ms, e.fuel ?? 0, e.kind);
         if (e.kind === "timeout") b.cooloffUntil.set(hook, this.now() + this.cooloffMs);
         this.fail(sub.name, b, e, hook);
         report.failed.push({ plugin: sub.name, kind: e.kind, message: e.message });

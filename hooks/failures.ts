@@ -7,6 +7,9 @@ export type FailureKind = (typeof FAILURE_KINDS)[number];
  * side (the plugin is not running, its database cannot answer) and never leads to a quarantine.
  */
 export class PluginCallError extends Error {
+  /** Fuel the call burned before it failed, when the sandbox knows it (counted in the plugin's stats). */
+  fuel?: number;
+
   constructor(
     readonly kind: FailureKind,
     message: string,

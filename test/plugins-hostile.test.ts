@@ -69,6 +69,8 @@ describe("hostile plugins: every limit holds and everyone else goes on", () => {
       assert.equal(info.stats.failures[kind], failed, `${name}: ${JSON.stringify(info.stats.failures)}`);
       assert.equal(info.stats.ok, ok, name);
     }
+    // What its failed calls burned counts in its stats (it stayed at 0: a runaway plugin looked cheap).
+    assert.ok((await pluginInfo(s, "loop")).stats.fuel_used >= 3 * 2_000_000);
     const counter = await pluginInfo(s, "counter");
     assert.equal(counter.stats.failures.trap + counter.stats.failures.fuel, 0);
     assert.ok(counter.stats.ok >= 4, `counter saw ${counter.stats.ok} events`); // start, pre/post llm, compaction, delete

@@ -110,7 +110,7 @@ export class CommandBridge {
       return { output: r.output, fuel: r.fuel, ms };
     } catch (err) {
       const failure = this.failed(e.name, fn, err);
-      this.dispatcher.recordExternalCall(e.name, performance.now() - t0, failure);
+      this.dispatcher.recordExternalCall(e.name, performance.now() - t0, failure, failure.fuel);
       throw failure;
     }
   }
