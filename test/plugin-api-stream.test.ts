@@ -7,6 +7,8 @@ import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { command, HOSTILE_DIR, newSession, startPluginServer, type PluginServer } from "./helpers/plugins.ts";
 import { allEvents, postStreamedTurn, sseEvents } from "./helpers/sse.ts";
+import { startTestServer } from "./helpers/server.ts";
+import { ProviderError, type Provider } from "../runtime/providers/types.ts";
 
 const hooksOf = async (s: PluginServer, sid: string) =>
   (JSON.parse((await command(s, "hookrec", {})).body.output) as any[]).filter((e) => e.session_id === sid).map((e) => e.hook);
@@ -79,11 +81,29 @@ describe("streamed turns with the local provider", () => {
     }
   });
 
-  it("a turn that fails is an error event, and stores nothing; bad input and a missing session stay plain 4xx", async () => {
+  it("a turn that fails is an error event, and stores nothing; bad input, a missing or an ended session stay plain 4xx", async () => {
+    // The model call fails once the turn runs: the stream's error event.
+    const broken: Provider = {
+      name: "broken",
+      model: "broken",
+      complete: () => Promise.reject(new ProviderError("the model is down")),
+      summarize: () => Promise.reject(new ProviderError("the model is down")),
+    };
+    const b = await startTestServer({ provider: broken });
+    try {
+      const bid = (await b.api("POST", "/v1/sessions", {})).body.session.id as string;
+      const events = await allEvents(await postStreamedTurn(b.url, bid, "hello"));
+      assert.deepEqual(events.map((e) => e.event), ["turn", "error"]);
+      assert.equal((await b.api("GET", `/v1/sessions/${bid}/messages`)).body.messages.length, 0, "nothing stored");
+    } finally {
+      await b.close();
+    }
+    // An ended session is refused before any stream, as a turn not streamed is (it was an error event).
     const sid = await newSession(s);
     await s.api("POST", `/v1/sessions/${sid}/end`, {});
-    const events = await allEvents(await postStreamedTurn(s.url, sid, "hello"));
-    assert.deepEqual(events.map((e) => [e.event, e.data.error?.code]), [["error", "session_ended"]]);
+    const ended = await postStreamedTurn(s.url, sid, "hello");
+    assert.equal(ended.status, 409);
+    assert.equal(((await ended.json()) as { error: { code: string } }).error.code, "session_ended");
     const missing = await postStreamedTurn(s.url, "s_nope", "hello");
     assert.equal(missing.status, 404);
     await missing.body?.cancel();

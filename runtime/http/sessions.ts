@@ -86,7 +86,10 @@ export function sessionRoutes(core: Core): Hono {
     const id = readId(c);
     const body = await readBody(c, TurnBody);
     if (wantsEventStream(c)) {
-      await core.sessions.get(id); // a missing session is a plain 404, not a stream
+      // A missing session is a plain 404 and an ended one a plain 409, as for a turn not streamed;
+      // what goes wrong once the turn runs is the stream's `error` event.
+      const session = await core.sessions.turnSession(id);
+      if (session.ended_at !== null) throw await core.sessions.endedConflict(session);
       return streamTurn(c, core, id, body.message);
     }
     return c.json(await core.turns.run(id, body.message));
