@@ -154,6 +154,14 @@ describe("hooks: dispatcher bookkeeping", () => {
     assert.match(stats.last_error!, /tool_x failed/);
   });
 
+  // Stored, a lone surrogate becomes U+FFFD: a transform's "X\ud800Y" was the reply's as it was and
+  // the history's as "X\uFFFDY" (found by an outside hostile-plugin probe).
+  it("reads a lone surrogate escaped in a plugin's output as U+FFFD; a pair stays the character", () => {
+    const read = new HookDispatcher().outputReader("transform_llm_output");
+    assert.deepEqual(read(String.raw`{"response":"X\ud800Y \ud83d\ude00 \udc00"}`)?.value, { response: "X\uFFFDY \u{1F600} \uFFFD" });
+    assert.deepEqual(read('{"response":"plain"}')?.value, { response: "plain" });
+  });
+
   it("hands a WASM plugin the payload's JSON and a TS callback its object: the same payload, envelope first", async () => {
     const d = new HookDispatcher();
     const texts: string[] = [];
