@@ -10,6 +10,7 @@ import { basename, join } from "node:path";
 import { runCli } from "../runtime/cli.ts";
 import { parseConfig } from "../runtime/config.ts";
 import { command, HOSTILE_DIR, SEED_DIR, startPluginServer, type PluginServer } from "./helpers/plugins.ts";
+import { setLogLevel } from "../runtime/log.ts";
 import { skipUnlessBuilt } from "./helpers/toolchains.ts";
 import { watchPlugins } from "../runtime/plugins/watch.ts";
 import { PluginStateStore } from "../runtime/plugins/state.ts";
@@ -165,6 +166,21 @@ describe("hookbox plugins new -> build -> load -> call", () => {
       assert.equal(buildPlugins([join(dir, "later-two")]).ok, true);
       assert.ok((await watcher.scan()).includes("later-two"));
       assert.equal((await server.api("GET", "/v1/plugins/later-two")).body.plugin.status, "active");
+
+      // A removed folder the configuration still names: the next start would refuse it, said now.
+      const lines: string[] = [];
+      const write = process.stderr.write;
+      process.stderr.write = ((chunk: string) => (lines.push(String(chunk)), true)) as typeof process.stderr.write;
+      setLogLevel("warn");
+      try {
+        rmSync(join(dir, "my-as"), { recursive: true, force: true });
+        assert.deepEqual(await watcher.scan(), ["my-as"]);
+      } finally {
+        setLogLevel("silent");
+        process.stderr.write = write;
+      }
+      assert.equal((await server.api("GET", "/v1/plugins/my-as")).status, 404);
+      assert.match(lines.join(""), /"level":"warn","msg":"plugin removed; the configuration still names it, so the next start refuses it until it is put back or taken out","plugin":"my-as","in":"plugins.enabled, plugins.grants"/);
     } finally {
       watcher.close();
     }

@@ -160,7 +160,17 @@ export class PluginManager implements PluginHost {
     if (e) await this.deactivate(e);
     if (!found) {
       this.entries.delete(name);
-      log("info", "plugin removed", { plugin: name });
+      const { enabled, disabled, grants, limits, fail_closed } = this.core.config.plugins;
+      // The configuration still naming it would be refused at the next start (checkPluginNames): said now, not then.
+      const named = [
+        enabled.includes(name) && "plugins.enabled",
+        disabled.includes(name) && "plugins.disabled",
+        Object.hasOwn(grants, name) && "plugins.grants",
+        Object.hasOwn(limits, name) && "plugins.limits",
+        fail_closed.includes(name) && "plugins.fail_closed",
+      ].filter(Boolean);
+      if (named.length > 0) log("warn", "plugin removed; the configuration still names it, so the next start refuses it until it is put back or taken out", { plugin: name, in: named.join(", ") });
+      else log("info", "plugin removed", { plugin: name });
       return undefined;
     }
     e ??= this.newEntry(name, found.path);
