@@ -274,6 +274,17 @@ describe("plugin errors name their cause", () => {
       assert.match(err.join("\n"), /did you mean errors\?/);
     });
 
+    // Without --url the list is the CLI process's own: its stats were all zero (an outside operator
+    // probe took them for the server's).
+    it("hookbox plugins list --url shows the running server's stats", async () => {
+      const out: string[] = [];
+      const io = { out: (l: string) => out.push(l), err: (l: string) => out.push(l) };
+      const calls = (await s.api("GET", "/v1/plugins/errors")).body.plugin.stats.calls as number;
+      assert.ok(calls > 0);
+      assert.equal(await runCli(["plugins", "list", "--url", s.url], io), 0, out.join("\n"));
+      assert.match(out.find((l) => l.startsWith("errors "))!, new RegExp(`calls=${calls} `));
+    });
+
     it("a manifest hook typo is logged with a suggestion in that plugin's ring", async () => {
       const logs = (await s.api("GET", "/v1/plugins/typo/logs")).body.logs.map((l: { message: string }) => l.message);
       assert.ok(logs.some((m: string) => /unknown hook "pre_llm_cal" \(did you mean pre_llm_call\?\)/.test(m)), JSON.stringify(logs));

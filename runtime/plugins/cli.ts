@@ -19,10 +19,11 @@ export function registerPluginCommands(plugins: Command, ctx: CliContext): void 
   const { io } = ctx;
   plugins
     .command("list")
-    .description("every plugin in plugins.dir with status, reason, grants and stats")
+    .description("every plugin in plugins.dir with status, reason, grants and stats: a running server's with --url, else this process's (no calls yet)")
+    .option("--url [url]", "ask a running server (default: http://HOST:PORT of the config)")
     .option("--json", "print JSON")
-    .action(async (o: { json?: boolean }) => {
-      const list = (await ctx.core()).plugins.list();
+    .action(async (o: { url?: string | true; json?: boolean }) => {
+      const list = o.url ? ((await fromServer(ctx, o.url, "/v1/plugins", "the stats live in the serving process")) as { plugins: PluginInfo[] }).plugins : (await ctx.core()).plugins.list();
       if (o.json) io.out(JSON.stringify({ plugins: list }, null, 2));
       else for (const p of list) io.out(describe(p));
     });
@@ -141,23 +142,30 @@ function registerAuthorCommands(plugins: Command, ctx: CliContext): void {
     .option("--limit <n>", "newest n entries", wholeNumber(1, 1000))
     .option("--json", "print JSON")
     .action(async (name: string, o: { url?: string; since?: number; limit?: number; json?: boolean }) => {
-      const config = ctx.config();
-      const base = o.url ?? `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${config.port}`;
       const query = new URLSearchParams();
       if (o.since !== undefined) query.set("since", String(o.since));
       if (o.limit !== undefined) query.set("limit", String(o.limit));
-      const url = `${base.replace(/\/$/, "")}/v1/plugins/${encodeURIComponent(name)}/logs${query.size ? `?${query}` : ""}`;
-      let res: Response;
-      try {
-        res = await fetch(url, { headers: config.api_token ? { authorization: `Bearer ${config.api_token}` } : {} });
-      } catch (err) {
-        throw new AppError(503, "unreachable", `no hookbox server at ${base} (${(err as Error).message}); the log ring lives in the serving process: start it with hookbox serve, or pass --url`);
-      }
-      const body = (await res.json().catch(() => ({}))) as { logs?: PluginLogEntry[]; error?: { message?: string } };
-      if (!res.ok) throw new AppError(res.status === 404 ? 404 : 502, "request_failed", body.error?.message ?? `${url}: HTTP ${res.status}`);
+      const path = `/v1/plugins/${encodeURIComponent(name)}/logs${query.size ? `?${query}` : ""}`;
+      const body = (await fromServer(ctx, o.url ?? true, path, "the log ring lives in the serving process")) as { logs?: PluginLogEntry[] };
       if (o.json) io.out(JSON.stringify(body, null, 2));
       else for (const l of body.logs ?? []) io.out(`${l.seq} ${l.t} ${l.level.padEnd(5)} ${l.source.padEnd(7)} ${l.message}`);
     });
+}
+
+/** GET `path` of a running server (`url`, or true: the config's HOST:PORT), with the config's API token; its JSON. */
+async function fromServer(ctx: CliContext, url: string | true, path: string, why: string): Promise<unknown> {
+  const config = ctx.config();
+  const base = url === true ? `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${config.port}` : url;
+  const target = `${base.replace(/\/$/, "")}${path}`;
+  let res: Response;
+  try {
+    res = await fetch(target, { headers: config.api_token ? { authorization: `Bearer ${config.api_token}` } : {} });
+  } catch (err) {
+    throw new AppError(503, "unreachable", `no hookbox server at ${base} (${(err as Error).message}); ${why}: start it with hookbox serve, or pass --url`);
+  }
+  const body = (await res.json().catch(() => ({}))) as { error?: { message?: string } };
+  if (!res.ok) throw new AppError(res.status === 404 ? 404 : 502, "request_failed", body.error?.message ?? `${target}: HTTP ${res.status}`);
+  return body;
 }
 
 async function readPayload(from: string): Promise<string> {
