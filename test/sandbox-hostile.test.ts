@@ -258,6 +258,15 @@ describe("hostile modules: host memory and outputs", () => {
     await plugin.close();
   });
 
+  // Stored (a quarantine reason), a NUL cut the text short on the embedded file (an outside probe's
+  // hookbox_abort(0) was persisted as "\u0000").
+  it("a NUL in an error text becomes U+FFFD", async () => {
+    const { plugin } = await sandbox("nulerror");
+    const e = await callFailure(plugin.call("fail", "", Date.now() + 10_000));
+    assert.equal(e.message, "plugin error: bad\uFFFDmessage");
+    await plugin.close();
+  });
+
   // In a worker each of the 20,000 lines is a host call to this thread, a round trip: the call still
   // ends within its deadline (the Extism SDK's own worker sent every block both ways per host call).
   for (const inWorker of [false, true]) {

@@ -3,6 +3,7 @@
 import type { CallContext } from "@extism/extism";
 import { PluginCallError } from "../../hooks/failures.ts";
 import { WasiExit } from "../../host-api/wasi.ts";
+import { storedText } from "../sessions/stored-text.ts";
 import type { FuelMeter } from "./fuel.ts";
 
 /** Longest failure message kept. */
@@ -20,7 +21,10 @@ export interface FailedCall {
 
 export function callFailure(err: unknown, call: FailedCall): PluginCallError {
   const e = kindOf(err, call);
-  return e.message.length > MAX_ERROR_CHARS ? new PluginCallError(e.kind, `${e.message.slice(0, MAX_ERROR_CHARS)}… (truncated)`) : e;
+  // A NUL would cut the stored text (a quarantine reason) short on the embedded file: U+FFFD, as in messages.
+  const message = storedText(e.message);
+  if (message.length > MAX_ERROR_CHARS) return new PluginCallError(e.kind, `${message.slice(0, MAX_ERROR_CHARS)}… (truncated)`);
+  return message === e.message ? e : new PluginCallError(e.kind, message);
 }
 
 function kindOf(err: unknown, call: FailedCall): PluginCallError {
