@@ -39,6 +39,10 @@ describe("CLI: session ids from standard input", () => {
     const done = run(`${ids[0]}\n${ids[1]} ${ids[2]}\n`);
     assert.equal(done.code, 0, done.out);
     assert.deepEqual(done.out.trim().split("\n").sort(), ids.map((id) => `deleted ${id}`).sort());
+    // More ids than SQLite takes as variables (32,766): checked as one JSON list; the refusal names 20.
+    const many = run(Array.from({ length: 40_000 }, (_, i) => `s_missing_${i}`).join("\n"));
+    assert.equal(many.code, 1, many.out.slice(0, 300));
+    assert.match(many.out, /sessions not found: s_missing_0, s_missing_1, .* and 39980 more\n/);
     const none = run("\n");
     assert.equal(none.code, 2, none.out);
     assert.match(none.out, /no session ids on standard input/);

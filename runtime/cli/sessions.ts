@@ -1,6 +1,7 @@
 // `hookbox sessions list|show|messages|delete|archive|unarchive|sweep ...`, `hookbox compress` and
 // `hookbox turn`: the operator's hands on the same services the HTTP API uses.
 import { Option, type Command } from "commander";
+import { sql } from "kysely";
 import { COMPACTION_KINDS, type CompactionKind } from "../../hooks/catalogue.ts";
 import type { Core } from "../core.ts";
 import { AppError } from "../errors.ts";
@@ -81,7 +82,7 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
       const core = await ctx.core();
       await requireExisting(core, ids);
       // As archive refuses an archived session (exit 1, nothing done), unarchive refuses one that is not.
-      const open = (await core.storage.db.selectFrom("sessions").select("id").where("id", "in", ids).where("archived", "=", 0).execute()).map((r) => r.id);
+      const open = (await core.storage.db.selectFrom("sessions").select("id").where("id", "in", sql<string>`(select value from json_each(${JSON.stringify(ids)}))`).where("archived", "=", 0).execute()).map((r) => r.id);
       if (open.length > 0) throw new AppError(409, "not_archived", `not archived: ${open.join(", ")}`);
       for (const id of ids) io.out(`unarchived ${(await core.sessions.unarchive(id)).id}`);
     });
@@ -122,13 +123,20 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
 }
 
 /** delete/archive/unarchive name every id that does not exist, and then do nothing at all. */
+/** Most missing ids a refusal names (the rest are counted). */
+const MISSING_NAMED = 20;
+
 async function requireExisting(core: Core, ids: string[]): Promise<void> {
-  const found = new Set((await core.storage.db.selectFrom("sessions").select("id").where("id", "in", ids).execute()).map((r) => r.id));
-  const missing = ids.filter((id) => !found.has(id));
+  // One JSON list, not a variable per id: SQLite takes at most 32,766 (ids from stdin pass that).
+  const found = new Set(
+    (await core.storage.db.selectFrom("sessions").select("id").where("id", "in", sql<string>`(select value from json_each(${JSON.stringify(ids)}))`).execute()).map((r) => r.id),
+  );
+  const missing = [...new Set(ids.filter((id) => !found.has(id)))];
   // Worded as every other command and the API say it ("session ID not found").
   // ... and that nothing was done to the others (an operator took the refusal for a partial delete).
   const none = ids.length > missing.length ? "; nothing was done to the others" : "";
-  if (missing.length) throw new AppError(404, "not_found", `${missing.length === 1 ? `session ${missing[0]} not found` : `sessions not found: ${missing.join(", ")}`}${none}`);
+  const more = missing.length > MISSING_NAMED ? ` and ${missing.length - MISSING_NAMED} more` : "";
+  if (missing.length) throw new AppError(404, "not_found", `${missing.length === 1 ? `session ${missing[0]} not found` : `sessions not found: ${missing.slice(0, MISSING_NAMED).join(", ")}${more}`}${none}`);
 }
 
 function registerSweeps(sweep: Command, ctx: CliContext): void {
