@@ -122,8 +122,10 @@ export interface KvBackend {
    * pass `maxBytes` (told before they are read).
    */
   keys(plugin: string, session: string, prefix: string, maxBytes?: number): string[] | undefined;
-  /** Which of `keys` the plugin's scope stores, with their values' UTF-8 bytes (one read). */
-  storedAmong(plugin: string, session: string, keys: readonly string[]): Map<string, number>;
+  /** Which of `keys` the plugin's scope stores (one read). */
+  storedAmong(plugin: string, session: string, keys: readonly string[]): Set<string>;
+  /** Which of the [scope, key] pairs the plugin stores, as [scope, key, the value's UTF-8 bytes] (one read). */
+  storedSizes(plugin: string, slots: ReadonlyArray<readonly [string, string]>): Array<[string, string, number]>;
   /** Whether the plugin's scope holds any key starting with `prefix` (one seek). */
   hasPrefix(plugin: string, session: string, prefix: string): boolean;
   /** How many stored keys `sweep` matches in the plugin's scope that no sweep of `hiddenBy` does (one read). */
@@ -214,8 +216,8 @@ export class PluginKv {
    */
   private callNet = { keys: 0, bytes: 0 };
   private slotNet: Map<string, [keys: number, bytes: number]> | undefined;
-  /** Slots the call's writes counted as new keys without a read (creditStored() reads them when that decides). */
-  private unreadNew: Set<string> | undefined;
+  /** Slots whose stored value creditStored() read this call (each is read once). */
+  private creditChecked: Set<string> | undefined;
   /** Ids the call's sweeps named (KV_LIMITS.callSweepIds). */
   private callSweepIds = 0;
   /** Characters of the ids' JSON the call's sweeps handed over (KV_LIMITS.callSweepBytes). */
@@ -322,41 +324,35 @@ export class PluginKv {
     if (this.heldInFlight(s) && !this.pendingSweeps?.some((w) => w.matches(session, key))) return [0, size];
     // New unless stored: read only when that decides. A plugin at its quota can still update or
     // shrink what it has.
-    if (!this.passes(usage, s, [1, size])) {
-      (this.unreadNew ??= new Set()).add(s);
-      return [1, size];
-    }
+    if (!this.passes(usage, s, [1, size])) return [1, size];
     const stored = this.get(session, key);
     return stored === undefined ? [1, size] : [0, size - keyBytes - utf8Length(stored)];
   }
 
   /**
-   * The call's writes counted as new keys without a read (unreadNew) that replace a stored key are
-   * credited (one read per scope). True when a share changed.
+   * The call's values counted as one new key each without a read (a write far from the quota; a
+   * delete then a write) that replace a stored key are credited: one read for all of them, each
+   * slot read once a call. True when a share changed.
    */
   private creditStored(): boolean {
-    const unread = this.unreadNew;
-    this.unreadNew = undefined;
-    if (!unread) return false;
-    const byScope = new Map<string, string[]>();
-    for (const s of unread) {
+    const checked = (this.creditChecked ??= new Set());
+    const slots: string[] = [];
+    for (const [s, share] of this.slotNet ?? []) {
+      if (share[0] !== 1 || checked.has(s) || typeof this.pending?.get(s) !== "string" || this.heldInFlight(s)) continue;
       const [session, key] = unslot(s);
-      // Still a value of this call's counted as one new key, not one a sweep of it (or one being
-      // committed) deletes first: that one is new whatever is stored.
-      if (typeof this.pending?.get(s) !== "string" || this.slotNet?.get(s)?.[0] !== 1) continue;
+      // One a sweep of this call (or one being committed) deletes first is new whatever is stored.
       if (this.pendingSweeps?.some((w) => w.matches(session, key)) || this.unflushedSweepGen(session, key) > 0) continue;
-      (byScope.get(session) ?? byScope.set(session, []).get(session)!).push(key);
+      slots.push(s);
+      checked.add(s);
     }
+    if (slots.length === 0) return false;
+    const stored = new Map(this.backend.storedSizes(this.plugin, slots.map(unslot)).map(([session, key, bytes]) => [slot(session, key), bytes]));
     let changed = false;
-    for (const [session, keys] of byScope) {
-      const stored = this.backend.storedAmong(this.plugin, session, keys);
-      for (const key of keys) {
-        const valueBytes = stored.get(key);
-        if (valueBytes === undefined) continue;
-        const s = slot(session, key);
-        this.account(s, [0, utf8Length(this.pending!.get(s)!) - valueBytes]);
-        changed = true;
-      }
+    for (const s of slots) {
+      const valueBytes = stored.get(s);
+      if (valueBytes === undefined) continue;
+      this.account(s, [0, utf8Length(this.pending!.get(s)!) - valueBytes]);
+      changed = true;
     }
     return changed;
   }
@@ -511,7 +507,7 @@ export class PluginKv {
     // Whether the count took them: stored and not hidden. One read for all of them (one read per
     // key was a round trip each on a server: 2,000 staged keys held the thread 2.8 s on sqld).
     const unhidden = matched.filter((key) => !hiddenBy.some((w) => w.matches(session, key)));
-    const stored = unhidden.length === 0 ? new Map<string, number>() : this.backend.storedAmong(this.plugin, session, unhidden);
+    const stored = unhidden.length === 0 ? new Set<string>() : this.backend.storedAmong(this.plugin, session, unhidden);
     for (const key of matched) gone += Number(this.staged(session, key) !== null) - Number(stored.has(key));
     return gone;
   }
@@ -605,7 +601,7 @@ export class PluginKv {
     this.callBytes = 0;
     this.callNet = { keys: 0, bytes: 0 };
     this.slotNet = undefined;
-    this.unreadNew = undefined;
+    this.creditChecked = undefined;
     this.callSweepIds = 0;
     this.callSweepBytes = 0;
     if (!ok || (pending.size === 0 && sweeps.length === 0)) return undefined;

@@ -42,8 +42,12 @@ const UPSERT_SQL = `insert into plugin_kv (plugin, session_id, key, value, updat
 const PREFIX_PROBE = `coalesce((select substr(key, 1, length(?3)) = ?3 from plugin_kv
     where plugin = ?1 and session_id = ?2 and key >= ?3 order by key limit 1), 0)`;
 const HAS_PREFIX_SQL = `select ${PREFIX_PROBE}`;
-// The keys of ?3 (a JSON array) stored in plugin ?1's scope ?2 with their values' bytes, as one JSON text.
-const STORED_AMONG_SQL = `select json_group_array(json_array(key, octet_length(value))) from plugin_kv where plugin = ?1 and session_id = ?2 and key in (select value from json_each(?3))`;
+// The keys of ?3 (a JSON array) stored in plugin ?1's scope ?2, as one JSON text.
+const STORED_AMONG_SQL = `select json_group_array(key) from plugin_kv where plugin = ?1 and session_id = ?2 and key in (select value from json_each(?3))`;
+// The [scope, key] pairs of ?2 (a JSON array) plugin ?1 stores, with their values' bytes, as one JSON
+// text: one primary key seek per pair (CROSS JOIN keeps the list outside).
+const STORED_SIZES_SQL = `select json_group_array(json_array(k.session_id, k.key, octet_length(k.value))) from json_each(?2) j cross join plugin_kv k
+  where k.plugin = ?1 and k.session_id = json_extract(j.value, '$[0]') and k.key = json_extract(j.value, '$[1]')`;
 // Whether row r of a byIdPrefix sweep (its key and id) is one an earlier sweep (its prefix ?n, ids
 // ?n+1) deletes: the key's part after ?n (byIdPrefix: up to the key's last ':', which follows r.id)
 // is among those ids, looked up in one temporary index built per statement.
@@ -208,9 +212,14 @@ export class KvStore implements KvBackend {
     return (JSON.parse(String(row[0])) as string[]).sort();
   }
 
-  storedAmong(plugin: string, session: string, keys: readonly string[]): Map<string, number> {
+  storedAmong(plugin: string, session: string, keys: readonly string[]): Set<string> {
     const row = this.readOne(STORED_AMONG_SQL, [plugin, session, sqlJson(keys)]);
-    return new Map(JSON.parse(String(row?.[0] ?? "[]")) as Array<[string, number]>);
+    return new Set(JSON.parse(String(row?.[0] ?? "[]")) as string[]);
+  }
+
+  storedSizes(plugin: string, slots: ReadonlyArray<readonly [string, string]>): Array<[string, string, number]> {
+    const row = this.readOne(STORED_SIZES_SQL, [plugin, sqlJson(slots)]);
+    return JSON.parse(String(row?.[0] ?? "[]")) as Array<[string, string, number]>;
   }
 
   hasPrefix(plugin: string, session: string, prefix: string): boolean {
