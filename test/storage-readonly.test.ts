@@ -31,4 +31,19 @@ describe("storage: a database this process cannot write", { skip }, () => {
     const out = open("--reuid=65534", "--regid=65534", "--clear-groups").trim();
     assert.match(out, /^the database .*ro\.db cannot be written by this process: .*ro\.db is read-only to it/);
   });
+
+  // Root writes whatever a mode says, but not on a read-only mount (a Docker :ro volume): there the
+  // open failed with a bare SQLITE_CANTOPEN (found by an outside review). A tmpfs in a mount
+  // namespace of its own (unshare), remounted read-only after the database was made on it.
+  const canUnshare = spawnSync("unshare", ["-m", "true"]).status === 0;
+  it("is refused for root too on a read-only mount", { skip: canUnshare ? false : "needs unshare -m" }, () => {
+    const mount = mkdtempSync(join(dir, "mnt-"));
+    const open = (path: string) =>
+      `${JSON.stringify(process.execPath)} --import tsx --input-type=module -e ${JSON.stringify(`import("./runtime/storage/db.ts").then((m) => m.openStorage("file:${path}")).then((s) => s.close()).then(() => console.log("opened"), (e) => console.log(e.message))`)}`;
+    const path = join(mount, "ro.db");
+    const script = `mount -t tmpfs none ${mount} && ${open(path)} && mount -o remount,ro ${mount} && ${open(path)}`;
+    const out = execFileSync("unshare", ["-m", "sh", "-c", script], { cwd: root, encoding: "utf8" }).trim().split("\n");
+    assert.equal(out[0], "opened");
+    assert.match(out[1]!, /^the database .*ro\.db cannot be written by this process: .*ro\.db is read-only to it/);
+  });
 });

@@ -128,19 +128,25 @@ export function createMetrics(core: Core, version: string): HttpMetrics {
   // Each plugin's KV as its usage row keeps it (not a scan of every key), read once per scrape for
   // both gauges. A database that is down or hanging must not take the scrape with it: past
   // KV_READ_MS, or on an error, the gauges keep their last values.
-  let kvUsage: Promise<void> | undefined;
+  // One read at a time: while the database hangs, scrapes wait on the read under way (up to
+  // KV_READ_MS each) instead of piling more onto the client.
+  // Both gauges of a scrape share one wait.
+  let reading: Promise<void> | undefined;
+  let waiting: Promise<void> | undefined;
   let kvRows: Array<{ plugin: string; keys: number; bytes: number }> = [];
-  const readKvUsage = () =>
-    (kvUsage ??= Promise.race([
-      core.storage.db
-        .selectFrom("plugin_kv_usage")
-        .select(["plugin", "keys", "bytes"])
-        .execute()
-        .then((rows) => void (kvRows = rows.map((r) => ({ plugin: r.plugin, keys: Number(r.keys), bytes: Number(r.bytes) })))),
-      new Promise<void>((resolve) => setTimeout(resolve, KV_READ_MS).unref?.()),
-    ])
+  const waitForKvUsage = async () => {
+    reading ??= core.storage.db
+      .selectFrom("plugin_kv_usage")
+      .select(["plugin", "keys", "bytes"])
+      .execute()
+      .then((rows) => void (kvRows = rows.map((r) => ({ plugin: r.plugin, keys: Number(r.keys), bytes: Number(r.bytes) }))))
       .catch(() => undefined)
-      .finally(() => setTimeout(() => (kvUsage = undefined), 0)));
+      .finally(() => (reading = undefined));
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([reading, new Promise<void>((resolve) => (timer = setTimeout(resolve, KV_READ_MS)))]);
+    clearTimeout(timer);
+  };
+  const readKvUsage = () => (waiting ??= waitForKvUsage().finally(() => setTimeout(() => (waiting = undefined), 0)));
   new Gauge({
     name: "hookbox_plugin_kv_keys",
     help: "KV entries stored by each plugin",

@@ -68,14 +68,14 @@ export interface Storage {
   close(): Promise<void>;
 }
 
-// Root writes whatever a mode says (Deno's accessSync reads the mode bits alone: it would refuse).
+// Root writes whatever a mode says (Deno's accessSync reads the mode bits alone: it would refuse),
+// but not on a read-only mount (EROFS).
 const canWrite = (path: string) => {
-  if (process.getuid?.() === 0) return true;
   try {
     accessSync(path, constants.W_OK);
     return true;
-  } catch {
-    return false;
+  } catch (err) {
+    return process.getuid?.() === 0 && (err as { code?: string }).code !== "EROFS";
   }
 };
 
