@@ -5,6 +5,7 @@ import { sql } from "kysely";
 import { COMPACTION_KINDS, type CompactionKind } from "../../hooks/catalogue.ts";
 import type { Core } from "../core.ts";
 import { AppError } from "../errors.ts";
+import { sqlJson } from "../storage/sql-json.ts";
 import type { RemoveResult } from "../deletion/service.ts";
 import type { SweepName, SweepParams } from "../maintenance/sweeps.ts";
 import { pageCursor } from "../sessions/service.ts";
@@ -82,7 +83,7 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
       const core = await ctx.core();
       await requireExisting(core, ids);
       // As archive refuses an archived session (exit 1, nothing done), unarchive refuses one that is not.
-      const open = (await core.storage.db.selectFrom("sessions").select("id").where("id", "in", sql<string>`(select value from json_each(${JSON.stringify(ids)}))`).where("archived", "=", 0).execute()).map((r) => r.id);
+      const open = (await core.storage.db.selectFrom("sessions").select("id").where("id", "in", idIn(ids)).where("archived", "=", 0).execute()).map((r) => r.id);
       if (open.length > 0) throw new AppError(409, "not_archived", `not archived: ${open.join(", ")}`);
       for (const id of ids) io.out(`unarchived ${(await core.sessions.unarchive(id)).id}`);
     });
@@ -122,15 +123,15 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
     });
 }
 
-/** delete/archive/unarchive name every id that does not exist, and then do nothing at all. */
 /** Most missing ids a refusal names (the rest are counted). */
 const MISSING_NAMED = 20;
 
+/** `id in` this list, as one JSON text, not a variable per id: SQLite takes at most 32,766 (ids from stdin pass that). */
+const idIn = (ids: readonly string[]) => sql<string>`(select value from json_each(${sqlJson(ids)}))`;
+
+/** delete/archive/unarchive name every id that does not exist, and then do nothing at all. */
 async function requireExisting(core: Core, ids: string[]): Promise<void> {
-  // One JSON list, not a variable per id: SQLite takes at most 32,766 (ids from stdin pass that).
-  const found = new Set(
-    (await core.storage.db.selectFrom("sessions").select("id").where("id", "in", sql<string>`(select value from json_each(${JSON.stringify(ids)}))`).execute()).map((r) => r.id),
-  );
+  const found = new Set((await core.storage.db.selectFrom("sessions").select("id").where("id", "in", idIn(ids)).execute()).map((r) => r.id));
   const missing = [...new Set(ids.filter((id) => !found.has(id)))];
   // Worded as every other command and the API say it ("session ID not found").
   // ... and that nothing was done to the others (an operator took the refusal for a partial delete).

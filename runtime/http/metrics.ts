@@ -125,12 +125,10 @@ export function createMetrics(core: Core, version: string): HttpMetrics {
       this.set(stats().filter((p) => p.status === "quarantined").length);
     },
   });
-  // Each plugin's KV as its usage row keeps it (not a scan of every key), read once per scrape for
-  // both gauges. A database that is down or hanging must not take the scrape with it: past
-  // KV_READ_MS, or on an error, the gauges keep their last values.
-  // One read at a time: while the database hangs, scrapes wait on the read under way (up to
-  // KV_READ_MS each) instead of piling more onto the client.
-  // Both gauges of a scrape share one wait.
+  // Each plugin's KV as its usage row keeps it (not a scan of every key). A database that is down or
+  // hanging must not take the scrape with it: past KV_READ_MS, or on an error, the gauges keep their
+  // last values. One read at a time (scrapes of a hung database wait on the read under way, they do
+  // not pile more onto the client), and both gauges of a scrape share one wait.
   let reading: Promise<void> | undefined;
   let waiting: Promise<void> | undefined;
   let kvRows: Array<{ plugin: string; keys: number; bytes: number }> = [];

@@ -127,7 +127,6 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   // Batches on the embedded file run on a native connection of their own that keeps its prepared
   // statements (file-batch.ts); serialized with `write` by the same lock.
   const fileBatch = embedded ? new FileBatchWriter(path, writerPragmas) : undefined;
-
   const checkpoints = fileBatch ? new IdleCheckpoint(() => fileBatch.checkpoint()) : undefined;
   const writerDb = writer === client ? db : new Kysely<Database>({ dialect: new LibsqlDialect({ client: writer }) });
   const writeLock = new Mutex();
