@@ -77,7 +77,7 @@ export function readHookOutput(hook: HookName, output: string | undefined, limit
   try {
     // A \uD800-\uDFFF escape may decode to a lone surrogate: stored, it becomes U+FFFD, so it is one
     // here already, and the reply says what the history keeps.
-    parsed = SURROGATE_ESCAPE.test(output) ? JSON.parse(output, (_key, value: unknown) => (typeof value === "string" ? wellFormed(value) : value)) : JSON.parse(output);
+    parsed = SURROGATE_ESCAPE.test(output) ? JSON.parse(output, (_key, value: unknown) => (typeof value === "string" ? value.toWellFormed() : value)) : JSON.parse(output);
   } catch {
     throw new PluginCallError("bad_output", `output is not JSON: ${JSON.stringify(output.slice(0, 80))}`);
   }
@@ -92,10 +92,8 @@ export function readHookOutput(hook: HookName, output: string | undefined, limit
   return ctx.trim().length > 0 ? { value: res.value, context: ctx } : undefined;
 }
 
+// Only a \uD800-\uDFFF escape makes JSON text decode to a lone surrogate: the reviver runs only then.
 const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
-/** `text` with each lone surrogate replaced by U+FFFD (String.prototype.toWellFormed). */
-const wellFormed = (text: string) => text.replace(LONE_SURROGATE, "\ufffd");
 
 /**
  * Deepest nesting of arrays and objects a plugin's output may have. JSON.parse takes far deeper, but

@@ -84,8 +84,6 @@ const KEYS_READ_BYTES = 2 * 1024 * 1024;
 // character past it, raw or escaped in the JSON.
 const OUT_OF_ORDER = /[\ud800-\uffff]|\\u[d-fD-F]/;
 
-const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 /** a < b as SQLite's BINARY collation orders their UTF-8 (code point order), for well-formed strings. */
 function utf8Less(a: string, b: string): boolean {
@@ -108,12 +106,10 @@ const codePointRank = (u: number) => (u >= 0xd800 && u <= 0xdfff ? u + 0x2000 : 
  */
 function boundsOf(sweep: KvSweep): [string, string] | undefined {
   const { prefix } = sweep;
-  // The ids come from JSON text, decoded from UTF-8: only a \uD800-\uDFFF escape can make one ill-formed.
-  const mayBeIllFormed = SURROGATE_ESCAPE.test(sweep.idsJson);
   let lo: string | undefined;
   let hi: string | undefined;
   for (const id of sweep.ids) {
-    if ((sweep.byIdPrefix && id === "") || (mayBeIllFormed && LONE_SURROGATE.test(id))) continue;
+    if ((sweep.byIdPrefix && id === "") || !id.isWellFormed()) continue;
     const first = sweep.byIdPrefix ? prefix + id + ":" : prefix + id;
     const last = sweep.byIdPrefix ? prefix + id + ";" : first;
     if (lo === undefined || utf8Less(first, lo)) lo = first;
