@@ -9,6 +9,7 @@
 //   node plugins-wasm/build.mjs PATH [PATH ...]      plugin folders anywhere, or folders of plugins
 import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import asc from "assemblyscript/asc";
@@ -30,8 +31,14 @@ function collect() {
   return { write: (chunk) => void (text += String(chunk)), toString: () => text };
 }
 
+// A plugin's folder is not trusted, its source no more than its module: the compilers run with no
+// secret of the caller's environment (Rust's env! reads it at compile time), and each language
+// refuses what would read the host's files into the module (findings of an outside probe: a Rust
+// plugin with include_bytes!("/etc/passwd") printed the builder's file from an ungranted command).
+const COMPILER_ENV = Object.fromEntries(["PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "SYSTEMROOT"].filter((k) => process.env[k] !== undefined).map((k) => [k, process.env[k]]));
+
 function run(cmd, args) {
-  const r = spawnSync(cmd, args, { encoding: "utf8" });
+  const r = spawnSync(cmd, args, { encoding: "utf8", env: COMPILER_ENV });
   if (r.error) return `${cmd}: ${r.error.message}`;
   return r.status === 0 ? null : `${r.stderr}${r.stdout}`.trim() || `${cmd} exited with ${r.status}`;
 }
@@ -50,7 +57,7 @@ const LANGUAGES = {
         [relative(base, source), "--outFile", relative(base, out), "--baseDir", base, ...AS_FLAGS, "--use", `abort=${abort}`,
           // The plugin's own node_modules first, then this repo's (where the library is linked).
           ...(external ? ["--path", join(root, "node_modules")] : [])],
-        { stdout: collect(), stderr },
+        { stdout: collect(), stderr, readFile: readSource },
       );
       return error ? `${error.message}\n${stderr}` : null;
     },
@@ -62,6 +69,7 @@ const LANGUAGES = {
         : "";
       return rustMissing || null;
     },
+    refused: (dir) => refusedIn(dir, [".rs"], RUST_REFUSED),
     build: (_dir, source, out) =>
       run(RUSTC, ["--edition", "2021", "--target", "wasm32-unknown-unknown", "--crate-type", "cdylib", "-O", "-C", "panic=abort", "-C", "strip=symbols", source, "-o", out]),
   },
@@ -73,10 +81,56 @@ const LANGUAGES = {
           : "";
       return clangMissing || null;
     },
+    refused: (dir) => refusedIn(dir, [".c", ".h"], C_REFUSED, cAsPreprocessed),
     build: (_dir, source, out) =>
       run(CLANG, ["--target=wasm32-wasi", `--sysroot=${WASI_SYSROOT}`, "-mexec-model=reactor", "-O2", "-Wl,--strip-all", "-o", out, source]),
   },
 };
+
+/**
+ * asc's file reader, but for the plugin folder's asconfig.json, which is never read: it would give
+ * the compiler its options, a "transform" among them (JavaScript asc runs in this process).
+ */
+const readSource = (file, dir) => (file === "asconfig.json" ? Promise.resolve(null) : readFile(join(dir, file), "utf8").catch(() => null));
+
+// What reads the builder's files or environment into a module at compile time, found by a plain
+// scan of the folder's sources (comments and strings included: the message names the line, which
+// an author can reword). C is scanned as its preprocessor reads it: lines joined at a backslash,
+// the digraphs %: and %:%: as # and ##.
+const RUST_REFUSED = [
+  [
+    /\b(include_bytes|include_str|option_env|cfg_attr)\b|\b(include|env)\s*!(?!=)|(::|\{|,)\s*(include|env)\b/,
+    "include!, include_bytes!, include_str!, env!, option_env! (under any name) and cfg_attr read or can read the builder's files or environment",
+  ],
+  [/\$\s*[A-Za-z_]\w*\s*!(?!=)/, "a macro invoked through a macro variable ($name!) can be include! or env!"],
+  [/#\s*!?\s*\[\s*path\b/, "#[path] makes a module of any file of the builder's"],
+];
+const C_REFUSED = [
+  [/\b(asm|__asm|__asm__|incbin)\b/, "inline assembly (.incbin) reads the builder's files"],
+  [/#\s*embed\b|\b__has_embed\b/, "#embed reads the builder's files"],
+  [/##/, "token pasting can spell asm"],
+  [/#\s*(include|include_next|import)\b\s*([^\s<"]|[<"](\/|[^>"\n]*\.\.))/, "an #include names a header of the folder or the system's: no absolute path, no .., no computed name"],
+];
+const cAsPreprocessed = (text) => text.replace(/\\\r?\n/g, "").replaceAll("%:", "#");
+
+/**
+ * The first construct of `rules` in the folder's `exts` files, as "file:line: refused: why", or
+ * null; a symbolic link in the folder is refused too (a header or module that is a host file).
+ */
+function refusedIn(dir, exts, rules, prepare = (text) => text) {
+  const entries = readdirSync(dir, { recursive: true, withFileTypes: true });
+  for (const e of entries) {
+    const file = join(e.parentPath ?? e.path, e.name);
+    if (e.isSymbolicLink()) return `${relative(dir, file)}: refused: a symbolic link (it can name any file of the builder's; the build compiles source it does not trust)`;
+    if (!e.isFile() || !exts.some((x) => e.name.endsWith(x))) continue;
+    const lines = prepare(readFileSync(file, "utf8")).split("\n");
+    for (let i = 0; i < lines.length; i++) {
+      const hit = rules.find(([re]) => re.test(lines[i]));
+      if (hit) return `${relative(dir, file)}:${i + 1}: refused: ${hit[1]} (the build compiles source it does not trust)\n  ${lines[i].trim().slice(0, 200)}`;
+    }
+  }
+  return null;
+}
 
 /** True when `cmd args` cannot run or its output fails `ok`. */
 function toolMissing(cmd, args, ok) {
@@ -123,7 +177,7 @@ async function build(dir) {
   const tmp = join(dir, ".plugin.wasm.tmp");
   const marker = join(dir, "plugin.build-error");
   rmSync(tmp, { force: true });
-  const error = await lang.build(dir, join(dir, file), tmp);
+  const error = lang.refused?.(dir) ?? (await lang.build(dir, join(dir, file), tmp));
   if (error || !existsSync(tmp)) {
     // Never leave the previous build looking current.
     rmSync(out, { force: true });

@@ -5,7 +5,7 @@
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { generatePayloads, PAYLOADS_FILE } from "../plugins-wasm/tools/gen-payloads.ts";
@@ -38,6 +38,33 @@ describe("plugin build (build.mjs) and generated payloads", () => {
         assert.match(r.stdout, new RegExp(`SKIPPED ${dir}/${name}: .*apt-get install`), "a skip says what to install");
         assert.ok(!toolchainsRequired(), `${name} was skipped but HOOKBOX_REQUIRE_TOOLCHAINS is set:\n${r.stdout}`);
       }
+    }
+  });
+
+  // An outside probe's plugin folders: an asconfig.json "transform" ran its JavaScript in the build
+  // (as the operator, environment included); Rust's include_bytes! and C's .incbin baked the
+  // builder's /etc/passwd into a module that printed it from a command with no grant.
+  it("takes nothing from a plugin's folder but its source: no asconfig.json transform, no host file read in", () => {
+    const ran = join(dir, "transform-ran");
+    cpSync(join(SEED_DIR, "hello-as"), join(dir, "evil-as"), { recursive: true, filter: (src) => !src.endsWith(".wasm") });
+    writeFileSync(join(dir, "evil-as", "asconfig.json"), JSON.stringify({ options: { transform: ["./hook.mjs"] } }));
+    writeFileSync(join(dir, "evil-as", "hook.mjs"), `import { writeFileSync } from "node:fs"; writeFileSync(${JSON.stringify(ran)}, "ran"); export default class {}\n`);
+    const as = build(join(dir, "evil-as"));
+    assert.equal(as.status, 0, as.stderr + as.stdout);
+    assert.equal(existsSync(ran), false, "the folder's transform did not run");
+    for (const [name, file, source, why] of [
+      ["evil-rust", "plugin.rs", '#![no_std]\nstatic X: &[u8] = include_bytes!("/etc/passwd");\n', /plugin\.rs:2: refused: include!/],
+      ["evil-rust2", "plugin.rs", "#![no_std]\nmacro_rules! m { ($x:ident) => { $x!(\"/etc/passwd\") } }\n", /plugin\.rs:2: refused: a macro invoked through a macro variable/],
+      ["evil-c", "plugin.c", '__asm__(".incbin \\"/etc/passwd\\"");\n', /plugin\.c:1: refused: inline assembly/],
+      ["evil-c2", "plugin.c", '%:inc\\\nlude "/etc/passwd"\n', /plugin\.c:1: refused: an #include names a header of the folder/],
+    ] as const) {
+      mkdirSync(join(dir, name));
+      writeFileSync(join(dir, name, file), source);
+      const r = build(join(dir, name));
+      if (/SKIPPED/.test(r.stdout) && !toolchainsRequired()) continue;
+      assert.equal(r.status, 1, name);
+      assert.match(r.stderr, why, name);
+      assert.equal(existsSync(join(dir, name, "plugin.wasm")), false, name);
     }
   });
 
