@@ -22,8 +22,15 @@ for (const db of TEST_DBS) {
           const body = JSON.parse(data);
           requests.push(body);
           const summary = body.messages[0]?.content?.startsWith("Summarize the conversation");
+          // "compact N": the gateway compacted the first N messages of this request itself.
+          const native = /^compact (\d+)$/.exec(body.messages.at(-1)?.content ?? "");
           res.writeHead(200, { "content-type": "application/json" });
-          res.end(JSON.stringify({ choices: [{ message: { role: "assistant", content: summary ? "short summary" : "ok" } }] }));
+          res.end(
+            JSON.stringify({
+              choices: [{ message: { role: "assistant", content: summary ? "short summary" : "ok" } }],
+              ...(native ? { compaction: { summary: "gateway summary", replaced: Number(native[1]) } } : {}),
+            }),
+          );
         });
       });
       await new Promise<void>((r) => upstream.listen(0, "127.0.0.1", r));
@@ -67,6 +74,21 @@ for (const db of TEST_DBS) {
       // The stored conversation holds no copy of the sections.
       const stored = (await s.api("GET", `/v1/sessions/${rot.body.session_id}/messages`)).body.messages;
       assert.ok(stored.every((m: any) => !m.content.includes("Tabs, not spaces")));
+    });
+
+    // An outside probe's finding: the gateway counts its request's messages, sections included; taken
+    // as stored rows, one row more than it summarized was deleted (the answer before the last question).
+    it("a gateway's native compaction removes the stored rows it replaced, not counting the sections", async () => {
+      const sid = await newSession(s);
+      const [q1, a1] = [words(40, "q"), words(40, "a")]; // longer than the summary: it shortens the history
+      await seed(s.core, sid, [["user", q1], ["assistant", a1], ["user", "q2"], ["assistant", "a2"]]);
+      // Its request: [sections, q1, a1, q2, a2, "compact 3"]: the sections, q1 and a1 are replaced.
+      const res = await s.api("POST", `/v1/sessions/${sid}/turns`, { message: "compact 3" });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      assert.equal(systemOf(requests.at(-1)) !== null, true, "the request led with the sections");
+      assert.deepEqual(res.body.compactions.map((c: any) => [c.kind, c.messages_removed]), [["provider_native", 2]]);
+      const stored = (await s.api("GET", `/v1/sessions/${sid}/messages`)).body.messages.map((m: any) => [m.role, m.content]);
+      assert.deepEqual(stored, [["summary", "gateway summary"], ["user", "q2"], ["assistant", "a2"], ["user", "compact 3"], ["assistant", "ok"]]);
     });
 
     it("a disabled plugin's section is gone from the next call", async () => {

@@ -34,7 +34,11 @@ export interface Usage {
   total_tokens: number;
 }
 
-/** The provider compacted the context itself: it replaced the first `replaced` messages by `summary`. */
+/**
+ * The provider compacted the context itself: it replaced the first `replaced` messages of the
+ * request by `summary`, counted from the request's first message (a leading system message of the
+ * plugins' durable sections included: the host takes it off before it removes stored rows).
+ */
 export interface NativeCompaction {
   summary: string;
   replaced: number;

@@ -172,10 +172,14 @@ export class TurnService {
       // Text streams as it arrives (a turn with tool calls usually has none before its last call),
       // unless a plugin may replace the answer: then only the final `answer` event carries it.
       const stream: StreamOptions = events && !transforming ? { onDelta: (text) => events({ event: "delta", data: { text } }) } : {};
-      reply = await this.callProvider(turn, prompt, transcript, lastCall, () => auto("summarize", "overflow"), stream);
+      const sent = await this.callProvider(turn, prompt, transcript, lastCall, () => auto("summarize", "overflow"), stream);
+      reply = sent.reply;
       usage = sumUsage(usage, reply.usage);
-      if (reply.native_compaction) {
-        const native = reply.native_compaction;
+      if (reply.native_compaction && reply.native_compaction.replaced > sent.historyAt) {
+        // The provider counts the request's messages; the stored history starts after the plugins'
+        // durable section (not stored): counted from the request's first, one stored row too many
+        // was deleted, unsummarized. A compaction of that section alone changes nothing stored.
+        const native = { ...reply.native_compaction, replaced: reply.native_compaction.replaced - sent.historyAt };
         const prefix = [...turn.before];
         const out = await turn.compacting(() => this.compaction.applyNative(sessionId, prefix, native));
         if (out.compacted) compactions.push(out);
@@ -232,13 +236,16 @@ export class TurnService {
     noTools: boolean,
     compactForOverflow: () => Promise<CompactOutcome>,
     stream: StreamOptions,
-  ): Promise<ProviderReply> {
+  ): Promise<{ reply: ProviderReply; historyAt: number }> {
     const tools = noTools ? [] : this.tools.specs();
+    // Where the stored history starts in the request the reply answers (after the durable section).
+    let historyAt = 0;
     // Plugins' durable sections lead every model call of the session (not stored, so no compaction
     // can summarize them away), read afresh each call so a section set during the turn applies.
     const messages = (): ChatMessage[] => {
       const sections = this.promptSections(turn.chain);
       const system: ChatMessage[] = sections.length === 0 ? [] : [{ role: "system", content: sections.map((s) => s.text).join("\n\n") }];
+      historyAt = system.length;
       return [...system, ...turn.chat(), { role: "user", content: prompt.content }, ...transcript];
     };
     const attempt = async (): Promise<ProviderReply | ContextOverflowError> => {
@@ -252,12 +259,12 @@ export class TurnService {
     let reply = await attempt();
     // Injected context goes first: a plugin's injection never costs the user's history.
     if (reply instanceof ContextOverflowError && prompt.dropInjected(turn.sessionId)) reply = await attempt();
-    if (!(reply instanceof ContextOverflowError)) return reply;
+    if (!(reply instanceof ContextOverflowError)) return { reply, historyAt };
     const out = await compactForOverflow();
     if (!out.compacted) throw new AppError(422, "context_overflow", `${reply.message}; compaction could not make room (${out.skipped})`);
     const again = await attempt();
     if (again instanceof ContextOverflowError) throw new AppError(422, "context_overflow", `${again.message} (after compaction)`);
-    return again;
+    return { reply: again, historyAt };
   }
 }
 
