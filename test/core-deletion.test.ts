@@ -192,6 +192,25 @@ for (const db of TEST_DBS) {
       assert.deepEqual(override.body.deleted_ids, [recent]);
     });
 
+    // An outside probe's finding: the cascade takes the whole compaction chain, so pruning an old
+    // predecessor deleted its successor, a conversation in daily use.
+    it("prune keeps an old session whose delete would take a recent one (chain successor, child)", async () => {
+      const rotated = await create();
+      await seed(t.core, rotated, [["user", words(200, "a")], ["assistant", words(200, "b")], ["user", "c"], ["assistant", "d"]]);
+      const rot = await t.api("POST", `/v1/sessions/${rotated}/compress`, { kind: "summarize", rotate: true });
+      assert.equal(rot.body.compacted, true, JSON.stringify(rot.body));
+      const successor = rot.body.session_id as string;
+      const parent = await create();
+      const lone = await create();
+      clock.advance(31 * DAY);
+      assert.equal((await t.api("POST", `/v1/sessions/${successor}/turns`, { message: "still here" })).status, 200);
+      const child = await create({ parent_session_id: parent });
+      const res = await t.api("POST", "/v1/maintenance/prune", { dry_run: true });
+      const gone: string[] = res.body.would_delete_ids;
+      assert.ok(gone.includes(lone), "an old session with nothing recent attached goes");
+      for (const id of [rotated, successor, parent, child]) assert.ok(!gone.includes(id), `${id} kept`);
+    });
+
     it("ghost_prune removes rows whose parent or chain predecessor is gone", async () => {
       const ok = await create();
       await insertRaw("s_ghost_child", { parent_session_id: "s_never_existed" });

@@ -27,11 +27,21 @@ const selectors: Record<SweepName, (trx: Trx, now: number, p: SweepParams, c: Co
         and not exists (select 1 from messages m where m.session_id = s.id)
         and not exists (select 1 from sessions c where c.parent_session_id = s.id)
       order by s.created_at, s.id`.execute(trx)),
-  // Not updated for the retention period (children go with their parent).
-  prune: (trx, now, p, c) =>
-    ids(sql<{ id: string }>`select id from sessions
-      where updated_at < ${now - (p.older_than_days ?? c.retention.prune_after_days) * 86_400_000}
-      order by created_at, id`.execute(trx)),
+  // Not updated for the retention period, and nothing its delete would cascade to was either: the
+  // cascade takes children and the whole compaction chain, so an old predecessor took its live
+  // successor with it (a conversation rotated once was pruned while in daily use). Kept: the
+  // sessions a recent one is reachable from (its parent, its chain both ways, and theirs).
+  prune: (trx, now, p, c) => {
+    const cutoff = now - (p.older_than_days ?? c.retention.prune_after_days) * 86_400_000;
+    return ids(sql<{ id: string }>`with recursive kept(id) as (
+        select id from sessions where updated_at >= ${cutoff}
+        union select s.parent_session_id from kept k join sessions s on s.id = k.id where s.parent_session_id is not null
+        union select s.compacted_from from kept k join sessions s on s.id = k.id where s.compacted_from is not null
+        union select s.id from kept k join sessions s on s.compacted_from = k.id)
+      select id from sessions
+      where updated_at < ${cutoff} and id not in (select id from kept)
+      order by created_at, id`.execute(trx));
+  },
   // Rows pointing at a parent or chain predecessor that no longer exists; orphaned messages and
   // session KV rows (no session at all) are dropped in the same transaction.
   ghost_prune: async (trx) => {
