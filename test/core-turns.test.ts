@@ -189,14 +189,18 @@ for (const db of TEST_DBS) {
       assert.equal(bad.status, 422);
     });
 
-    it("stores a lone surrogate (a broken \\ud800 escape in the body) as U+FFFD, and the session stays readable", async () => {
+    it("takes a lone surrogate (a broken \\ud800 escape in the body) as U+FFFD everywhere, and the session stays readable", async () => {
       // SQLite decodes the escape JSON.stringify keeps for it to bytes that are not UTF-8, and the
-      // native driver aborted the process reading them back.
+      // native driver aborted the process reading them back. Then (an outside probe) the answer and
+      // the hooks had the surrogate while the history had U+FFFD.
       const id = await newSession();
+      rec.clear();
       const res = await t.api("POST", `/v1/sessions/${id}/turns`, '{"message":"x\\ud800y \\ud83d\\ude00"}');
       assert.equal(res.status, 200);
       const msgs = (await t.api("GET", `/v1/sessions/${id}/messages`)).body.messages;
       assert.equal(msgs[0].content, "x\ufffdy \u{1f600}");
+      assert.equal((rec.of("pre_llm_call")[0] as any).user_message, "x\ufffdy \u{1f600}");
+      assert.equal(res.body.reply, msgs[1].content, "the answer is what the history keeps");
       assert.equal((await t.api("POST", `/v1/sessions/${id}/turns`, { message: "again" })).status, 200);
     });
 

@@ -27,7 +27,15 @@ export const MessagesQuery = v.strictObject({ limit: v.optional(QueryInt(1, 10_0
 // A NUL is refused: the embedded database's reader ends a text at it, so the rest of the message
 // would be lost to every later read (history, compaction, sessions:read), as plugin KV refuses it.
 /** A turn's message, over HTTP and from the CLI alike. */
-export const TurnMessageText = v.pipe(v.string(), v.minLength(1), v.maxLength(100_000), v.check((m) => !m.includes("\u0000"), "a NUL character (U+0000) cannot be stored"));
+export const TurnMessageText = v.pipe(
+  v.string(),
+  v.minLength(1),
+  v.maxLength(100_000),
+  v.check((m) => !m.includes("\u0000"), "a NUL character (U+0000) cannot be stored"),
+  // A lone surrogate (an unpaired "\ud800" escape) is no text: stored, it became U+FFFD while the
+  // answer and the hooks had the original; now all of them see U+FFFD.
+  v.transform((m) => m.toWellFormed()),
+);
 
 export const TurnBody = v.strictObject({
   message: TurnMessageText,
