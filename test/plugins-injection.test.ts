@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { pluginDir, type PluginDir } from "./helpers/plugin-dir.ts";
 import { newSession, pluginInfo, startPluginServer, turn, type PluginServer } from "./helpers/plugins.ts";
 import { hostileModule } from "./helpers/wat-modules.ts";
+import { allEvents, postStreamedTurn } from "./helpers/sse.ts";
 
 const FLOOD = { name: "flood", version: "1.0.0", hooks: ["pre_llm_call"], commands: [], capabilities: [] };
 
@@ -61,11 +62,27 @@ describe("injected context: an injection flood", () => {
       assert.deepEqual(res.injected, [], "what overflowed was not sent");
       assert.deepEqual(res.compactions, []);
     }
+    // Streamed, the injection is not announced either (the event came before the drop).
+    const streamed = await allEvents(await postStreamedTurn(o.s.url, sid, "streamed words"));
+    const answer = streamed.find((e) => e.event === "answer")!.data;
+    assert.deepEqual(answer.injected, []);
+    assert.deepEqual(streamed.filter((e) => e.event === "injected"), [], "no injected event for context the model never got");
+    said.push("streamed words");
     const stored = (await o.s.api("GET", `/v1/sessions/${sid}/messages`)).body.messages;
     assert.deepEqual(
       stored.filter((m: any) => m.role === "user").map((m: any) => m.content),
       said,
       "every user message is still there, verbatim",
     );
+  });
+
+  it("streamed, an injection the model takes is announced before the answer's text", async () => {
+    const o = await server({});
+    open.push(o);
+    const sid = await newSession(o.s);
+    const events = await allEvents(await postStreamedTurn(o.s.url, sid, "hello"));
+    const names = events.map((e) => e.event);
+    assert.ok(names.indexOf("injected") > 0 && names.indexOf("injected") < names.indexOf("delta"), names.join(" "));
+    assert.deepEqual(events.find((e) => e.event === "injected")!.data.injected, events.at(-1)!.data.injected);
   });
 });

@@ -139,7 +139,6 @@ export class TurnService {
     });
     // Injected context rides on the current user message for this turn's model calls only.
     const injected = capInjections(sessionId, pre.injected, this.ctx.config.plugins.max_injected_chars_per_turn);
-    if (injected.length > 0) events?.({ event: "injected", data: { injected } });
 
     try {
       return await this.converse(turn, turnId, new TurnPrompt(text, injected), compactions, auto, events);
@@ -167,12 +166,21 @@ export class TurnService {
     let reply: ProviderReply | undefined;
     // A quarantined or cooling-off transform plugin is not called: the answer streams as it comes.
     const transforming = this.ctx.dispatcher.wouldCall("transform_llm_output");
+    // The injected context is announced once the model has taken it: a first call that overflowed
+    // dropped it after the event had said otherwise (and the answer's `injected` was empty).
+    let unannounced = events !== undefined && prompt.carried.length > 0;
+    const announce = () => {
+      if (!unannounced) return;
+      unannounced = false;
+      if (prompt.carried.length > 0) events!({ event: "injected", data: { injected: [...prompt.carried] } });
+    };
     for (let call = 0; call < MAX_MODEL_CALLS; call++) {
       const lastCall = call === MAX_MODEL_CALLS - 1;
       // Text streams as it arrives (a turn with tool calls usually has none before its last call),
       // unless a plugin may replace the answer: then only the final `answer` event carries it.
-      const stream: StreamOptions = events && !transforming ? { onDelta: (text) => events({ event: "delta", data: { text } }) } : {};
+      const stream: StreamOptions = events && !transforming ? { onDelta: (text) => (announce(), events({ event: "delta", data: { text } })) } : {};
       const sent = await this.callProvider(turn, prompt, transcript, lastCall, () => auto("summarize", "overflow"), stream);
+      announce();
       reply = sent.reply;
       usage = sumUsage(usage, reply.usage);
       if (reply.native_compaction && reply.native_compaction.replaced > sent.historyAt) {
