@@ -46,6 +46,9 @@ describe("hookbox CLI (operator)", () => {
       [["sessions", "sweep", "prune", "--grace-seconds", "3"], /^hookbox: unknown option '--grace-seconds'$/],
       [["sessions", "list", "--limit", "0"], /^hookbox: option '--limit <n>' argument '0' is invalid/],
       [["compress", "s_x", "--kind", "micro_summarize", "--rotate"], /^hookbox: --rotate applies to --kind summarize only$/],
+      // A session id the API would answer 400 invalid_id to (it was "not found", exit 1).
+      [["sessions", "show", "bad id"], /^hookbox: command-argument value 'bad id' is invalid for argument 'id'\. not a session id: ids are 1-128 chars/],
+      [["sessions", "delete", "s_ok", "bad/id"], /^hookbox: command-argument value 'bad\/id' is invalid for argument 'ids'\. not a session id/],
     ] as const) {
       const r = await cli(...argv);
       assert.equal(r.code, 2, argv.join(" "));

@@ -141,6 +141,15 @@ describe("reliability: bad input", () => {
     assert.match(res.body.error.message, /limit: must be a whole number from 1 to \d+/);
   });
 
+  // An outside probe: the second value of a repeated parameter was ignored without a word.
+  it("refuses a query parameter given twice", async () => {
+    for (const path of ["/v1/sessions?limit=5&limit=x", "/v1/sessions?limit=5&limit=5", `/v1/sessions/${fx.open}/messages?limit=1&limit=2`]) {
+      const res = await t.api("GET", path);
+      assert.equal(res.status, 400, path);
+      assert.deepEqual([res.body.error.code, res.body.error.message], ["invalid_query", "invalid query: limit: given 2 times, takes one value"], path);
+    }
+  });
+
   it("refuses bad queries and ids on the read endpoints without a 5xx", async () => {
     const paths = [
       "/v1/sessions?limit=abc",

@@ -1,6 +1,8 @@
 // What every CLI subcommand gets: where to print, the configuration, and the core (opened on first
 // use, closed by runCli). A subcommand module exports `register...(parent: Command, ctx)`.
 import { InvalidArgumentError } from "commander";
+import * as v from "valibot";
+import { Id } from "../http/validate.ts";
 import type { Config } from "../config.ts";
 import type { Core } from "../core.ts";
 
@@ -32,6 +34,15 @@ export const wholeNumber =
     if (!/^\d+$/.test(value) || n < min || n > max) throw new InvalidArgumentError(`must be a whole number from ${min} to ${max}`);
     return n;
   };
+
+/** Argument parser: a session id as the API takes one (another is a usage error, as the API's 400 `invalid_id`). */
+export function sessionId(value: string): string {
+  if (!v.is(Id, value)) throw new InvalidArgumentError(`not a session id: ids are 1-128 chars of [A-Za-z0-9_-]`);
+  return value;
+}
+
+/** Argument parser for `<ids...>`: each a session id. */
+export const sessionIds = (value: string, previous: string[] = []): string[] => [...previous, sessionId(value)];
 
 /** Option parser: a number above (or, with `orZero`, at least) 0. */
 export const positiveNumber =

@@ -10,7 +10,7 @@ import type { RemoveResult } from "../deletion/service.ts";
 import type { SweepName, SweepParams } from "../maintenance/sweeps.ts";
 import { pageCursor } from "../sessions/service.ts";
 import { messageView, sessionView } from "../sessions/view.ts";
-import { positiveNumber, wholeNumber, type CliContext } from "./context.ts";
+import { positiveNumber, sessionId, sessionIds, wholeNumber, type CliContext } from "./context.ts";
 import { TurnMessageText } from "../http/sessions.ts";
 import { check, Profile } from "../http/validate.ts";
 
@@ -40,13 +40,13 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
   sessions
     .command("show")
     .description("print one session (JSON)")
-    .argument("<id>")
+    .argument("<id>", "session id", sessionId)
     .action(async (id: string) => io.out(JSON.stringify(sessionView(await (await ctx.core()).sessions.get(id)), null, 2)));
 
   sessions
     .command("messages")
     .description("print a session's messages in order")
-    .argument("<id>")
+    .argument("<id>", "session id", sessionId)
     .option("--limit <n>", "only the last n messages", wholeNumber(1, 10_000))
     .option("--json", "print JSON")
     .action(async (id: string, o: { limit?: number; json?: boolean }) => {
@@ -59,9 +59,9 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
     sessions
       .command(action)
       .description(action === "delete" ? "delete sessions (their child sessions and compaction chain go with them)" : "archive sessions")
-      .argument("<ids...>", 'session ids, or "-" to read them from standard input (separated by spaces or lines: more than a command line holds)')
+      .argument("<ids...>", 'session ids, or "-" to read them from standard input (separated by spaces or lines: more than a command line holds)', sessionIds)
       .action(async (given: string[]) => {
-        const ids = given.length === 1 && given[0] === "-" ? await idsFromStdin() : given;
+        const ids = given.length === 1 && given[0] === "-" ? await idsFromStdin(ctx) : given;
         if (ids.length === 0) throw ctx.usage("no session ids on standard input");
         const core = await ctx.core();
         await requireExisting(core, ids);
@@ -78,7 +78,7 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
   sessions
     .command("unarchive")
     .description("bring archived sessions back")
-    .argument("<ids...>")
+    .argument("<ids...>", "session ids", sessionIds)
     .action(async (ids: string[]) => {
       const core = await ctx.core();
       await requireExisting(core, ids);
@@ -93,7 +93,7 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
   program
     .command("compress")
     .description("compact a session's stored conversation")
-    .argument("<id>")
+    .argument("<id>", "session id", sessionId)
     .addOption(new Option("--kind <kind>", "how to compact").choices(COMPACTION_KINDS).default("summarize"))
     .option("--rotate", "summarize into a new session (kind summarize only)")
     .action(async (id: string, o: { kind: CompactionKind; rotate?: boolean }) => {
@@ -109,7 +109,7 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
   program
     .command("turn")
     .description("run one turn (or /command) in a session and print the answer")
-    .argument("<id>")
+    .argument("<id>", "session id", sessionId)
     .argument("<message...>")
     .option("--json", "print the whole turn result as JSON")
     // A command's own flags are part of the message: `turn ID /exit --delete`, `/compress --rotate`.
@@ -185,8 +185,16 @@ function registerSweeps(sweep: Command, ctx: CliContext): void {
 }
 
 /** Session ids read from standard input to its end: words separated by spaces or lines. */
-async function idsFromStdin(): Promise<string[]> {
+async function idsFromStdin(ctx: CliContext): Promise<string[]> {
   let text = "";
   for await (const chunk of process.stdin) text += String(chunk);
-  return text.split(/\s+/).filter((id) => id !== "");
+  const ids = text.split(/\s+/).filter((id) => id !== "");
+  for (const id of ids) {
+    try {
+      sessionId(id);
+    } catch (err) {
+      throw ctx.usage(`${JSON.stringify(id.slice(0, 140))} on standard input is ${(err as Error).message}`);
+    }
+  }
+  return ids;
 }

@@ -54,6 +54,9 @@ export async function readBody<S extends v.GenericSchema>(c: Context, schema: S)
 }
 
 export function readQuery<S extends v.GenericSchema>(c: Context, schema: S): v.InferOutput<S> {
+  // A parameter given twice (?limit=5&limit=x) is refused: query() keeps the first, the rest unseen.
+  const repeated = Object.entries(c.req.queries()).find(([, values]) => values.length > 1);
+  if (repeated) throw new AppError(400, "invalid_query", `invalid query: ${repeated[0]}: given ${repeated[1].length} times, takes one value`);
   return check(schema, c.req.query(), "query", "invalid_query");
 }
 
