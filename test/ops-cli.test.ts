@@ -111,6 +111,11 @@ describe("hookbox CLI (operator)", () => {
     const msgs = await cli("sessions", "messages", s);
     assert.match(msgs.out, /^1\tuser\tcalc \(2\+3\)\*4/);
     assert.ok(JSON.parse((await cli("sessions", "messages", s, "--json")).out).length >= 2);
+    // Control characters print as escapes: a message cannot clear the screen or forge a line.
+    const escapes = await create();
+    await seed(t.core, escapes, [["user", "a\u001b[2Jb\nc\u202ed"]]);
+    assert.equal((await cli("sessions", "messages", escapes)).out, "1\tuser\ta\\u001b[2Jb\\u000ac\\u202ed");
+    assert.equal(JSON.parse((await cli("sessions", "messages", escapes, "--json")).out)[0].content, "a\u001b[2Jb\nc\u202ed", "--json keeps the text");
     const none = await cli("compress", s);
     assert.equal(none.code, 0);
     assert.match(none.out, /^nothing compacted \(empty\): .*kept as they are/);

@@ -10,7 +10,7 @@ import type { RemoveResult } from "../deletion/service.ts";
 import type { SweepName, SweepParams } from "../maintenance/sweeps.ts";
 import { pageCursor } from "../sessions/service.ts";
 import { messageView, sessionView } from "../sessions/view.ts";
-import { positiveNumber, sessionId, sessionIds, wholeNumber, type CliContext } from "./context.ts";
+import { positiveNumber, printable, sessionId, sessionIds, wholeNumber, type CliContext } from "./context.ts";
 import { TurnMessageText } from "../http/sessions.ts";
 import { check, Profile } from "../http/validate.ts";
 
@@ -52,7 +52,7 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
     .action(async (id: string, o: { limit?: number; json?: boolean }) => {
       const rows = (await (await ctx.core()).sessions.messages(id, o.limit)).map(messageView);
       if (o.json) io.out(JSON.stringify(rows));
-      else for (const m of rows) io.out(`${m.seq}\t${m.role}${m.tool_name ? `(${m.tool_name})` : ""}\t${m.content}`);
+      else for (const m of rows) io.out(`${m.seq}\t${m.role}${m.tool_name ? `(${m.tool_name})` : ""}\t${printable(m.content)}`);
     });
 
   for (const action of ["delete", "archive"] as const) {

@@ -9,7 +9,7 @@ import { suggest } from "../util/suggest.ts";
 import { PluginNotFoundError, type PluginInfo } from "./host.ts";
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { wholeNumber } from "../cli/context.ts";
+import { printable, wholeNumber } from "../cli/context.ts";
 import { callPlugin, formatCallReport, type CallTarget } from "./call.ts";
 import type { PluginLogEntry } from "./logs.ts";
 import { buildPlugins, pluginNameProblem, scaffoldPlugin, SCAFFOLD_LANGS, type ScaffoldLang } from "./scaffold.ts";
@@ -148,7 +148,7 @@ function registerAuthorCommands(plugins: Command, ctx: CliContext): void {
       const path = `/v1/plugins/${encodeURIComponent(name)}/logs${query.size ? `?${query}` : ""}`;
       const body = (await fromServer(ctx, o.url ?? true, path, "the log ring lives in the serving process")) as { logs?: PluginLogEntry[] };
       if (o.json) io.out(JSON.stringify(body, null, 2));
-      else for (const l of body.logs ?? []) io.out(`${l.seq} ${l.t} ${l.level.padEnd(5)} ${l.source.padEnd(7)} ${l.message}`);
+      else for (const l of body.logs ?? []) io.out(`${l.seq} ${l.t} ${l.level.padEnd(5)} ${l.source.padEnd(7)} ${printable(l.message)}`);
     });
 }
 
@@ -203,5 +203,5 @@ function describe(p: PluginInfo): string {
   if (s?.failing_hook) parts.push(`failing hook: ${s.failing_hook}`);
   if (p.unknown_hooks.length > 0) parts.push(`unknown hooks (ignored): ${p.unknown_hooks.join(",")}`);
   if (p.unknown_fields.length > 0) parts.push(`unknown manifest fields (ignored): ${p.unknown_fields.join(", ")}`);
-  return parts.join("  ");
+  return printable(parts.join("  "));
 }
