@@ -185,6 +185,19 @@ for (const db of TEST_DBS) {
       }
     });
 
+    // An outside probe: each node's lock is its own, so both resets succeeded (two successors, every
+    // hook twice) in 10 rounds of 10.
+    it("two nodes resetting one session at once: one resets it, the other is refused as ended", async () => {
+      for (let round = 0; round < 4; round++) {
+        const sid = await newSession(a, `reset-${round}`);
+        const [ra, rb] = await Promise.all([api(a, "POST", `/v1/sessions/${sid}/reset`, {}), api(b, "POST", `/v1/sessions/${sid}/reset`, {})]);
+        assert.deepEqual([ra.status, rb.status].sort(), [201, 409], JSON.stringify([ra.body, rb.body]));
+        assert.equal([ra, rb].find((r) => r.status === 409)!.body.error.code, "session_ended");
+        const successors = await client.execute({ sql: "select count(*) as n from sessions where user_id = ? and id <> ?", args: [`reset-${round}`, sid] });
+        assert.equal(Number(successors.rows[0]!.n), 1, "one new session");
+      }
+    });
+
     it("one Idempotency-Key sent to both nodes at once runs the request once", async () => {
       const sid = await newSession(a, "idem");
       for (let round = 0; round < 5; round++) {

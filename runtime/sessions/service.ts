@@ -222,8 +222,12 @@ export class SessionService {
   async reset(id: string): Promise<SessionRow> {
     return this.ctx.sessionLocks.run(id, async () => {
       const old = await this.get(id);
-      if (old.ended_at !== null) throw conflict("session_ended", `session ${id} has ended; reset starts from an open session`);
-      await this.markEnded(id, "reset");
+      const ended = () => conflict("session_ended", `session ${id} has ended; reset starts from an open session`);
+      if (old.ended_at !== null) throw ended();
+      // The lock is this process's: another node may have ended (or reset) it since the read; the
+      // conditional update tells, and then this reset is the one refused (two nodes both reset it,
+      // two successors and every hook twice).
+      if (!(await this.markEnded(id, "reset"))) throw ended();
       await emitSessionEnd(this.ctx, id, "reset");
       const fresh = await this.create({
         profile: old.profile,
