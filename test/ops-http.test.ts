@@ -233,6 +233,31 @@ describe("operations endpoints", () => {
     assert.notEqual(again.body.session.id, first.body.session.id);
     assert.equal((await s.api("POST", "/v1/sessions", { profile: "b" }, key)).body.session.id, again.body.session.id, "and replays the new answer");
   });
+
+  // An outside multi-node probe: the claim committed on sqld, its answer was lost, the client got a
+  // 503 "retry", and every retry waited 60 s for a 409 until the claim went stale 10 minutes later.
+  it("a claim whose commit answer was lost is given back: the retry runs the request", async () => {
+    const storage = s.core.storage as { write: (...args: never[]) => Promise<unknown> };
+    const write = storage.write;
+    let lose = true;
+    storage.write = async (...args: never[]) => {
+      const done = await write.apply(s.core.storage, args);
+      if (!lose) return done;
+      lose = false;
+      throw new TypeError("fetch failed"); // what the client throws when the server's answer is lost
+    };
+    try {
+      const key = { "idempotency-key": "lost-claim-1" };
+      const first = await s.api("POST", "/v1/sessions", { profile: "lost" }, key);
+      assert.equal(first.status, 503, JSON.stringify(first.body));
+      const t0 = Date.now();
+      const retry = await s.api("POST", "/v1/sessions", { profile: "lost" }, key);
+      assert.equal(retry.status, 201, JSON.stringify(retry.body));
+      assert.ok(Date.now() - t0 < 10_000, "the retry did not wait for the claim");
+    } finally {
+      storage.write = write;
+    }
+  });
 });
 
 describe("readiness", () => {

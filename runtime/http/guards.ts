@@ -1,6 +1,6 @@
 // Cross-cutting HTTP guards: requests plugins make refused, bearer token, and Idempotency-Key replay
 // for mutating requests.
-import { createHash, timingSafeEqual } from "node:crypto";
+import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
 import type { MiddlewareHandler } from "hono";
 import { PLUGIN_REQUEST_HEADER } from "../../host-api/request-mark.ts";
 import type { Core } from "../core.ts";
@@ -64,9 +64,19 @@ export function idempotency(core: Core): MiddlewareHandler {
     const hash = digest(`${c.req.method} ${url.pathname}${url.search}${wantsEventStream(c) ? " sse" : ""}\n${await c.req.text()}`).toString("hex");
     return locks.run(key, async () => {
       const waitUntil = Date.now() + CLAIM_WAIT_MS;
+      // This request's claim, told from another's (a stale claim taken over, a lost answer).
+      const owner = randomUUID();
       for (;;) {
         const now = core.now();
-        const claimed = await claim(core, key, hash, now, ttlMs);
+        let claimed: boolean;
+        try {
+          claimed = await claim(core, key, hash, owner, now, ttlMs);
+        } catch (err) {
+          // The claim may have committed with its answer lost on the way back (the database or the
+          // network failed): left, it held the key 10 minutes while the request never ran.
+          await release(core, key, owner);
+          throw err;
+        }
         if (claimed) break;
         const seen = await core.storage.db.selectFrom("idempotency").selectAll().where("key", "=", key).executeTakeFirst();
         if (!seen) continue; // given back (a 5xx) or expired meanwhile: claim again
@@ -84,11 +94,11 @@ export function idempotency(core: Core): MiddlewareHandler {
       try {
         await next();
       } catch (err) {
-        await release(core, key);
+        await release(core, key, owner);
         throw err;
       }
       if (c.res.status >= 500) {
-        await release(core, key);
+        await release(core, key, owner);
         return;
       }
       const status = c.res.status;
@@ -105,7 +115,7 @@ export function idempotency(core: Core): MiddlewareHandler {
               .set({ status, response, content_type: contentType })
               .where("key", "=", key)
               .where("status", "=", 0)
-              .where("request_hash", "=", hash)
+              .where("response", "=", owner)
               .execute();
           });
         // The request is done and its answer in hand: a database that cannot take the answer right
@@ -156,8 +166,9 @@ const CLAIM_WAIT_MS = 60_000;
 const CLAIM_STALE_MS = 10 * 60_000;
 
 /** Takes the key in one statement: free, expired, or a dead process's claim. True when taken. */
-async function claim(core: Core, key: string, hash: string, now: number, ttlMs: number): Promise<boolean> {
-  const row = { key, request_hash: hash, status: 0, response: "", created_at: now };
+/** Takes `key` for this request (a claim is status 0; its `response` names its owner until the answer replaces it). */
+async function claim(core: Core, key: string, hash: string, owner: string, now: number, ttlMs: number): Promise<boolean> {
+  const row = { key, request_hash: hash, status: 0, response: owner, created_at: now };
   const res = await core.storage.write((trx) =>
     trx
       .insertInto("idempotency")
@@ -184,7 +195,8 @@ async function claim(core: Core, key: string, hash: string, now: number, ttlMs: 
  * the database went away cannot give it back now either: it does as soon as the database is back
  * (otherwise every retry waited a minute and was refused, until the claim went stale).
  */
-async function release(core: Core, key: string): Promise<void> {
-  const give = () => core.storage.write((trx) => trx.deleteFrom("idempotency").where("key", "=", key).where("status", "=", 0).execute());
+async function release(core: Core, key: string, owner: string): Promise<void> {
+  // Only this request's claim: another's (it took a stale one over) is not given away.
+  const give = () => core.storage.write((trx) => trx.deleteFrom("idempotency").where("key", "=", key).where("status", "=", 0).where("response", "=", owner).execute());
   await give().catch((err: unknown) => writeLater(key, "key given back", give, err));
 }
