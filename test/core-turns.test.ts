@@ -204,6 +204,34 @@ for (const db of TEST_DBS) {
       assert.equal((await t.api("POST", `/v1/sessions/${id}/turns`, { message: "again" })).status, 200);
     });
 
+    // An outside multi-node probe: sqld committed a turn's messages and the answer was lost; the
+    // turn answered 503 "nothing was changed", and the client's retry stored the turn twice (3 of 3).
+    it("a turn whose commit answer was lost, though it committed, answers as done and is stored once", async () => {
+      const id = await newSession();
+      const storage = t.core.storage as { batch: (...args: never[]) => Promise<unknown> };
+      const batch = storage.batch;
+      let lose = true;
+      storage.batch = async (...args: never[]) => {
+        const done = await batch.apply(t.core.storage, args);
+        const items = args[0] as unknown as Array<{ sql?: string }>;
+        if (lose && items.some((i) => i.sql?.startsWith("insert into messages"))) {
+          lose = false;
+          throw new TypeError("fetch failed");
+        }
+        return done;
+      };
+      try {
+        const res = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "only once" });
+        assert.equal(res.status, 200, JSON.stringify(res.body));
+        assert.equal(lose, false, "the commit's answer was lost");
+      } finally {
+        storage.batch = batch;
+      }
+      const msgs = (await t.api("GET", `/v1/sessions/${id}/messages`)).body.messages;
+      assert.deepEqual(msgs.map((m: any) => m.role), ["user", "assistant"]);
+      assert.equal(msgs[0].content, "only once");
+    });
+
     it("serializes parallel turns on one session without losing messages", async () => {
       const id = await newSession();
       const n = 12;

@@ -183,7 +183,13 @@ export class SessionService {
         { sql: TOUCH_SQL, args: [id, added, now] },
       ]);
     } catch (err) {
-      if (!isGuardFailure(err)) throw err;
+      if (!isGuardFailure(err)) {
+        // The answer may have been lost after the batch committed (a database server, or the
+        // network to it, that died then): "nothing was stored" made a retry store the turn twice.
+        const stored = await this.appendedAfter(id, values, expectedTop).catch(() => undefined);
+        if (stored) return stored;
+        throw err;
+      }
     }
     const [, inserted, touched] = results ?? [];
     const top = touched?.rows[0];
@@ -194,6 +200,16 @@ export class SessionService {
       throw conflict("session_busy", `session ${id} got another turn meanwhile (another process); nothing of this turn was stored: send it again`);
     }
     return { seqs: inserted.rows.map((r) => Number(r.seq)).sort((a, b) => a - b), token_estimate: Number(top.token_estimate) };
+  }
+
+  /** `values` as the session's messages right after `top`, and nothing after them: the append committed. */
+  private async appendedAfter(id: string, values: ReadonlyArray<{ role: string; content: string; tool_name: string | null }>, top: number) {
+    const [rows, session] = await Promise.all([
+      this.ctx.storage.db.selectFrom("messages").select(["seq", "role", "content", "tool_name"]).where("session_id", "=", id).where("seq", ">", top).orderBy("seq").execute(),
+      this.find(id),
+    ]);
+    const same = rows.length === values.length && rows.every((r, i) => r.seq === top + i + 1 && r.role === values[i]!.role && r.content === values[i]!.content && r.tool_name === values[i]!.tool_name);
+    return same && session ? { seqs: rows.map((r) => r.seq), token_estimate: session.token_estimate } : undefined;
   }
 
   /** Drops messages from `seq` on (a failed turn's own messages). */
