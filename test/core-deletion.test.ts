@@ -8,6 +8,7 @@ import { runCli } from "../runtime/cli.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { recordHooks, type HookRecorder } from "./helpers/hooks.ts";
 import { manualClock, seed, words } from "./helpers/seed.ts";
+import { callbackSubscriber } from "../hooks/dispatcher.ts";
 
 const DAY = 86_400_000;
 
@@ -209,6 +210,25 @@ for (const db of TEST_DBS) {
       const gone: string[] = res.body.would_delete_ids;
       assert.ok(gone.includes(lone), "an old session with nothing recent attached goes");
       for (const id of [rotated, successor, parent, child]) assert.ok(!gone.includes(id), `${id} kept`);
+    });
+
+    // An outside multi-node probe: a node archived a session another node deleted right after; its
+    // hook fired, and it answered 404 (it read the row again after the archive).
+    it("an archive that flipped the session says so though the session was deleted right after", async () => {
+      const id = await create();
+      let deletedDuringHook = false;
+      t.core.dispatcher.subscribe(
+        callbackSubscriber("deleter", ["on_session_delete"], async (p) => {
+          const e = p as { reason: string; deleted_ids: string[] };
+          if (e.reason !== "archive" || !e.deleted_ids.includes(id)) return;
+          await t.core.deletion.remove({ reason: "delete", ids: [id] });
+          deletedDuringHook = true;
+        }),
+      );
+      const res = await t.api("POST", `/v1/sessions/${id}/archive`, {});
+      assert.equal(deletedDuringHook, true);
+      assert.deepEqual([res.status, res.body.archived, res.body.session?.id, res.body.session?.archived], [200, true, id, true], JSON.stringify(res.body));
+      t.core.dispatcher.unsubscribe("deleter");
     });
 
     it("ghost_prune removes rows whose parent or chain predecessor is gone", async () => {

@@ -112,9 +112,11 @@ export function sessionRoutes(core: Core): Hono {
   app.post("/:id/archive", async (c) => {
     const id = readId(c);
     await readBody(c, Empty);
-    await core.sessions.get(id);
+    const before = await core.sessions.get(id);
     const res = await core.deletion.remove({ reason: "archive", ids: [id] });
-    const session = await core.sessions.find(id);
+    // Deleted right after this archive (by another node, or a plugin's hook): the archive happened
+    // and its hook fired, so the answer says so, with the row as it was archived.
+    const session = (await core.sessions.find(id)) ?? (res.fired ? { ...before, archived: 1 } : undefined);
     if (!session) throw notFound("session", id);
     return c.json({ session: sessionView(session), archived: res.fired });
   });
