@@ -8,7 +8,7 @@
 //   node plugins-wasm/build.mjs [name ...]           plugins of this folder (and hostile/) by name
 //   node plugins-wasm/build.mjs PATH [PATH ...]      plugin folders anywhere, or folders of plugins
 import { spawnSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -38,7 +38,8 @@ function collect() {
 const COMPILER_ENV = Object.fromEntries(["PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "SYSTEMROOT"].filter((k) => process.env[k] !== undefined).map((k) => [k, process.env[k]]));
 
 function run(cmd, args) {
-  const r = spawnSync(cmd, args, { encoding: "utf8", env: COMPILER_ENV });
+  // A bound on the compiler's time: a source that is a FIFO (or any read that never ends) would hold the build.
+  const r = spawnSync(cmd, args, { encoding: "utf8", env: COMPILER_ENV, timeout: 300_000 });
   if (r.error) return `${cmd}: ${r.error.message}`;
   return r.status === 0 ? null : `${r.stderr}${r.stdout}`.trim() || `${cmd} exited with ${r.status}`;
 }
@@ -57,7 +58,7 @@ const LANGUAGES = {
         [relative(base, source), "--outFile", relative(base, out), "--baseDir", base, ...AS_FLAGS, "--use", `abort=${abort}`,
           // The plugin's own node_modules first, then this repo's (where the library is linked).
           ...(external ? ["--path", join(root, "node_modules")] : [])],
-        { stdout: collect(), stderr, readFile: readSource },
+        { stdout: collect(), stderr, readFile: sourceReader(dir) },
       );
       return error ? `${error.message}\n${stderr}` : null;
     },
@@ -69,9 +70,15 @@ const LANGUAGES = {
         : "";
       return rustMissing || null;
     },
-    refused: (dir) => refusedIn(dir, [".rs"], RUST_REFUSED),
-    build: (_dir, source, out) =>
-      run(RUSTC, ["--edition", "2021", "--target", "wasm32-unknown-unknown", "--crate-type", "cdylib", "-O", "-C", "panic=abort", "-C", "strip=symbols", source, "-o", out]),
+    build(dir, source, out) {
+      // rustc says what the build read: every source file (include!, include_str!, include_bytes!,
+      // #[path] modules among them) and every variable env! or option_env! asked for.
+      const deps = `${out}.d`;
+      const failed = run(RUSTC, ["--edition", "2021", "--target", "wasm32-unknown-unknown", "--crate-type", "cdylib", "-O", "-C", "panic=abort", "-C", "strip=symbols", "--emit", `dep-info=${deps},link=${out}`, source]);
+      const outside = failed ?? rustReadOutside(dir, existsSync(deps) ? readFileSync(deps, "utf8") : "");
+      rmSync(deps, { force: true });
+      return outside;
+    },
   },
   "plugin.c": {
     missing() {
@@ -81,56 +88,115 @@ const LANGUAGES = {
           : "";
       return clangMissing || null;
     },
-    refused: (dir) => refusedIn(dir, [".c", ".h"], C_REFUSED, cAsPreprocessed),
-    build: (_dir, source, out) =>
-      run(CLANG, ["--target=wasm32-wasi", `--sysroot=${WASI_SYSROOT}`, "-mexec-model=reactor", "-O2", "-Wl,--strip-all", "-o", out, source]),
+    build(dir, source, out) {
+      // Preprocessed first: the text the compiler gets, every #include (and its file) named in its
+      // line markers, every macro expanded; checked, then that very text is compiled.
+      const target = ["--target=wasm32-wasi", `--sysroot=${WASI_SYSROOT}`];
+      const pre = `${out}.i`;
+      try {
+        const failed = run(CLANG, [...target, "-E", "-o", pre, source]) ?? cReadOutside(dir, readFileSync(pre, "utf8"));
+        return failed ?? run(CLANG, [...target, "-mexec-model=reactor", "-O2", "-Wl,--strip-all", "-x", "cpp-output", "-o", out, pre]);
+      } finally {
+        rmSync(pre, { force: true });
+      }
+    },
   },
 };
 
-/**
- * asc's file reader, but for the plugin folder's asconfig.json, which is never read: it would give
- * the compiler its options, a "transform" among them (JavaScript asc runs in this process).
- */
-const readSource = (file, dir) => (file === "asconfig.json" ? Promise.resolve(null) : readFile(join(dir, file), "utf8").catch(() => null));
+// What a build may read besides the plugin's folder: this repo's plugin library, and for C the
+// system's headers (the WASI sysroot's and clang's own).
+const LIB_DIRS = [join(here, "lib"), join(root, "node_modules", LIB_PACKAGE)];
+let clangHeaders;
+const C_HEADER_DIRS = () =>
+  (clangHeaders ??= [join(WASI_SYSROOT, "include"), join(spawnSync(CLANG, ["-print-resource-dir"], { encoding: "utf8", env: COMPILER_ENV }).stdout.trim(), "include")]);
 
-// What reads the builder's files or environment into a module at compile time, found by a plain
-// scan of the folder's sources (comments and strings included: the message names the line, which
-// an author can reword). C is scanned as its preprocessor reads it: lines joined at a backslash,
-// the digraphs %: and %:%: as # and ##.
-const RUST_REFUSED = [
-  [
-    /\b(include_bytes|include_str|option_env|cfg_attr)\b|\b(include|env)\s*!(?!=)|(::|\{|,)\s*(include|env)\b/,
-    "include!, include_bytes!, include_str!, env!, option_env! (under any name) and cfg_attr read or can read the builder's files or environment",
-  ],
-  [/\$\s*[A-Za-z_]\w*\s*!(?!=)/, "a macro invoked through a macro variable ($name!) can be include! or env!"],
-  [/#\s*!?\s*\[\s*path\b/, "#[path] makes a module of any file of the builder's"],
-];
-const C_REFUSED = [
-  [/\b(asm|__asm|__asm__|incbin)\b/, "inline assembly (.incbin) reads the builder's files"],
-  [/#\s*embed\b|\b__has_embed\b/, "#embed reads the builder's files"],
-  [/##/, "token pasting can spell asm"],
-  [/#\s*(include|include_next|import)\b\s*([^\s<"]|[<"](\/|[^>"\n]*\.\.))/, "an #include names a header of the folder or the system's: no absolute path, no .., no computed name"],
-];
-const cAsPreprocessed = (text) => text.replace(/\\\r?\n/g, "").replaceAll("%:", "#");
+const realOrSelf = (p) => {
+  try {
+    return realpathSync(p);
+  } catch {
+    return resolve(p);
+  }
+};
+/** Whether `file` is (really: links resolved) inside one of `dirs`. */
+const inside = (file, dirs) => dirs.some((d) => {
+  const rel = relative(realOrSelf(d), realOrSelf(file));
+  return rel === "" || (!rel.startsWith("..") && !isAbsolute(rel));
+});
+const refusal = (what) => `refused: ${what} (the build compiles source it does not trust: it reads the plugin's folder and the toolchain's own files only)`;
 
 /**
- * The first construct of `rules` in the folder's `exts` files, as "file:line: refused: why", or
- * null; a symbolic link in the folder is refused too (a header or module that is a host file).
+ * asc's file reader for a plugin in `dir`: the plugin's folder (its node_modules too) and the
+ * plugin library only. Never the folder's asconfig.json: it would give the compiler its options, a
+ * "transform" among them (JavaScript asc runs in this process). An import of any other file (a
+ * secret in TypeScript syntax is AssemblyScript) fails as a file that is not there.
  */
-function refusedIn(dir, exts, rules, prepare = (text) => text) {
-  const entries = readdirSync(dir, { recursive: true, withFileTypes: true });
-  for (const e of entries) {
-    const file = join(e.parentPath ?? e.path, e.name);
-    if (e.isSymbolicLink()) return `${relative(dir, file)}: refused: a symbolic link (it can name any file of the builder's; the build compiles source it does not trust)`;
-    if (!e.isFile() || !exts.some((x) => e.name.endsWith(x))) continue;
-    const lines = prepare(readFileSync(file, "utf8")).split("\n");
-    for (let i = 0; i < lines.length; i++) {
-      const hit = rules.find(([re]) => re.test(lines[i]));
-      if (hit) return `${relative(dir, file)}:${i + 1}: refused: ${hit[1]} (the build compiles source it does not trust)\n  ${lines[i].trim().slice(0, 200)}`;
-    }
+const sourceReader = (dir) => (file, base) => {
+  const path = resolve(base, file);
+  if (file === "asconfig.json" || !inside(path, [dir, ...LIB_DIRS]) || !isFile(path)) return Promise.resolve(null);
+  return readFile(path, "utf8").catch(() => null);
+};
+const isFile = (path) => {
+  try {
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
+};
+
+/** rustc's dep-info names a file outside `dir`, or an environment variable read: the refusal, else null. */
+function rustReadOutside(dir, depInfo) {
+  const env = /^# env-dep:([^=\s]+)/m.exec(depInfo);
+  if (env) return refusal(`the source reads the environment variable ${env[1]} (env!, option_env!)`);
+  for (const line of depInfo.split("\n")) {
+    if (line.startsWith("#") || !line.includes(": ")) continue;
+    // "target: deps", space-separated ("\ " is a space in a name), relative to rustc's directory (ours).
+    const deps = line.slice(line.indexOf(": ") + 2).split(/(?<!\\) /).filter(Boolean).map((d) => d.replaceAll("\\ ", " "));
+    const outside = deps.find((d) => !inside(resolve(d), [dir]));
+    if (outside) return refusal(`the source reads ${outside} (include!, include_str!, include_bytes!, #[path])`);
   }
   return null;
 }
+
+/**
+ * The preprocessed C names a file outside `dir` and the system's headers, or the plugin's own files
+ * hold inline assembly (after macro expansion, with comments gone: a keyword cannot hide): the
+ * refusal, else null. Strings are not told apart (a plain scan): "asm" in one is refused too.
+ */
+function cReadOutside(dir, text) {
+  let own = true;
+  for (const line of text.split("\n")) {
+    const marker = /^# \d+ "((?:[^"\\]|\\.)*)"/.exec(line);
+    if (marker) {
+      const file = marker[1].replace(/\\(.)/g, "$1");
+      if (file.startsWith("<")) continue; // <built-in>, <command line>
+      own = inside(resolve(file), [dir]);
+      if (!own && !inside(resolve(file), C_HEADER_DIRS())) return refusal(`the source includes ${file}`);
+      continue;
+    }
+    const asm = own && /(?<![\w$])(asm|__asm|__asm__)(?![\w$])/.exec(line);
+    if (asm) return refusal(`inline assembly (${asm[1]}) can read any file (.incbin)`);
+  }
+  return null;
+}
+
+/**
+ * A symbolic link in the plugin's folder (a module or header that is a host file; an output file
+ * the compiler or this build writes through), or anything but files and folders (a FIFO holds a
+ * read forever): the refusal, else null. A plugin's own node_modules may link its packages; the
+ * AssemblyScript reader takes nothing from outside the folder and the library anyway.
+ */
+function oddEntryIn(dir) {
+  for (const e of readdirSync(dir, { recursive: true, withFileTypes: true })) {
+    const path = join(e.parentPath ?? e.path, e.name);
+    if (e.isFile() || e.isDirectory() || (e.isSymbolicLink() && relative(dir, path).split(/[\\/]/).includes("node_modules"))) continue;
+    return `${printable(relative(dir, path))}: ${refusal(e.isSymbolicLink() ? "a symbolic link can name any file of the builder's" : "only files and folders")}`;
+  }
+  return null;
+}
+
+// Compiler output quotes the plugin's source: its control characters (a terminal's escape
+// sequences) are shown as \uXXXX; lines stay lines.
+const printable = (text) => text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
 
 /** True when `cmd args` cannot run or its output fails `ok`. */
 function toolMissing(cmd, args, ok) {
@@ -177,12 +243,15 @@ async function build(dir) {
   const tmp = join(dir, ".plugin.wasm.tmp");
   const marker = join(dir, "plugin.build-error");
   rmSync(tmp, { force: true });
-  const error = lang.refused?.(dir) ?? (await lang.build(dir, join(dir, file), tmp));
+  const found = oddEntryIn(dir) ?? (await lang.build(dir, join(dir, file), tmp));
+  const error = found === null ? null : printable(found);
   if (error || !existsSync(tmp)) {
     // Never leave the previous build looking current.
     rmSync(out, { force: true });
     rmSync(tmp, { force: true });
-    writeFileSync(marker, `${error ?? "no output"}\n`);
+    // A new file, never one the folder left there (a link would have it written elsewhere).
+    rmSync(marker, { force: true });
+    writeFileSync(marker, `${error ?? "no output"}\n`, { flag: "wx" });
     return { error: error ?? "the compiler wrote no plugin.wasm" };
   }
   renameSync(tmp, out);

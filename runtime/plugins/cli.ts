@@ -183,7 +183,7 @@ async function readPayload(from: string): Promise<string> {
 
 function build(ctx: CliContext, paths: string[]): void {
   const r = buildPlugins(paths);
-  for (const line of r.output.split("\n")) if (line) ctx.io.out(line);
+  for (const line of r.output.split("\n")) if (line) ctx.io.out(printable(line));
   if (!r.ok) throw new AppError(422, "build_failed", "build failed (see above); the plugin keeps no plugin.wasm until it builds");
 }
 
