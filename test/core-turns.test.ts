@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { TEST_DBS } from "./helpers/dialects.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { recordHooks, type HookRecorder } from "./helpers/hooks.ts";
+import { seed } from "./helpers/seed.ts";
 
 for (const db of TEST_DBS) {
   describe(`turns [${db}]`, () => {
@@ -206,31 +207,35 @@ for (const db of TEST_DBS) {
 
     // An outside multi-node probe: sqld committed a turn's messages and the answer was lost; the
     // turn answered 503 "nothing was changed", and the client's retry stored the turn twice (3 of 3).
-    it("a turn whose commit answer was lost, though it committed, answers as done and is stored once", async () => {
-      const id = await newSession();
-      const storage = t.core.storage as { batch: (...args: never[]) => Promise<unknown> };
-      const batch = storage.batch;
-      let lose = true;
-      storage.batch = async (...args: never[]) => {
-        const done = await batch.apply(t.core.storage, args);
-        const items = args[0] as unknown as Array<{ sql?: string }>;
-        if (lose && items.some((i) => i.sql?.startsWith("insert into messages"))) {
-          lose = false;
-          throw new TypeError("fetch failed");
+    // Another node's turn may land before the check (its guard passed because ours was there).
+    for (const othersFirst of [false, true]) {
+      it(`a turn whose commit answer was lost, though it committed, answers as done and is stored once${othersFirst ? " (another turn already after it)" : ""}`, async () => {
+        const id = await newSession();
+        const storage = t.core.storage as { batch: (...args: never[]) => Promise<unknown> };
+        const batch = storage.batch;
+        let lose = true;
+        storage.batch = async (...args: never[]) => {
+          const done = await batch.apply(t.core.storage, args);
+          const items = args[0] as unknown as Array<{ sql?: string }>;
+          if (lose && items.some((i) => i.sql?.startsWith("insert into messages"))) {
+            lose = false;
+            if (othersFirst) await seed(t.core, id, [["user", "other node"], ["assistant", "other reply"]]);
+            throw new TypeError("fetch failed");
+          }
+          return done;
+        };
+        try {
+          const res = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "only once" });
+          assert.equal(res.status, 200, JSON.stringify(res.body));
+          assert.equal(lose, false, "the commit's answer was lost");
+        } finally {
+          storage.batch = batch;
         }
-        return done;
-      };
-      try {
-        const res = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "only once" });
-        assert.equal(res.status, 200, JSON.stringify(res.body));
-        assert.equal(lose, false, "the commit's answer was lost");
-      } finally {
-        storage.batch = batch;
-      }
-      const msgs = (await t.api("GET", `/v1/sessions/${id}/messages`)).body.messages;
-      assert.deepEqual(msgs.map((m: any) => m.role), ["user", "assistant"]);
-      assert.equal(msgs[0].content, "only once");
-    });
+        const msgs = (await t.api("GET", `/v1/sessions/${id}/messages`)).body.messages;
+        assert.deepEqual(msgs.map((m: any) => m.role), othersFirst ? ["user", "assistant", "user", "assistant"] : ["user", "assistant"]);
+        assert.equal(msgs[0].content, "only once");
+      });
+    }
 
     it("serializes parallel turns on one session without losing messages", async () => {
       const id = await newSession();

@@ -202,10 +202,20 @@ export class SessionService {
     return { seqs: inserted.rows.map((r) => Number(r.seq)).sort((a, b) => a - b), token_estimate: Number(top.token_estimate) };
   }
 
-  /** `values` as the session's messages right after `top`, and nothing after them: the append committed. */
+  /**
+   * `values` as the session's messages right after `top`: the append committed (another node's turn
+   * may follow them already: its guard passed because they were there).
+   */
   private async appendedAfter(id: string, values: ReadonlyArray<{ role: string; content: string; tool_name: string | null }>, top: number) {
     const [rows, session] = await Promise.all([
-      this.ctx.storage.db.selectFrom("messages").select(["seq", "role", "content", "tool_name"]).where("session_id", "=", id).where("seq", ">", top).orderBy("seq").execute(),
+      this.ctx.storage.db
+        .selectFrom("messages")
+        .select(["seq", "role", "content", "tool_name"])
+        .where("session_id", "=", id)
+        .where("seq", ">", top)
+        .where("seq", "<=", top + values.length)
+        .orderBy("seq")
+        .execute(),
       this.find(id),
     ]);
     const same = rows.length === values.length && rows.every((r, i) => r.seq === top + i + 1 && r.role === values[i]!.role && r.content === values[i]!.content && r.tool_name === values[i]!.tool_name);
