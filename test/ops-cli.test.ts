@@ -116,6 +116,8 @@ describe("hookbox CLI (operator)", () => {
     await seed(t.core, escapes, [["user", "a\u001b[2Jb\nc\u202ed"]]);
     assert.equal((await cli("sessions", "messages", escapes)).out, "1\tuser\ta\\u001b[2Jb\\u000ac\\u202ed");
     assert.equal(JSON.parse((await cli("sessions", "messages", escapes, "--json")).out)[0].content, "a\u001b[2Jb\nc\u202ed", "--json keeps the text");
+    // An answer keeps its lines, not its escape sequences.
+    assert.match((await cli("turn", escapes, "x\u001b]52;c;AAAA\u0007y")).out, /x\\u001b\]52;c;AAAA\\u0007y/);
     const none = await cli("compress", s);
     assert.equal(none.code, 0);
     assert.match(none.out, /^nothing compacted \(empty\): .*kept as they are/);

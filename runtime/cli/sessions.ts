@@ -119,7 +119,7 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
       const message = check(TurnMessageText, words.join(" "), "message", "invalid_message");
       const res = await (await ctx.core()).turns.run(id, message);
       if (o.json) io.out(JSON.stringify(res, null, 2));
-      else io.out(res.type === "reply" ? res.reply : res.output);
+      else io.out(printable(res.type === "reply" ? res.reply : res.output, true));
     });
 }
 

@@ -16,8 +16,10 @@ import { sessionRoutes } from "./sessions.ts";
 
 export const MAX_BODY_BYTES = 4 * 1024 * 1024;
 
-/** A refused body up to this size is still read (and dropped) so that its sender gets the answer. */
+/** A refused body up to this size is still read (and dropped) so that its sender gets the answer, */
 const DRAINED_BODY_BYTES = 4 * MAX_BODY_BYTES;
+/** within this time: a sender that trickles it is not waited for (the request would hold shutdown). */
+const DRAIN_MS = 5_000;
 
 /**
  * A response sent before the request body was read (401, 413, a refused Idempotency-Key) leaves
@@ -31,24 +33,28 @@ const drainOrCloseUnreadBody: MiddlewareHandler = async (c, next) => {
   const req = c.req.raw;
   if (req.body === null || req.bodyUsed) return;
   const declared = Number(req.headers.get("content-length") ?? 0);
-  if (declared <= DRAINED_BODY_BYTES && (await drained(req.body, DRAINED_BODY_BYTES))) return;
+  if (declared <= DRAINED_BODY_BYTES && (await drained(req.body, DRAINED_BODY_BYTES, DRAIN_MS))) return;
   c.res.headers.set("connection", "close");
 };
 
-/** Reads `body` to its end and drops it; false when it holds more than `most` bytes (or fails). */
-async function drained(body: ReadableStream<Uint8Array>, most: number): Promise<boolean> {
+/** Reads `body` to its end and drops it; false when it holds more than `most` bytes, takes longer than `ms`, or fails. */
+async function drained(body: ReadableStream<Uint8Array>, most: number, ms: number): Promise<boolean> {
   const reader = body.getReader();
-  let read = 0;
-  try {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  const read = async (): Promise<boolean> => {
+    let bytes = 0;
     for (;;) {
       const { done, value } = await reader.read();
       if (done) return true;
-      read += value.byteLength;
-      if (read > most) return false;
+      bytes += value.byteLength;
+      if (bytes > most) return false;
     }
-  } catch {
-    return false;
+  };
+  try {
+    return await Promise.race([read().catch(() => false), late]);
   } finally {
+    clearTimeout(timer);
     reader.cancel().catch(() => {});
   }
 }

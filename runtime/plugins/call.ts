@@ -12,6 +12,7 @@ import { HOOK_NAMES, isHookName, payloadSchema, SCHEMA_VERSION, type HookName } 
 import { PluginCallError } from "../../hooks/failures.ts";
 import type { Config } from "../config.ts";
 import { createCore } from "../core.ts";
+import { printable } from "../cli/context.ts";
 import { AppError } from "../errors.ts";
 import { suggest } from "../util/suggest.ts";
 import { readManifest, scanPluginDir } from "./loader.ts";
@@ -154,13 +155,13 @@ function jsonObject(text: string, what: string): Record<string, unknown> {
 
 /** The report as lines for a terminal. */
 export function formatCallReport(r: CallReport): string[] {
-  const lines = [`${r.plugin} ${r.export}: ${r.ok ? "ok" : `FAILED (${r.failure!.kind}): ${r.failure!.message}`}`];
+  const lines = [`${r.plugin} ${r.export}: ${r.ok ? "ok" : `FAILED (${r.failure!.kind}): ${printable(r.failure!.message)}`}`];
   for (const w of r.payload_warnings) lines.push(`payload warning: ${w}`);
-  lines.push(`output: ${r.output ?? "(none)"}`);
+  lines.push(`output: ${r.output === undefined || r.output === null ? "(none)" : printable(r.output)}`);
   lines.push(`fuel: ${r.fuel ?? "-"}  time: ${r.ms.toFixed(2)} ms  granted: [${r.granted.join(", ")}] (from ${r.grants_from})`);
   lines.push(`kv writes: ${r.kv_writes.length}`);
-  for (const w of r.kv_writes) lines.push(`  ${w.session_id === "" ? "(plugin)" : w.session_id} ${w.key} = ${w.value.length > 200 ? `${w.value.slice(0, 200)}…` : w.value}`);
+  for (const w of r.kv_writes) lines.push(`  ${w.session_id === "" ? "(plugin)" : w.session_id} ${printable(w.key)} = ${printable(w.value.length > 200 ? `${w.value.slice(0, 200)}…` : w.value)}`);
   lines.push(`logs: ${r.logs.length}`);
-  for (const l of r.logs) lines.push(`  ${l.level.padEnd(5)} ${l.source.padEnd(7)} ${l.message}`);
+  for (const l of r.logs) lines.push(`  ${l.level.padEnd(5)} ${l.source.padEnd(7)} ${printable(l.message)}`);
   return lines;
 }
