@@ -165,8 +165,10 @@ const CLAIM_WAIT_MS = 60_000;
 /** A claim (status 0) older than this belongs to a process that died: it may be taken over. */
 const CLAIM_STALE_MS = 10 * 60_000;
 
-/** Takes the key in one statement: free, expired, or a dead process's claim. True when taken. */
-/** Takes `key` for this request (a claim is status 0; its `response` names its owner until the answer replaces it). */
+/**
+ * Takes `key` for this request in one statement: free, expired, or a dead process's claim. True when
+ * taken. A claim is status 0; its `response` names its owner until the answer replaces it.
+ */
 async function claim(core: Core, key: string, hash: string, owner: string, now: number, ttlMs: number): Promise<boolean> {
   const row = { key, request_hash: hash, status: 0, response: owner, created_at: now };
   const res = await core.storage.write((trx) =>

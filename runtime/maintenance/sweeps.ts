@@ -33,8 +33,13 @@ const selectors: Record<SweepName, (trx: Trx, now: number, p: SweepParams, c: Co
   // sessions a recent one is reachable from (its parent, its chain both ways, and theirs).
   prune: (trx, now, p, c) => {
     const cutoff = now - (p.older_than_days ?? c.retention.prune_after_days) * 86_400_000;
+    // Seeded by the recent sessions that are linked at all (a parent, a predecessor, a successor),
+    // each found through its link's partial index: a recent session alone keeps nobody, and seeding
+    // with every recent one cost 4-5x the old selector at 100,000 mostly recent sessions.
     return ids(sql<{ id: string }>`with recursive kept(id) as (
-        select id from sessions where updated_at >= ${cutoff}
+        select id from sessions where parent_session_id is not null and updated_at >= ${cutoff}
+        union select id from sessions where compacted_from is not null and updated_at >= ${cutoff}
+        union select r.id from sessions s join sessions r on r.id = s.compacted_from where s.compacted_from is not null and r.updated_at >= ${cutoff}
         union select s.parent_session_id from kept k join sessions s on s.id = k.id where s.parent_session_id is not null
         union select s.compacted_from from kept k join sessions s on s.id = k.id where s.compacted_from is not null
         union select s.id from kept k join sessions s on s.compacted_from = k.id)
