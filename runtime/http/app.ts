@@ -10,6 +10,7 @@ import { errorBody, methodNotAllowedResponse, onError } from "./errors.ts";
 import { bearerAuth, idempotency, refusePluginRequests } from "./guards.ts";
 import { createMetrics } from "./metrics.ts";
 import { accessLog, withRequestId } from "./observe.ts";
+import { within } from "../util/within.ts";
 import { VERSION } from "../version.ts";
 import { metricsRoute, publicOpsRoutes, type OpsOptions } from "./ops.ts";
 import { sessionRoutes } from "./sessions.ts";
@@ -40,8 +41,6 @@ const drainOrCloseUnreadBody: MiddlewareHandler = async (c, next) => {
 /** Reads `body` to its end and drops it; false when it holds more than `most` bytes, takes longer than `ms`, or fails. */
 async function drained(body: ReadableStream<Uint8Array>, most: number, ms: number): Promise<boolean> {
   const reader = body.getReader();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
   const read = async (): Promise<boolean> => {
     let bytes = 0;
     for (;;) {
@@ -52,9 +51,8 @@ async function drained(body: ReadableStream<Uint8Array>, most: number, ms: numbe
     }
   };
   try {
-    return await Promise.race([read().catch(() => false), late]);
+    return await within(read().catch(() => false), ms, () => false);
   } finally {
-    clearTimeout(timer);
     reader.cancel().catch(() => {});
   }
 }

@@ -5,6 +5,7 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { PluginStats } from "../../hooks/bookkeeping.ts";
 import type { Core } from "../core.ts";
+import { within } from "../util/within.ts";
 
 export interface HttpMetrics {
   registry: Registry;
@@ -140,9 +141,7 @@ export function createMetrics(core: Core, version: string): HttpMetrics {
       .then((rows) => void (kvRows = rows.map((r) => ({ plugin: r.plugin, keys: Number(r.keys), bytes: Number(r.bytes) }))))
       .catch(() => undefined)
       .finally(() => (reading = undefined));
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([reading, new Promise<void>((resolve) => (timer = setTimeout(resolve, KV_READ_MS)))]);
-    clearTimeout(timer);
+    await within(reading, KV_READ_MS, () => undefined);
   };
   const readKvUsage = () => (waiting ??= waitForKvUsage().finally(() => setTimeout(() => (waiting = undefined), 0)));
   new Gauge({

@@ -8,6 +8,7 @@ import { sql } from "kysely";
 import type { Hono } from "hono";
 import type { Core } from "../core.ts";
 import { noPlugins } from "../plugins/host.ts";
+import { within } from "../util/within.ts";
 import { VERSION } from "../version.ts";
 import type { HttpMetrics } from "./metrics.ts";
 import { openApiDocument } from "./openapi.ts";
@@ -26,17 +27,13 @@ export function publicOpsRoutes(app: Hono, core: Core, opts: OpsOptions): void {
   app.get("/readyz", async (c) => {
     const checks: Record<string, string> = {};
     // A database that hangs (a stopped server) must not hang the probe too.
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer within ${READY_DB_TIMEOUT_MS} ms`)), READY_DB_TIMEOUT_MS);
-    });
     try {
-      await Promise.race([sql`select 1`.execute(core.storage.db), late]);
+      await within(sql`select 1`.execute(core.storage.db), READY_DB_TIMEOUT_MS, () => {
+        throw new Error(`no answer within ${READY_DB_TIMEOUT_MS} ms`);
+      });
       checks.database = "ok";
     } catch (err) {
       checks.database = `unreachable: ${(err as Error).message}`;
-    } finally {
-      clearTimeout(timer);
     }
     checks.plugins = core.plugins === noPlugins ? "not loaded" : "ok";
     if (opts.draining?.()) checks.server = "shutting down";

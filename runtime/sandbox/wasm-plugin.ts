@@ -29,6 +29,7 @@ import { countWork, DEMOTION_MS, INLINE_SLICE_MS, needsTurn, SliceExpired, turnE
 import { HOST_MODULE, refusedImport, WASI_SANDBOX_MODULE } from "./imports.ts";
 import { FUEL_MODULE, KERNEL_MODULE } from "./instrument.ts";
 import { LogBudget } from "./log-budget.ts";
+import { within } from "../util/within.ts";
 import { ownInput, payloadBytes, syncCallEnded, syncCallStarted } from "./payload-bytes.ts";
 import { REWIND_CONTEXT_EXPORT, REWIND_CONTEXT_MODULE, REWIND_CONTEXT_NAME, Rewinder } from "./rewind.ts";
 import { INITIALIZE_EXPORT } from "./wasi-adapt.ts";
@@ -450,15 +451,10 @@ export class WasmPlugin {
    * holds the lock). Extism's own time-out is not used: it can hang while restarting the worker.
    */
   private withinDeadline<T>(call: Promise<T>, deadline: number, what = "its worker was terminated"): Promise<T> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new PluginCallError("timeout", `did not answer within ${this.opts.limits.timeoutMs} ms (${what})`)),
-        Math.min(Math.max(0, deadline - Date.now()) + WORKER_GRACE_MS, MAX_TIMER_MS),
-      );
-    });
     call.catch(() => undefined); // settles after the race was lost: nothing to report
-    return Promise.race([call, late]).finally(() => clearTimeout(timer));
+    return within(call, Math.min(Math.max(0, deadline - Date.now()) + WORKER_GRACE_MS, MAX_TIMER_MS), (): never => {
+      throw new PluginCallError("timeout", `did not answer within ${this.opts.limits.timeoutMs} ms (${what})`);
+    });
   }
 
   /** Extism's convention (ignored by its JS SDK): a non-zero i32 return is a failure. */
