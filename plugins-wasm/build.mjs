@@ -189,7 +189,7 @@ function oddEntryIn(dir) {
   for (const e of readdirSync(dir, { recursive: true, withFileTypes: true })) {
     const path = join(e.parentPath ?? e.path, e.name);
     if (e.isFile() || e.isDirectory() || (e.isSymbolicLink() && relative(dir, path).split(/[\\/]/).includes("node_modules"))) continue;
-    return `${printable(relative(dir, path))}: ${refusal(e.isSymbolicLink() ? "a symbolic link can name any file of the builder's" : "only files and folders")}`;
+    return `${relative(dir, path)}: ${refusal(e.isSymbolicLink() ? "a symbolic link can name any file of the builder's" : "only files and folders")}`;
   }
   return null;
 }

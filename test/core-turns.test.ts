@@ -6,6 +6,7 @@ import { TEST_DBS } from "./helpers/dialects.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { recordHooks, type HookRecorder } from "./helpers/hooks.ts";
 import { seed } from "./helpers/seed.ts";
+import { loseAnswerOnce } from "./helpers/lost-answer.ts";
 
 for (const db of TEST_DBS) {
   describe(`turns [${db}]`, () => {
@@ -211,25 +212,16 @@ for (const db of TEST_DBS) {
     for (const othersFirst of [false, true]) {
       it(`a turn whose commit answer was lost, though it committed, answers as done and is stored once${othersFirst ? " (another turn already after it)" : ""}`, async () => {
         const id = await newSession();
-        const storage = t.core.storage as { batch: (...args: never[]) => Promise<unknown> };
-        const batch = storage.batch;
-        let lose = true;
-        storage.batch = async (...args: never[]) => {
-          const done = await batch.apply(t.core.storage, args);
-          const items = args[0] as unknown as Array<{ sql?: string }>;
-          if (lose && items.some((i) => i.sql?.startsWith("insert into messages"))) {
-            lose = false;
-            if (othersFirst) await seed(t.core, id, [["user", "other node"], ["assistant", "other reply"]]);
-            throw new TypeError("fetch failed");
-          }
-          return done;
-        };
+        const lost = loseAnswerOnce(t.core.storage, "batch", {
+          when: ([items]) => (items as Array<{ sql?: string }>).some((i) => i.sql?.startsWith("insert into messages")),
+          beforeLoss: othersFirst ? () => seed(t.core, id, [["user", "other node"], ["assistant", "other reply"]]) : undefined,
+        });
         try {
           const res = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "only once" });
           assert.equal(res.status, 200, JSON.stringify(res.body));
-          assert.equal(lose, false, "the commit's answer was lost");
+          assert.equal(lost.lost, true, "the commit's answer was lost");
         } finally {
-          storage.batch = batch;
+          lost.restore();
         }
         const msgs = (await t.api("GET", `/v1/sessions/${id}/messages`)).body.messages;
         assert.deepEqual(msgs.map((m: any) => m.role), othersFirst ? ["user", "assistant", "user", "assistant"] : ["user", "assistant"]);

@@ -9,6 +9,7 @@ import { setLogLevel } from "../runtime/log.ts";
 import { parseExposition } from "./helpers/prometheus.ts";
 import { startPluginServer, SEED_DIR, newSession, turn, type PluginServer } from "./helpers/plugins.ts";
 import { startTestServer } from "./helpers/server.ts";
+import { loseAnswerOnce } from "./helpers/lost-answer.ts";
 
 const TOKEN = "ops-test-token";
 
@@ -237,15 +238,7 @@ describe("operations endpoints", () => {
   // An outside multi-node probe: the claim committed on sqld, its answer was lost, the client got a
   // 503 "retry", and every retry waited 60 s for a 409 until the claim went stale 10 minutes later.
   it("a claim whose commit answer was lost is given back: the retry runs the request", async () => {
-    const storage = s.core.storage as { write: (...args: never[]) => Promise<unknown> };
-    const write = storage.write;
-    let lose = true;
-    storage.write = async (...args: never[]) => {
-      const done = await write.apply(s.core.storage, args);
-      if (!lose) return done;
-      lose = false;
-      throw new TypeError("fetch failed"); // what the client throws when the server's answer is lost
-    };
+    const lost = loseAnswerOnce(s.core.storage, "write"); // the request's first write: its claim
     try {
       const key = { "idempotency-key": "lost-claim-1" };
       const first = await s.api("POST", "/v1/sessions", { profile: "lost" }, key);
@@ -254,8 +247,9 @@ describe("operations endpoints", () => {
       const retry = await s.api("POST", "/v1/sessions", { profile: "lost" }, key);
       assert.equal(retry.status, 201, JSON.stringify(retry.body));
       assert.ok(Date.now() - t0 < 10_000, "the retry did not wait for the claim");
+      assert.equal(lost.lost, true);
     } finally {
-      storage.write = write;
+      lost.restore();
     }
   });
 });

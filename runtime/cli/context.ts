@@ -41,8 +41,9 @@ const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\
 
 /**
  * `text` (a plugin's log line or error, a stored message) for one line of a terminal (or, with
- * `keepLines`, for several: an answer), each control character as its \uXXXX escape. Raw, a plugin's ESC sequences cleared the screen or set the
- * clipboard, and a newline forged an output line (an outside probe).
+ * `keepLines`, for several: an answer), each control character as its \uXXXX escape. Raw, a
+ * plugin's ESC sequences cleared the screen or set the clipboard, and a newline forged an output
+ * line (an outside probe).
  */
 export const printable = (text: string, keepLines = false): string =>
   text.replace(UNPRINTABLE, (c) => (keepLines && (c === "\n" || c === "\t") ? c : `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`));

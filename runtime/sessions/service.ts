@@ -218,7 +218,8 @@ export class SessionService {
         .execute(),
       this.find(id),
     ]);
-    const same = rows.length === values.length && rows.every((r, i) => r.seq === top + i + 1 && r.role === values[i]!.role && r.content === values[i]!.content && r.tool_name === values[i]!.tool_name);
+    // seq is unique per session: as many rows as values in (top, top + n] are exactly those seqs.
+    const same = rows.length === values.length && rows.every((r, i) => r.role === values[i]!.role && r.content === values[i]!.content && r.tool_name === values[i]!.tool_name);
     return same && session ? { seqs: rows.map((r) => r.seq), token_estimate: session.token_estimate } : undefined;
   }
 
