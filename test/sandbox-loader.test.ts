@@ -99,4 +99,12 @@ describe("loader: a bad folder that is not enabled never blocks start-up", () =>
     assert.match(byName.zero!.reason!, /symlink out of the plugin folder/);
     assert.equal(byName.trap?.status, "active");
   });
+
+  it("is ready: plugins that failed to load are counted in /readyz's body, not made a 503", async () => {
+    const res = await fetch(`${s.url}/readyz`);
+    assert.equal(res.status, 200);
+    const body = await res.json();
+    assert.deepEqual(body.checks, { database: "ok", plugins: "ok" });
+    assert.deepEqual(body.plugins, { active: 1, failed: 2, quarantined: 0, disabled: 0 });
+  });
 });
