@@ -1,6 +1,8 @@
 // Group commit (runtime/storage/group-commit.ts): batches of one event-loop turn share a write
 // transaction, each caller gets its own results, and one batch that fails (a guard, a constraint)
-// fails alone: the others are committed, nothing of it is.
+// fails alone: the others are committed, nothing of it is. With "full" durability a batch is
+// answered only once the WAL has been synced after its commit (runtime/storage/wal-sync.ts), by a
+// sync that batches committed meanwhile share.
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -10,6 +12,7 @@ import type { InStatement, ResultSet } from "@libsql/client";
 import { openStorage } from "../runtime/storage/db.ts";
 import { failUnless, isGuardFailure } from "../runtime/storage/guard.ts";
 import { GroupCommit } from "../runtime/storage/group-commit.ts";
+import { WalSync } from "../runtime/storage/wal-sync.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "hookbox-group-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -56,6 +59,74 @@ describe("storage: group commit", () => {
       assert.deepEqual(keys.rows.map((r) => r.key), ["a", "c"]);
     } finally {
       await storage.close();
+    }
+  });
+
+  it("answers a batch only after a WAL sync that began after its commit; commits made meanwhile share the next one", async () => {
+    const syncs: Array<() => void> = [];
+    const wal = new WalSync(() => new Promise<void>((resolve) => syncs.push(resolve)));
+    const events: string[] = [];
+    const committed = new GroupCommit(async (stmts) => {
+      events.push(`commit ${(stmts[0] as { sql: string }).sql}`);
+      return stmts.map(() => ({ rows: [] }) as unknown as ResultSet);
+    }, () => wal.durable());
+    const answered = (name: string) => (r: unknown) => (events.push(`answered ${name}`), r);
+    const a = committed.batch([{ sql: "a", args: [] }]).then(answered("a"));
+    await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setImmediate(r));
+    // a is committed, its sync running; b and c commit in two later turns while it runs.
+    const b = committed.batch([{ sql: "b", args: [] }]).then(answered("b"));
+    await new Promise((r) => setImmediate(r));
+    const c = committed.batch([{ sql: "c", args: [] }]).then(answered("c"));
+    await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(events, ["commit a", "commit b", "commit c"], "nothing answered before a sync finished");
+    assert.equal(syncs.length, 1, "the second sync waits for the first");
+    syncs[0]!();
+    await a;
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(events.slice(3), ["answered a"], "b and c committed after the first sync began: not covered by it");
+    assert.equal(syncs.length, 2, "one more sync, for b and c together");
+    syncs[1]!();
+    await Promise.all([b, c]);
+    assert.deepEqual(events.slice(4).sort(), ["answered b", "answered c"]);
+    assert.equal(wal.syncs, 2);
+  });
+
+  it("a sync that fails fails the batches waiting for it and runs none of them again; the next batch syncs anew", async () => {
+    let fail = true;
+    const wal = new WalSync(async () => {
+      if (fail) throw new Error("EIO: i/o error, fdatasync");
+    });
+    const commits: string[] = [];
+    const committed = new GroupCommit(async (stmts) => {
+      commits.push(...stmts.map((s) => (s as { sql: string }).sql));
+      return stmts.map(() => ({ rows: [] }) as unknown as ResultSet);
+    }, () => wal.durable());
+    const outcomes = await Promise.allSettled([committed.batch([{ sql: "a", args: [] }]), committed.batch([{ sql: "b", args: [] }])]);
+    for (const o of outcomes) {
+      assert.equal(o.status, "rejected");
+      assert.match(String((o as PromiseRejectedResult).reason), /committed, but the database's WAL could not be synced to disk: EIO/);
+    }
+    assert.deepEqual(commits, ["a", "b"], "committed once, never again");
+    fail = false;
+    await committed.batch([{ sql: "c", args: [] }]);
+    assert.equal(wal.syncs, 1);
+  });
+
+  it("on the embedded file with full durability, batches wait for a WAL sync; with normal, for none", async () => {
+    for (const durability of ["full", "normal"] as const) {
+      const storage = await openStorage(`file:${join(dir, `durable-${durability}.sqlite`)}`, { durability });
+      try {
+        await Promise.all([storage.batch([insert("x")]), storage.batch([insert("y")])]);
+        await storage.batch([insert("z")]);
+        if (durability === "full") assert.ok(storage.walSyncs() >= 1 && storage.walSyncs() <= 2, `${storage.walSyncs()} syncs`);
+        else assert.equal(storage.walSyncs(), 0);
+        const keys = await storage.client.execute("select key from plugin_kv order by key");
+        assert.deepEqual(keys.rows.map((r) => r.key), ["x", "y", "z"]);
+      } finally {
+        await storage.close();
+      }
     }
   });
 });

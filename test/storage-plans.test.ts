@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { sql } from "kysely";
 import { createClient } from "@libsql/client";
 import { openStorage, type Storage } from "../runtime/storage/db.ts";
 import { listQuery, type ListFilter } from "../runtime/sessions/service.ts";
@@ -87,15 +88,15 @@ describe("storage: query plans", () => {
   });
 
   it("keeps WAL with synchronous=FULL by default on the writer; NORMAL on request", async () => {
-    const [mode] = await storage.batch(["PRAGMA synchronous"]);
-    assert.equal(Number(mode!.rows[0]!.synchronous), 2);
+    // Batches commit with NORMAL and wait for the WAL's fsync off the thread (storage-batch checks them).
+    const synchronous = (s: typeof storage) => s.write(async (trx) => Number((await sql<{ synchronous: number }>`PRAGMA synchronous`.execute(trx)).rows[0]!.synchronous));
+    assert.equal(await synchronous(storage), 2);
     assert.equal(String((await storage.client.execute("PRAGMA journal_mode")).rows[0]!.journal_mode), "wal");
     // A new file gets 16 KiB pages (fewer pages per bulk delete)...
     assert.equal(Number((await storage.client.execute("PRAGMA page_size")).rows[0]!.page_size), 16384);
     const normal = await openStorage(`file:${join(dir, "normal.sqlite")}`, { durability: "normal" });
     try {
-      const [m] = await normal.batch(["PRAGMA synchronous"]);
-      assert.equal(Number(m!.rows[0]!.synchronous), 1);
+      assert.equal(await synchronous(normal), 1);
     } finally {
       await normal.close();
     }

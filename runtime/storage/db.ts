@@ -2,7 +2,8 @@
 // when HOOKBOX_DB_URL is set. The same code path serves both.
 //
 // Durability (embedded file): WAL journal, and `db_synchronous` = "full" (default: every commit is
-// fsynced before it is acknowledged; a power cut loses nothing acknowledged) or "normal" (the WAL is
+// fsynced before it is acknowledged; a power cut loses nothing acknowledged; the batches' fsync runs
+// off the server's thread, shared by the batches committed meanwhile: wal-sync.ts) or "normal" (the WAL is
 // fsynced only at checkpoints: commits are about 2x cheaper, the database stays consistent, but a
 // power cut or OS crash can lose the last acknowledged commits; a process crash loses nothing).
 import { accessSync, constants, existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
@@ -19,6 +20,7 @@ import { FileBatchWriter, isReadingStep, type BatchItem } from "./file-batch.ts"
 import { GroupCommit } from "./group-commit.ts";
 import { AUTOCHECKPOINT_PAGES, IdleCheckpoint } from "./idle-checkpoint.ts";
 import { retryLocked } from "./retry.ts";
+import { WalSync } from "./wal-sync.ts";
 import { openSyncReader, type FileReader, type SqlArg, type SyncReader } from "./sync-reader.ts";
 
 export const DEFAULT_DB_URL = "file:./data/hookbox.db";
@@ -52,6 +54,8 @@ export interface Storage {
    * (group-commit.ts), after a `write` begun in the same turn.
    */
   batch(stmts: BatchItem[]): Promise<ResultSet[]>;
+  /** Syncs of the WAL that batches waited for so far (embedded file with "full"; else 0). */
+  walSyncs(): number;
   /**
    * The database's synchronous reader (plugin KV and sessions:read: a WASM call cannot await; see
    * sync-reader.ts), opened at first use and closed with the storage.
@@ -125,8 +129,10 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   const writerPragmas = writerPragmasFor(durability);
   if (embedded) for (const p of writerPragmas) await writer.execute(p);
   // Batches on the embedded file run on a native connection of their own that keeps its prepared
-  // statements (file-batch.ts); serialized with `write` by the same lock.
-  const fileBatch = embedded ? new FileBatchWriter(path, writerPragmas) : undefined;
+  // statements (file-batch.ts); serialized with `write` by the same lock. With "full", they commit
+  // without the fsync and are answered after the WAL's, which runs off this thread (wal-sync.ts).
+  const walSync = embedded && durability === "full" ? WalSync.forDatabase(path) : undefined;
+  const fileBatch = embedded ? new FileBatchWriter(path, writerPragmasFor(walSync ? "normal" : durability)) : undefined;
   const checkpoints = fileBatch ? new IdleCheckpoint(() => fileBatch.checkpoint()) : undefined;
   const writerDb = writer === client ? db : new Kysely<Database>({ dialect: new LibsqlDialect({ client: writer }) });
   const writeLock = new Mutex();
@@ -140,7 +146,7 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   const commitBatch = (stmts: BatchItem[]) =>
     writeLock.run(() => retryLocked(async () => (fileBatch ? fileBatch.batch(stmts) : serverBatch(writer, stmts))));
   // On the embedded file, batches of one event-loop turn share a transaction and its fsync.
-  const grouped = fileBatch ? new GroupCommit(commitBatch) : undefined;
+  const grouped = fileBatch ? new GroupCommit(commitBatch, walSync && (() => walSync.durable())) : undefined;
   return {
     db,
     client,
@@ -148,6 +154,7 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
     durability,
     write: (fn) => writeLock.run(() => retryLocked(() => writerDb.transaction().execute(fn))).finally(released),
     batch: (stmts) => (grouped ? grouped.batch(stmts) : commitBatch(stmts)).finally(released),
+    walSyncs: () => walSync?.syncs ?? 0,
     syncReader,
     async rows<T>(sql: string, args: readonly SqlArg[]): Promise<T[]> {
       // WAL: the reader's own connection sees every commit of any connection, like the client's.

@@ -3,8 +3,9 @@
 // the embedded file with synchronous=FULL that fsync is most of a commit, and it blocks the thread
 // (the native driver is synchronous): one per batch capped a busy server's turns per second. Every
 // caller still gets its own results, and a batch is acknowledged only once its transaction has
-// committed. When the shared transaction fails (one batch's guard or constraint), nothing of it was
-// written and each batch runs again alone, in order: only the failing one fails.
+// committed (and, given `durable`, is on disk: wal-sync.ts). When the shared transaction fails (one
+// batch's guard or constraint), nothing of it was written and each batch runs again alone, in order:
+// only the failing one fails. A wait for the disk that fails comes after a commit: nothing runs again.
 import type { ResultSet } from "@libsql/client";
 import type { BatchItem } from "./file-batch.ts";
 import { setImmediate } from "node:timers";
@@ -18,8 +19,14 @@ interface Pending {
 export class GroupCommit {
   private queue: Pending[] = [];
 
-  /** `commit` runs statements as one write transaction (all commit, or none). */
-  constructor(private readonly commit: (stmts: BatchItem[]) => Promise<ResultSet[]>) {}
+  /**
+   * `commit` runs statements as one write transaction (all commit, or none); `durable`, when given,
+   * resolves once what was committed before it was called is on disk (no batch is answered before).
+   */
+  constructor(
+    private readonly commit: (stmts: BatchItem[]) => Promise<ResultSet[]>,
+    private readonly durable?: () => Promise<void>,
+  ) {}
 
   batch(stmts: BatchItem[]): Promise<ResultSet[]> {
     return new Promise((resolve, reject) => {
@@ -31,16 +38,29 @@ export class GroupCommit {
   private async drain(): Promise<void> {
     const group = this.queue;
     this.queue = [];
-    if (group.length === 1) return settle(group[0]!, this.commit(group[0]!.stmts));
+    if (group.length === 1) return settle(group[0]!, this.committed(group[0]!.stmts));
     let results: ResultSet[];
     try {
       results = await this.commit(group.flatMap((p) => p.stmts));
     } catch {
-      for (const p of group) await settle(p, this.commit(p.stmts));
+      for (const p of group) await settle(p, this.committed(p.stmts));
+      return;
+    }
+    try {
+      await this.durable?.();
+    } catch (err) {
+      for (const p of group) p.reject(err);
       return;
     }
     let at = 0;
     for (const p of group) p.resolve(results.slice(at, (at += p.stmts.length)));
+  }
+
+  /** One batch's transaction, then its wait for the disk. */
+  private async committed(stmts: BatchItem[]): Promise<ResultSet[]> {
+    const results = await this.commit(stmts);
+    await this.durable?.();
+    return results;
   }
 }
 
