@@ -10,6 +10,7 @@ import { deny, type Grants } from "./capabilities.ts";
 import { KV_LIMITS, type PluginKv } from "./kv.ts";
 import { readText, readTextHead, storeText } from "./memory.ts";
 import { fetchLimited, HttpRequest } from "./http-fetch.ts";
+import { reaches, type ReservedEndpoint } from "./reserved-endpoints.ts";
 import { readSessionIds } from "./session-ids.ts";
 
 export const HOST_FUNCTION_NAMES = [
@@ -61,6 +62,8 @@ export interface HostContext {
   readMessages(sessionId: string, limit: number, maxBytes: number): Array<{ role: string; content: string }> | undefined;
   /** The most a host function may answer in one call (the plugin's memory allowance), bytes. */
   maxAnswerBytes?: number;
+  /** Endpoints hookbox_http refuses whatever the grants (reserved-endpoints.ts: the database server). */
+  reservedEndpoints?: readonly ReservedEndpoint[];
   /** The server log. */
   log: HookLogger;
   /** The plugin's own log ring (GET /v1/plugins/:name/logs); its lines also go to the server log. */
@@ -149,7 +152,13 @@ export function bindHostApi(h: HostContext): HostBinding {
         // A URL with a port is allowed by "http:host:port" or by "http:host" (any port).
         deny(plugin, "hookbox_http", url.host === url.hostname ? `http:${url.hostname}` : [`http:${url.host}`, `http:${url.hostname}`], grants.requested);
       }
-      return fetchLimited(req.output, plugin, deadline).then((res) => ctx.store(JSON.stringify(res)));
+      const fetched = async () => {
+        for (const endpoint of h.reservedEndpoints ?? []) {
+          if (await reaches(url, endpoint)) throw new PluginCallError("denied", `hookbox_http: ${url.host} is ${endpoint.what}: no plugin may reach it, whatever it is granted`);
+        }
+        return ctx.store(JSON.stringify(await fetchLimited(req.output, plugin, deadline)));
+      };
+      return fetched();
     },
   };
   return {

@@ -412,3 +412,42 @@ describe("an http: grant does not reach hookbox's own API", () => {
     assert.equal((await pluginInfo(s, "httpsnoop")).stats.consecutive_failures, 0);
   });
 });
+
+// sqld answers SQL over HTTP to whoever reaches its port: a plugin granted the host it runs on read
+// every session's messages, rewrote other plugins' KV and disabled them (an outside probe). The
+// database server is out of reach whatever the grant, by any name or address of this machine.
+describe("an http: grant does not reach the database server", () => {
+  let s: PluginServer;
+  let dir: PluginDir;
+  before(async () => {
+    dir = pluginDir([], ["httpsnoop"]);
+    const manifest = JSON.parse(readFileSync(join(HOSTILE_DIR, "httpsnoop", "manifest.json"), "utf8"));
+    dir.write("httpsnoop", { ...manifest, capabilities: [...manifest.capabilities, "http:127.0.0.1", "http:localhost"] });
+    s = await startPluginServer({ dir: dir.path, enabled: ["httpsnoop"], grants: { httpsnoop: ["http:127.0.0.1", "http:localhost"] } }, { db: "sqld" });
+  });
+  after(async () => {
+    await s.close();
+    dir.remove();
+  });
+
+  it("refuses a request to the database server's port by any local name; other ports of the host stay granted", async () => {
+    const db = new URL(s.core.config.db_url);
+    const outside = await fetch(`http://127.0.0.1:${db.port}/health`);
+    assert.equal(outside.status, 200, "sqld answers anyone who reaches it");
+    for (const host of ["127.0.0.1", "localhost", "127.0.0.2"]) {
+      const res = await command(s, "httpsnoop", { raw_args: `http://${host}:${db.port}/health` });
+      if (host === "127.0.0.2") {
+        // Not granted (no http:127.0.0.2): denied by the grant as before.
+        assert.match(JSON.stringify(res.body), /needs capability/, host);
+        continue;
+      }
+      assert.notEqual(res.status, 200, `${host}: ${JSON.stringify(res.body)}`);
+      assert.match(JSON.stringify(res.body), new RegExp(`${host}:${db.port} is the database server hookbox uses: no plugin may reach it`), host);
+    }
+    const port = await freePort();
+    const other = await command(s, "httpsnoop", { raw_args: `http://localhost:${port}/x` });
+    assert.equal(other.status, 200, JSON.stringify(other.body));
+    assert.match(other.body.output, /\\"status\\":0/);
+  });
+});
+

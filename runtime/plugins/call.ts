@@ -93,7 +93,8 @@ export async function callPlugin(config: Config, name: string, target: CallTarge
       db_auth_token: undefined,
       plugins: { ...config.plugins, enabled: [name], disabled: [], grants: { ...config.plugins.grants, [name]: [...granted] } },
     },
-    { pluginHost: startPluginHost },
+    // The call's database is a scratch file; the configured one stays out of the plugin's reach.
+    { pluginHost: (c) => startPluginHost(c, [config.db_url]) },
   );
   try {
     const plugins = core.plugins as PluginManager;

@@ -26,6 +26,8 @@ export interface InstanceServices {
   /** sessions:read; absent: such reads fail. */
   readMessages?: HostContext["readMessages"];
   logs?: HostContext["logs"];
+  /** What hookbox_http never reaches (the database server, when it is one). */
+  reservedEndpoints?: HostContext["reservedEndpoints"];
 }
 
 export interface PluginInstance {
@@ -51,6 +53,7 @@ export async function createPluginInstance(spec: PluginSpec, services: InstanceS
     maxAnswerBytes: spec.limits.memoryPages * 65_536,
     log,
     ...(services.logs ? { logs: services.logs } : {}),
+    ...(services.reservedEndpoints ? { reservedEndpoints: services.reservedEndpoints } : {}),
   });
   // Where the runtime cannot suspend a WASM call (no JSPI), a plugin granted async host functions
   // (http:) runs in a worker thread until its module is made rewindable (sandbox/rewind.ts), in

@@ -7,6 +7,7 @@
 import { HOOK_NAMES } from "../../hooks/catalogue.ts";
 import { PluginCallError } from "../../hooks/failures.ts";
 import { grantedOf } from "../../host-api/capabilities.ts";
+import { databaseEndpoint, type ReservedEndpoint } from "../../host-api/reserved-endpoints.ts";
 import type { MissingCommand } from "../commands/registry.ts";
 import type { Core } from "../core.ts";
 import { conflict } from "../errors.ts";
@@ -30,8 +31,9 @@ import { KeyedMutex } from "../util/mutex.ts";
 
 type Entry = PluginEntry;
 
-export async function startPluginHost(core: Core): Promise<PluginManager> {
-  const manager = new PluginManager(core);
+/** `otherDatabases`: URLs of databases besides the core's that no plugin may reach (a one-off call's real one). */
+export async function startPluginHost(core: Core, otherDatabases: readonly string[] = []): Promise<PluginManager> {
+  const manager = new PluginManager(core, otherDatabases);
   await manager.start();
   return manager;
 }
@@ -45,9 +47,15 @@ export class PluginManager implements PluginHost {
   private readonly changing = new KeyedMutex();
   /** Each plugin's plugin_state row as last applied here, to tell what other processes changed. */
   private readonly applied = new Map<string, string>();
+  /** The database server, when it is one: no plugin's http: grant reaches it (reserved-endpoints.ts). */
+  private readonly reservedEndpoints: readonly ReservedEndpoint[];
   private closed = false;
 
-  constructor(private readonly core: Core) {
+  constructor(
+    private readonly core: Core,
+    otherDatabases: readonly string[] = [],
+  ) {
+    this.reservedEndpoints = [core.config.db_url, ...otherDatabases].map(databaseEndpoint).filter((e) => e !== undefined);
     this.logRings = new PluginLogs(core.now);
     this.state = new PluginStateStore(core.storage, core.now);
     this.bridge = new CommandBridge(core.dispatcher, this.logRings);
@@ -284,6 +292,7 @@ export class PluginManager implements PluginHost {
           quota: this.core.config.plugins.kv_quota,
           readMessages: (id, limit, maxBytes) => this.core.kv.recentMessages(id, limit, maxBytes),
           logs: this.logRings.of(e.name),
+          reservedEndpoints: this.reservedEndpoints,
         },
       );
       sandbox = instance.sandbox;
