@@ -5,7 +5,7 @@
 // sync that batches committed meanwhile share.
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { InStatement, ResultSet } from "@libsql/client";
@@ -112,6 +112,16 @@ describe("storage: group commit", () => {
     fail = false;
     await committed.batch([{ sql: "c", args: [] }]);
     assert.equal(wal.syncs, 1);
+  });
+
+  it("syncs a database's WAL file; a WAL already gone (checkpointed into the database at the last close) counts as synced", async () => {
+    const path = join(dir, "wal-only.sqlite");
+    await WalSync.forDatabase(path).durable(); // no file at all
+    writeFileSync(`${path}-wal`, "frames");
+    const wal = WalSync.forDatabase(path);
+    await wal.durable();
+    assert.equal(wal.syncs, 1);
+    await assert.rejects(WalSync.forDatabase(join(dir, "wal-only.sqlite-wal", "x.sqlite")).durable(), /could not be synced to disk: ENOTDIR/, "any other failure fails");
   });
 
   it("on the embedded file with full durability, batches wait for a WAL sync; with normal, for none", async () => {

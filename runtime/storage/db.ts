@@ -2,8 +2,8 @@
 // when HOOKBOX_DB_URL is set. The same code path serves both.
 //
 // Durability (embedded file): WAL journal, and `db_synchronous` = "full" (default: every commit is
-// fsynced before it is acknowledged; a power cut loses nothing acknowledged; the batches' fsync runs
-// off the server's thread, shared by the batches committed meanwhile: wal-sync.ts) or "normal" (the WAL is
+// fsynced before it is acknowledged; a power cut loses nothing acknowledged; the fsync runs off the
+// server's thread, shared by the commits made meanwhile: wal-sync.ts) or "normal" (the WAL is
 // fsynced only at checkpoints: commits are about 2x cheaper, the database stays consistent, but a
 // power cut or OS crash can lose the last acknowledged commits; a process crash loses nothing).
 import { accessSync, constants, existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
@@ -54,7 +54,7 @@ export interface Storage {
    * (group-commit.ts), after a `write` begun in the same turn.
    */
   batch(stmts: BatchItem[]): Promise<ResultSet[]>;
-  /** Syncs of the WAL that batches waited for so far (embedded file with "full"; else 0). */
+  /** Syncs of the WAL that writes and batches waited for so far (embedded file with "full"; else 0). */
   walSyncs(): number;
   /**
    * The database's synchronous reader (plugin KV and sessions:read: a WASM call cannot await; see
@@ -126,13 +126,14 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   // PRAGMA synchronous is per connection and cannot be set inside a transaction, and the client's
   // pool hands out any connection: every write goes through one dedicated writer connection instead.
   const writer = embedded ? createClient({ url, timeout: 5000, concurrency: 1 }) : client;
-  const writerPragmas = writerPragmasFor(durability);
+  // With "full", the writers commit without the fsync and a write is answered after the WAL's,
+  // which runs off this thread, shared by the commits made meanwhile (wal-sync.ts).
+  const walSync = embedded && durability === "full" ? WalSync.forDatabase(path) : undefined;
+  const writerPragmas = writerPragmasFor(walSync ? "normal" : durability);
   if (embedded) for (const p of writerPragmas) await writer.execute(p);
   // Batches on the embedded file run on a native connection of their own that keeps its prepared
-  // statements (file-batch.ts); serialized with `write` by the same lock. With "full", they commit
-  // without the fsync and are answered after the WAL's, which runs off this thread (wal-sync.ts).
-  const walSync = embedded && durability === "full" ? WalSync.forDatabase(path) : undefined;
-  const fileBatch = embedded ? new FileBatchWriter(path, writerPragmasFor(walSync ? "normal" : durability)) : undefined;
+  // statements (file-batch.ts); serialized with `write` by the same lock.
+  const fileBatch = embedded ? new FileBatchWriter(path, writerPragmas) : undefined;
   const checkpoints = fileBatch ? new IdleCheckpoint(() => fileBatch.checkpoint()) : undefined;
   const writerDb = writer === client ? db : new Kysely<Database>({ dialect: new LibsqlDialect({ client: writer }) });
   const writeLock = new Mutex();
@@ -143,6 +144,11 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
     reader?.release();
     checkpoints?.wrote();
   };
+  // A committed write's result, once it is on disk (the lock is free meanwhile: the next one commits).
+  const onDisk = async <T>(result: T): Promise<T> => {
+    await walSync?.durable();
+    return result;
+  };
   const commitBatch = (stmts: BatchItem[]) =>
     writeLock.run(() => retryLocked(async () => (fileBatch ? fileBatch.batch(stmts) : serverBatch(writer, stmts))));
   // On the embedded file, batches of one event-loop turn share a transaction and its fsync.
@@ -152,7 +158,7 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
     client,
     url,
     durability,
-    write: (fn) => writeLock.run(() => retryLocked(() => writerDb.transaction().execute(fn))).finally(released),
+    write: (fn) => writeLock.run(() => retryLocked(() => writerDb.transaction().execute(fn))).then(onDisk).finally(released),
     batch: (stmts) => (grouped ? grouped.batch(stmts) : commitBatch(stmts)).finally(released),
     walSyncs: () => walSync?.syncs ?? 0,
     syncReader,

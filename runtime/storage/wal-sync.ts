@@ -1,12 +1,12 @@
 // Durable commits without the fsync on the server's thread (embedded file, db_synchronous "full").
-// The native driver is synchronous: with PRAGMA synchronous=FULL every COMMIT of a batch blocked the
-// event loop for its fsync (0.1 ms on an idle SSD, 2 ms and more under other I/O), and no request,
-// probe or plugin call was served meanwhile. Batches now commit with synchronous=NORMAL (the WAL
-// frames are written, not synced: SQLite keeps the database consistent either way) and are
-// acknowledged only once an fdatasync of the WAL file, run on the runtime's I/O threads, has
-// finished after their commit. Commits made while one sync runs share the next one.
+// The native driver is synchronous: with PRAGMA synchronous=FULL every COMMIT blocked the event loop
+// for its fsync (0.1 ms on an idle SSD, 2 ms and more under other I/O), and no request, probe or
+// plugin call was served meanwhile. The writer connections now commit with synchronous=NORMAL (the
+// WAL frames are written, not synced: SQLite keeps the database consistent either way) and a write
+// is acknowledged only once an fdatasync of the WAL file, run on the runtime's I/O threads, has
+// finished after its commit. Commits made while one sync runs share the next one.
 // What changes against FULL: a reader (of this process or another) may see a commit up to one sync
-// before it is on disk; no batch is acknowledged before it is.
+// before it is on disk; no write is acknowledged before it is.
 import { open } from "node:fs/promises";
 
 export class WalSync {
@@ -52,9 +52,18 @@ export class WalSync {
   }
 }
 
-/** fdatasync of the file at `path` (opened for it: the WAL stays one file while a connection is open). */
+/**
+ * fdatasync of the WAL at `path` (opened for it: the WAL stays one file while a connection is open).
+ * No WAL means the last connection closed, which checkpoints it into the database, synced, first.
+ */
 async function datasync(path: string): Promise<void> {
-  const handle = await open(path, "r");
+  let handle;
+  try {
+    handle = await open(path, "r");
+  } catch (err) {
+    if ((err as { code?: string }).code === "ENOENT") return;
+    throw err;
+  }
   try {
     await handle.datasync();
   } finally {
