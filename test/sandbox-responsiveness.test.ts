@@ -5,11 +5,15 @@
 // measures the p99.
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pluginDir, type PluginDir } from "./helpers/plugin-dir.ts";
 import { HOSTILE_DIR, newSession, pluginInfo, startPluginServer, type PluginServer } from "./helpers/plugins.ts";
 import { countWork, needsTurn, STRETCH_MS, turnEventLoop } from "../runtime/sandbox/inline-slice.ts";
+import { compileEagerly } from "../runtime/sandbox/eager-compile.ts";
+import { spawnHookbox } from "./helpers/child.ts";
+import { nestedBlocksModule } from "./helpers/wat-modules.ts";
 
 /**
  * Copies of the loop plugin. In-thread the event loop turns once between two calls (each a ~40 ms
@@ -94,5 +98,54 @@ describe("in-thread work between turns of the event loop", () => {
     assert.equal(needsTurn(), true);
     await turnEventLoop();
     assert.equal(needsTurn(), false, "the event loop turned: counting starts again");
+  });
+});
+
+// V8 compiled a WASM function at its first call, on the calling thread, unmetered: one function of
+// 1.4 M nested blocks held an outside probe's server 4-10 s. Functions are now compiled with the
+// module (off the thread, at load): Node sets V8's flag itself, Deno takes it from its command line
+// (the deno tasks and npm scripts pass it) and a Deno server without it says so.
+describe("plugin functions are compiled with their module, never at a first call", () => {
+  const NEST = { name: "nest", version: "1.0.0", description: "one function of nested blocks", hooks: [], commands: [{ name: "nest", description: "runs it" }], capabilities: [], limits: { fuel: 100_000_000, memory_pages: 1, timeout_seconds: 5 } };
+
+  it("compiles eagerly in this process (Node: set at the first compile; Deno: the test task's --v8-flags)", () => {
+    assert.equal(compileEagerly(), true);
+  });
+
+  it("a plugin whose command is one function of 100,000 nested blocks loads and answers", async () => {
+    const dir = pluginDir();
+    dir.write("nest", NEST, nestedBlocksModule(100_000));
+    const s = await startPluginServer({ dir: dir.path, enabled: ["nest"] });
+    try {
+      const res = await s.api("POST", "/v1/commands/nest", { raw_args: "" });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      assert.equal((await pluginInfo(s, "nest")).stats.failures.timeout, 0);
+    } finally {
+      await s.close();
+      dir.remove();
+    }
+  });
+
+  it("a Deno server started without the flag warns in its log; with it, it does not", { skip: !("Deno" in globalThis) && "Node sets the flag itself" }, async () => {
+    const dir = pluginDir();
+    dir.write("nest", NEST, nestedBlocksModule(10));
+    const home = mkdtempSync(join(tmpdir(), "hookbox-eager-"));
+    try {
+      for (const flags of [false, true]) {
+        const config = { db_url: `file:${join(home, `${flags}.db`)}`, plugins: { dir: dir.path, enabled: ["nest"] } };
+        const child = spawnHookbox(home, config, ["serve", "--host", "127.0.0.1", "--port", "0"], { HOOKBOX_LOG: "warn" }, flags);
+        const listening = await new Promise<boolean>((resolve) => {
+          const timer = setInterval(() => /listening on/.test(child.output()) && (clearInterval(timer), resolve(true)), 20);
+          void child.exited.then(() => (clearInterval(timer), resolve(false)));
+        });
+        await child.kill();
+        assert.ok(listening, child.output());
+        const warned = /started without --v8-flags=--no-wasm-lazy-compilation.*DENO_V8_FLAGS/.test(child.output());
+        assert.equal(warned, !flags, child.output());
+      }
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+      dir.remove();
+    }
   });
 });

@@ -24,7 +24,7 @@ interface Start {
 
 function runChild(configFile: string): Promise<Start> {
   const deno = (globalThis as { Deno?: { execPath(): string } }).Deno;
-  const [cmd, args] = deno ? [deno.execPath(), ["run", "-A", child, configFile]] : [process.execPath, ["--import", "tsx", "--disable-warning=ExperimentalWarning", child, configFile]];
+  const [cmd, args] = deno ? [deno.execPath(), ["run", "-A", "--v8-flags=--no-wasm-lazy-compilation", child, configFile]] : [process.execPath, ["--import", "tsx", "--disable-warning=ExperimentalWarning", child, configFile]];
   return new Promise((resolve, reject) => {
     const p = spawn(cmd, args, { stdio: ["ignore", "pipe", "inherit"], cwd: root });
     let out = "";

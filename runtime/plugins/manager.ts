@@ -12,6 +12,7 @@ import type { MissingCommand } from "../commands/registry.ts";
 import type { Core } from "../core.ts";
 import { conflict } from "../errors.ts";
 import { log } from "../log.ts";
+import { compileEagerly, EAGER_WASM_FLAG } from "../sandbox/eager-compile.ts";
 import type { AcceptOutput, WasmPlugin } from "../sandbox/wasm-plugin.ts";
 import { CommandBridge } from "./command-bridge.ts";
 import type { PluginEntry } from "./entry.ts";
@@ -74,6 +75,9 @@ export class PluginManager implements PluginHost {
 
   async start(): Promise<void> {
     const { config, dispatcher } = this.core;
+    if (!compileEagerly()) {
+      log("warn", `Deno started without --v8-flags=${EAGER_WASM_FLAG}: each plugin function is compiled at its first call, on the server's thread and unmetered (a hostile module can hold the server for seconds); start it with deno task serve, or set DENO_V8_FLAGS=${EAGER_WASM_FLAG}`);
+    }
     const state = await this.state.load();
     for (const { folder, path } of scanPluginDir(config.plugins.dir)) {
       const entry = this.newEntry(folder, path);

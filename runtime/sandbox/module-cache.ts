@@ -1,6 +1,7 @@
 // Instrumenting and compiling a module costs milliseconds; instances are rebuilt after every fault,
 // so the compiled WebAssembly.Module is kept per (bytes, limits) and shared by every rebuild.
 import { createHash } from "node:crypto";
+import { compileEagerly } from "./eager-compile.ts";
 import { instrument, InstrumentError, type InstrumentOptions } from "./instrument.ts";
 import { rewindable } from "./rewind.ts";
 
@@ -17,6 +18,7 @@ const refusedRewinds = new Map<string, Error>();
  * those imports (rewind.ts), off the thread too: the result is that module.
  */
 export function compileInstrumented(wasm: Uint8Array<ArrayBuffer>, opts: InstrumentOptions, rewind?: readonly string[]): Promise<WebAssembly.Module> {
+  compileEagerly(); // before the first compile: every function compiled here, off the thread, none at its first call
   const key = `${createHash("sha256").update(wasm).digest("hex")}:${opts.memoryPages}:${opts.tableElements ?? ""}:${opts.blockBytes ?? ""}:${rewind?.join(",") ?? ""}`;
   const refused = refusedRewinds.get(key);
   if (refused) return Promise.reject(refused);

@@ -35,8 +35,9 @@ export const MAX_ELEMENT_ENTRIES = 262_144;
 export const MAX_TABLES = 8;
 /**
  * Most locals all function bodies declare together (compilers emit about one per 100-200 bytes of
- * code: the shipped plugins 20-180 in all, a 4 MiB module some 40,000). V8 compiles a function on
- * its first call, on the calling thread, in time that grows with its locals, which cost no fuel
+ * code: the shipped plugins 20-180 in all, a 4 MiB module some 40,000). V8 compiled a function on
+ * its first call, on the calling thread (now at the module's compile: eager-compile.ts), in time
+ * that grows with its locals, which cost no fuel
  * there: 1,000 functions of 50,000 locals (a 16 KB module) held the server's thread 9-14 s on a
  * first call that ran 5,000 instructions.
  */

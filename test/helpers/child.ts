@@ -1,6 +1,7 @@
 // Runs hookbox in a child process (`serve` or any CLI command) on a given config, the way an
-// operator does: `node --import tsx runtime/cli.ts ...` under Node, `deno run -A runtime/cli.ts ...`
-// under Deno. Crash tests SIGKILL it mid-operation and look at what the database kept.
+// operator does: `node --import tsx runtime/cli.ts ...` under Node, `deno run -A --v8-flags=...
+// runtime/cli.ts ...` (as `deno task hookbox`) under Deno. Crash tests SIGKILL it mid-operation and
+// look at what the database kept.
 import { spawn, type ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -18,11 +19,15 @@ export interface Child {
   kill(): Promise<number | string>;
 }
 
-/** Writes `config` to `<dir>/hookbox.config.json` and starts `hookbox <args>` with it (`env` added to the environment). */
-export function spawnHookbox(dir: string, config: object, args: string[], env: Record<string, string> = {}): Child {
+/**
+ * Writes `config` to `<dir>/hookbox.config.json` and starts `hookbox <args>` with it (`env` added to
+ * the environment). `denoFlags: false` starts Deno without the V8 flag its tasks pass.
+ */
+export function spawnHookbox(dir: string, config: object, args: string[], env: Record<string, string> = {}, denoFlags = true): Child {
   const configPath = join(dir, "hookbox.config.json");
   writeFileSync(configPath, JSON.stringify(config));
-  const argv = isDeno ? ["run", "-A", "runtime/cli.ts", ...args] : ["--import", "tsx", "runtime/cli.ts", ...args];
+  const flags = denoFlags ? ["--v8-flags=--no-wasm-lazy-compilation"] : [];
+  const argv = isDeno ? ["run", "-A", ...flags, "runtime/cli.ts", ...args] : ["--import", "tsx", "runtime/cli.ts", ...args];
   const proc = spawn(process.execPath, argv, {
     cwd: ROOT,
     env: { ...process.env, HOOKBOX_CONFIG: configPath, HOOKBOX_LOG: "error", DENO_NO_UPDATE_CHECK: "1", ...env },

@@ -123,3 +123,25 @@ export function manyLocalsModule(functions: number, locals: number, times: numbe
     { id: 10, body: code.toBytes() },
   ]);
 }
+
+/**
+ * A plugin module whose `command_nest` is ONE function of `levels` nested empty blocks (3 bytes a
+ * level), then returns 0; it exports a one-page memory. Valid, cheap to run (no instruction in the
+ * blocks), and costly for V8 to compile (about 5 us a level): what an outside probe made to hold the
+ * server's thread at the function's first call, when V8 compiled it then (runtime/sandbox/eager-compile.ts).
+ */
+export function nestedBlocksModule(levels: number): Uint8Array<ArrayBuffer> {
+  const body = new Writer(levels * 3 + 8).u32(0);
+  for (let i = 0; i < levels; i++) body.byte(0x02).byte(0x40); // block (empty type)
+  for (let i = 0; i < levels; i++) body.byte(Op.End);
+  body.byte(Op.I32Const).i32(0).byte(Op.End);
+  const type = new Writer().u32(1).byte(0x60).u32(0).u32(1).byte(0x7f); // () -> i32
+  const exports = new Writer().u32(2).name("memory").byte(2).u32(0).name("command_nest").byte(0).u32(0);
+  return writeModule([
+    { id: 1, body: type.toBytes() },
+    { id: 3, body: new Writer().u32(1).u32(0).toBytes() },
+    { id: 5, body: new Writer().u32(1).byte(0).u32(1).toBytes() },
+    { id: 7, body: exports.toBytes() },
+    { id: 10, body: new Writer().u32(1).sized(body).toBytes() },
+  ]);
+}
