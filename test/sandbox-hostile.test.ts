@@ -21,7 +21,7 @@ import { MAX_ERROR_CHARS } from "../runtime/sandbox/call-failure.ts";
 import { CAN_SUSPEND, WasmPlugin, WORKER_GRACE_MS, type SandboxLimits } from "../runtime/sandbox/wasm-plugin.ts";
 import { LOG_BURST, LOG_LINES_PER_SECOND } from "../runtime/sandbox/log-budget.ts";
 import { WorkerInstance } from "../runtime/sandbox/worker-instance.ts";
-import { codeHeavyModule, hostileModule, manyItemsModule, manyLocalsModule, oneBodyModule } from "./helpers/wat-modules.ts";
+import { codeHeavyModule, hostileModule, manyItemsModule, manyLocalsModule, oneBodyModule, nestedBlocksModule } from "./helpers/wat-modules.ts";
 import { Op, Writer, writeModule } from "../runtime/sandbox/wasm-binary.ts";
 
 const LIMITS: SandboxLimits = { fuel: 100_000_000, memoryPages: 64, timeoutMs: 2_000, maxOutputBytes: 64 * 1024 };
@@ -827,9 +827,15 @@ describe("hostile modules: suspended by rewinding (a runtime without JSPI)", () 
     await compileInstrumented(heavy, { memoryPages: 4 }); // as a plain plugin it loads
     for (let round = 0; round < 2; round++) {
       const t0 = performance.now();
-      await assert.rejects(compileInstrumented(heavy, { memoryPages: 4 }, [`${HOST_MODULE}.hookbox_http`]), /too heavy to make rewindable \(locals x call sites 1204800, at most 1000000\)/);
+      await assert.rejects(compileInstrumented(heavy, { memoryPages: 4 }, [`${HOST_MODULE}.hookbox_http`]), /too heavy to make rewindable \(locals x call sites \+ instructions 1205401, at most 1000000\)/);
       assert.ok(performance.now() - t0 < 2_000, `round ${round}: refused in ${performance.now() - t0} ms`);
     }
+  });
+
+  // Found by an outside probe: 1.4 M nested blocks (no call, no local) took Binaryen 470 MB more.
+  it("a module of a million instructions is refused before Binaryen sees it, whatever its locals and calls", async () => {
+    const nested = nestedBlocksModule(500_001); // block and end each: 1,000,004 instructions
+    await assert.rejects(compileInstrumented(nested, { memoryPages: 4 }, [`${HOST_MODULE}.hookbox_http`]), /too heavy to make rewindable \(locals x call sites \+ instructions 1000004, at most 1000000\)/);
   });
 
   it("a call suspended twice resumes each time with its locals and its memory as it left them", async () => {

@@ -63,10 +63,12 @@ export const START_FUEL = 1_000_000;
 
 /**
  * Of each module instrument() wrote: the sum over its function bodies of (locals + CALL_WEIGHT) x
- * call sites. Asyncify (rewind.ts) saves and restores a function's locals around each call that may
- * unwind, so its rewrite, and Binaryen's memory for it, grows with this (an outside probe's one
- * function of 20,000 locals and 20,000 calls took 3.7 GiB for 20 s; 1,000 x 1,000: 350 MiB, 4 s;
- * 150,000 calls and 2 locals: 470 MiB, past 20 s; the shipped plugins weigh 1,000-40,000).
+ * call sites, plus its instructions. Asyncify (rewind.ts) saves and restores a function's locals
+ * around each call that may unwind, so its rewrite, and Binaryen's memory for it, grows with this
+ * (an outside probe's one function of 20,000 locals and 20,000 calls took 3.7 GiB for 20 s; 1,000 x
+ * 1,000: 350 MiB, 4 s; 150,000 calls and 2 locals: 470 MiB, past 20 s); and Binaryen holds a node
+ * per instruction (1.4 M nested blocks and no call: 470 MB more, then its recursion overflowed).
+ * The shipped plugins weigh 1,000-60,000.
  */
 export const suspendWeights = new WeakMap<Uint8Array, number>();
 /** What a call site weighs apart from the locals it saves (a calls-only body still costs). */
@@ -391,7 +393,7 @@ interface MeterCtx {
   remap: (idx: number) => number;
   /** The module's function types (a block typed by one is checked against MAX_BLOCK_ARITY). */
   types: Signatures;
-  /** Sum over the bodies of locals x call sites: what asyncify's rewrite grows with (suspendWeight). */
+  /** Sum over the bodies of locals x call sites, plus instructions: what asyncify's rewrite grows with (suspendWeights). */
   suspendWeight: number;
   /** Locals of the bodies read so far (MAX_LOCALS). */
   locals: number;
@@ -455,7 +457,8 @@ function* instrumentBody(body: Uint8Array, m: MeterCtx, w: Writer): Generator<vo
   const stack = new IntList(); // region of each open block
   stack.push(0);
   let lastOp = -1;
-  for (let read = 1; !r.done; read++) {
+  let instructions = 0;
+  for (let read = 1; !r.done; read++, instructions++) {
     const ins = readInstr(r);
     lastOp = ins.op;
     if (REWRITTEN.has(ins.op)) {
@@ -482,7 +485,7 @@ function* instrumentBody(body: Uint8Array, m: MeterCtx, w: Writer): Generator<vo
   }
   // The body's own end closes its last block: anything else means it was read wrong.
   if (stack.length !== 0 || lastOp !== Op.End) throw new WasmFormatError("a function body does not end where its size says");
-  m.suspendWeight += (locals + CALL_WEIGHT) * calls;
+  m.suspendWeight += (locals + CALL_WEIGHT) * calls + instructions;
   // Each meter adds about a dozen bytes: a body whose meters alone would pass the limit is not written.
   const atLeast = w.length + body.length + costs.length * METER_BYTES;
   if (atLeast > MAX_INSTRUMENTED_BYTES) throw tooLarge(atLeast);

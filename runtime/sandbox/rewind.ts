@@ -27,7 +27,7 @@ const DATA_BYTES = 16 * 1024;
 /** Modules above this size are not transformed (Binaryen's memory grows with them): they run in a worker. */
 const MAX_TRANSFORM_BYTES = 8 * 1024 * 1024;
 /**
- * Modules heavier than this (instrument.ts suspendWeights: locals x call sites) are not transformed:
+ * Modules heavier than this (instrument.ts suspendWeights: locals x call sites + instructions) are not transformed:
  * Binaryen's memory grows with it (1,000,000: about 350 MiB at its peak, 4 s), and it runs in the
  * server's process. They run in a worker.
  */
@@ -61,7 +61,7 @@ interface AsyncifyExports {
 export function rewindable(bytes: Uint8Array, imports: readonly string[]): Promise<Uint8Array> {
   if (bytes.byteLength > MAX_TRANSFORM_BYTES) return Promise.reject(new Error(`module larger than ${MAX_TRANSFORM_BYTES} bytes`));
   const weight = suspendWeights.get(bytes) ?? Infinity;
-  if (weight > MAX_SUSPEND_WEIGHT) return Promise.reject(new Error(`module too heavy to make rewindable (locals x call sites ${weight}, at most ${MAX_SUSPEND_WEIGHT})`));
+  if (weight > MAX_SUSPEND_WEIGHT) return Promise.reject(new Error(`module too heavy to make rewindable (locals x call sites + instructions ${weight}, at most ${MAX_SUSPEND_WEIGHT})`));
   return transforms.run(bytes, imports);
 }
 
