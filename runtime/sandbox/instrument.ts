@@ -68,7 +68,7 @@ export const START_FUEL = 1_000_000;
  * (an outside probe's one function of 20,000 locals and 20,000 calls took 3.7 GiB for 20 s; 1,000 x
  * 1,000: 350 MiB, 4 s; 150,000 calls and 2 locals: 470 MiB, past 20 s); and Binaryen holds a node
  * per instruction (1.4 M nested blocks and no call: 470 MB more, then its recursion overflowed).
- * The shipped plugins weigh 1,000-60,000.
+ * The shipped plugins weigh 1,000-21,000.
  */
 export const suspendWeights = new WeakMap<Uint8Array, number>();
 /** What a call site weighs apart from the locals it saves (a calls-only body still costs). */
