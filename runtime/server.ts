@@ -6,6 +6,7 @@ import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Core } from "./core.ts";
 import { createApp } from "./http/app.ts";
+import { InFlight } from "./util/in-flight.ts";
 
 export interface ShutdownReport {
   /** Requests that finished during the drain. */
@@ -17,7 +18,7 @@ export interface ShutdownReport {
 
 export interface RunningServer {
   url: string;
-  /** Requests being answered right now (a streamed response counts until its last byte). */
+  /** Requests being answered right now (a streamed response counts until its last byte; a turn whose client went away, until its end). */
   inFlight(): number;
   /** Stops accepting, waits up to `graceMs` (default 0: drop at once) for in-flight requests. */
   close(graceMs?: number): Promise<ShutdownReport>;
@@ -27,7 +28,8 @@ export interface RunningServer {
 
 export async function startServer(core: Core, opts: { host: string; port: number }): Promise<RunningServer> {
   let draining = false; // /readyz answers 503 from the first moment of a shutdown
-  const server = await serveFetch(createApp(core, { draining: () => draining }).fetch, opts);
+  const work = new InFlight();
+  const server = await serveFetch(createApp(core, { draining: () => draining, work }).fetch, opts, () => work.size);
   return {
     ...server,
     close: (graceMs) => {
@@ -37,15 +39,19 @@ export async function startServer(core: Core, opts: { host: string; port: number
   };
 }
 
-/** Serves any fetch handler (the API; the bench's outside baselines) until close(). */
-export function serveFetch(fetch: (req: Request) => Response | Promise<Response>, opts: { host: string; port: number }): Promise<RunningServer> {
+/**
+ * Serves any fetch handler (the API; the bench's outside baselines) until close(). `working`: the
+ * requests' work still running (app.ts counts it), which close() waits for as it waits for
+ * connections: a turn whose client went away is still in flight.
+ */
+export function serveFetch(fetch: (req: Request) => Response | Promise<Response>, opts: { host: string; port: number }, working: () => number = () => 0): Promise<RunningServer> {
   return new Promise((resolve, reject) => {
     const server = serve({ fetch, hostname: opts.host, port: opts.port }, (info: AddressInfo) => {
       const host = info.family === "IPv6" ? `[${info.address}]` : info.address;
       resolve({
         url: `http://${host}:${info.port}`,
-        inFlight: () => active.size,
-        close: (graceMs = 0) => drain(server as Server, active, graceMs, () => cut),
+        inFlight: () => Math.max(active.size, working()),
+        close: (graceMs = 0) => drain(server as Server, () => Math.max(active.size, working()), graceMs, () => cut),
         dropNow: () => void (cut = true),
       });
     });
@@ -68,16 +74,16 @@ export function serveFetch(fetch: (req: Request) => Response | Promise<Response>
 const POLL_MS = 25;
 const KEEP_ALIVE_MS = 65_000;
 
-async function drain(server: Server, active: Set<object>, graceMs: number, cut: () => boolean): Promise<ShutdownReport> {
+async function drain(server: Server, inFlight: () => number, graceMs: number, cut: () => boolean): Promise<ShutdownReport> {
   const started = Date.now();
-  const before = active.size;
+  const before = inFlight();
   const closed = new Promise<void>((done) => server.close(() => done()));
   // Keep-alive connections stay open after their response; close each one as soon as it is idle.
-  while (active.size > 0 && Date.now() - started < graceMs && !cut()) {
+  while (inFlight() > 0 && Date.now() - started < graceMs && !cut()) {
     server.closeIdleConnections?.();
     await new Promise((r) => setTimeout(r, POLL_MS));
   }
-  const dropped = active.size;
+  const dropped = inFlight();
   server.closeIdleConnections?.();
   server.closeAllConnections?.();
   await closed;

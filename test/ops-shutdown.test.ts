@@ -22,22 +22,29 @@ const SERVE = ["--host", "127.0.0.1", "--port", "0"];
 const LAUNCHERS: Array<[string, string, string[]]> = isDeno
   ? [
       ["deno task serve", process.execPath, ["task", "serve", ...SERVE]],
-      ["hookbox serve (deno)", process.execPath, ["run", "-A", "runtime/cli.ts", "serve", ...SERVE]],
+      ["hookbox serve (deno)", process.execPath, ["run", "-A", "--v8-flags=--no-wasm-lazy-compilation", "runtime/cli.ts", "serve", ...SERVE]],
     ]
   : [
       ["npm start", "npm", ["start", "--", ...SERVE]],
       ["hookbox serve (node)", process.execPath, ["--import", "tsx", "runtime/cli.ts", "serve", ...SERVE]],
     ];
 
-/** An OpenAI-compatible upstream that holds every chat request until release(). */
+/** An OpenAI-compatible upstream that holds every chat request until release() (streamed when asked). */
 async function heldUpstream() {
   const held: Array<() => void> = [];
+  const usage = { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 };
   const server: Server = createServer((req, res) => {
-    req.resume();
+    let body = "";
+    req.on("data", (b: Buffer) => (body += b.toString()));
     req.on("end", () =>
       held.push(() => {
+        if ((JSON.parse(body) as { stream?: boolean }).stream) {
+          res.writeHead(200, { "content-type": "text/event-stream" });
+          res.end(`data: ${JSON.stringify({ choices: [{ delta: { content: "drained answer" } }] })}\n\ndata: ${JSON.stringify({ choices: [], usage })}\n\ndata: [DONE]\n\n`);
+          return;
+        }
         res.writeHead(200, { "content-type": "application/json" });
-        res.end(JSON.stringify({ choices: [{ message: { role: "assistant", content: "drained answer" } }], usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 } }));
+        res.end(JSON.stringify({ choices: [{ message: { role: "assistant", content: "drained answer" } }], usage }));
       }),
     );
   });
@@ -128,7 +135,7 @@ describe("graceful shutdown on SIGTERM", () => {
       await exited;
       rmSync(dir, { recursive: true, force: true });
     };
-    return { url, port: Number(new URL(url).port), dbFile, exited, out: () => out, logs, turnsInFlight, signal, cleanup };
+    return { url, port: Number(new URL(url).port), dbFile, exited, out: () => out, logs, post, turnsInFlight, signal, cleanup };
   }
 
   for (const [name, command, args] of LAUNCHERS) {
@@ -168,6 +175,48 @@ describe("graceful shutdown on SIGTERM", () => {
       }
     });
   }
+
+  // Found by an outside probe: the drain counted connections, so a turn whose client had gone away
+  // counted as done; the plugins closed under it (a blocked tool ran, post_llm_call was lost) and
+  // on Deno the turn was lost.
+  it("turns whose clients went away (plain and streamed) still finish, with their hooks, before the plugins close", async () => {
+    const [, command, args] = LAUNCHERS[1]!;
+    const h = await launch(command, args);
+    try {
+      const ids: string[] = [];
+      for (let i = 0; i < 2; i++) ids.push((await (await h.post("/v1/sessions", {})).json()).session.id);
+      const gone = ids.map((id, i) => {
+        const ctl = new AbortController();
+        const headers: Record<string, string> = { "content-type": "application/json", ...(i === 1 ? { accept: "text/event-stream" } : {}) };
+        const sent = fetch(`${h.url}/v1/sessions/${id}/turns`, { method: "POST", headers, body: JSON.stringify({ message: `question ${id}` }), signal: ctl.signal })
+          .then((r) => r.body?.cancel())
+          .catch(() => undefined);
+        return { ctl, sent };
+      });
+      await until("both turns to reach the model", () => upstream.held.length === 2);
+      for (const g of gone) g.ctl.abort();
+      await Promise.all(gone.map((g) => g.sent));
+      await new Promise((r) => setTimeout(r, 300)); // the server has seen both connections close
+      h.signal("SIGTERM");
+      await until("the shutdown to start", () => h.out().includes("shutting down"));
+      await new Promise((r) => setTimeout(r, 300));
+      upstream.release();
+      assert.equal(await h.exited, 0, h.out());
+      const http = h.logs().find((l) => l.msg === "http server stopped");
+      assert.deepEqual([http?.drained, http?.dropped], [2, 0], h.out());
+      const db = createClient({ url: `file:${h.dbFile}` });
+      try {
+        const msgs = await db.execute("select session_id, count(*) as n from messages group by session_id");
+        assert.deepEqual(new Map(msgs.rows.map((r) => [String(r.session_id), Number(r.n)])), new Map(ids.map((id) => [id, 2])));
+        const kv = await db.execute("select value from plugin_kv where plugin = 'sidecar-index' and value like '%\"llm_calls\":1%'");
+        assert.equal(kv.rows.length, 2, "each turn's post_llm_call ran (plugins still open) and its KV write is on disk");
+      } finally {
+        db.close();
+      }
+    } finally {
+      await h.cleanup();
+    }
+  });
 
   it("a second signal drops what is still in flight at once, and the process still closes cleanly", async () => {
     const [, command, args] = LAUNCHERS[1]!;

@@ -10,6 +10,7 @@ import { errorBody, methodNotAllowedResponse, onError } from "./errors.ts";
 import { bearerAuth, idempotency, refusePluginRequests } from "./guards.ts";
 import { createMetrics } from "./metrics.ts";
 import { accessLog, withRequestId } from "./observe.ts";
+import { InFlight } from "../util/in-flight.ts";
 import { within } from "../util/within.ts";
 import { VERSION } from "../version.ts";
 import { metricsRoute, publicOpsRoutes, type OpsOptions } from "./ops.ts";
@@ -62,6 +63,9 @@ export function createApp(core: Core, opts: OpsOptions = {}): Hono {
   const metrics = createMetrics(core, VERSION);
   app.onError(onError);
   app.notFound((c) => c.json(errorBody("not_found", `no route for ${c.req.method} ${c.req.path}`), 404));
+  // Counted from here to the handler's end, whatever the connection does (a shutdown waits for it).
+  const work = opts.work ?? new InFlight();
+  app.use("*", (_c, next) => work.track(next()));
   app.use("*", withRequestId);
   app.use("*", accessLog(metrics));
   app.use("*", refusePluginRequests);
@@ -88,7 +92,7 @@ export function createApp(core: Core, opts: OpsOptions = {}): Hono {
   app.use("/v1/*", idempotency(core));
   metricsRoute(app, metrics);
   app.get("/v1/health", (c) => c.json({ ok: true }));
-  app.route("/v1/sessions", sessionRoutes(core));
+  app.route("/v1/sessions", sessionRoutes(core, work));
   app.route("/v1", adminRoutes(core));
   return app;
 }

@@ -8,6 +8,7 @@ import { sql } from "kysely";
 import type { Hono } from "hono";
 import type { Core } from "../core.ts";
 import { noPlugins } from "../plugins/host.ts";
+import type { InFlight } from "../util/in-flight.ts";
 import { within } from "../util/within.ts";
 import { VERSION } from "../version.ts";
 import type { HttpMetrics } from "./metrics.ts";
@@ -17,6 +18,8 @@ import { openApiDocument } from "./openapi.ts";
 export interface OpsOptions {
   /** True once a graceful shutdown started: /readyz answers 503 so balancers stop sending. */
   draining?: () => boolean;
+  /** Where the app counts the work its requests started (the server's shutdown waits for it). */
+  work?: InFlight;
 }
 
 const READY_DB_TIMEOUT_MS = 2_000;

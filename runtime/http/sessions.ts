@@ -4,6 +4,7 @@ import { Hono } from "hono";
 import * as v from "valibot";
 import { COMPACTION_KINDS } from "../../hooks/catalogue.ts";
 import type { Core } from "../core.ts";
+import type { InFlight } from "../util/in-flight.ts";
 import { notFound } from "../errors.ts";
 import { pageCursor } from "../sessions/service.ts";
 import { messageView, sessionView } from "../sessions/view.ts";
@@ -50,7 +51,7 @@ export const BulkDeleteBody = v.pipe(
 );
 export const AdoptBody = v.strictObject({ ids: v.pipe(v.array(Id), v.minLength(1), v.maxLength(100_000)), profile: Profile });
 
-export function sessionRoutes(core: Core): Hono {
+export function sessionRoutes(core: Core, work: InFlight): Hono {
   const app = new Hono();
 
   app.post("/", async (c) => {
@@ -98,7 +99,7 @@ export function sessionRoutes(core: Core): Hono {
       // what goes wrong once the turn runs is the stream's `error` event.
       const session = await core.sessions.turnSession(id);
       if (session.ended_at !== null) throw await core.sessions.endedConflict(session);
-      return streamTurn(c, core, id, body.message);
+      return streamTurn(c, core, id, body.message, work);
     }
     return c.json(await core.turns.run(id, body.message));
   });

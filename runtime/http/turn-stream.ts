@@ -3,9 +3,10 @@
 // whatever the client does: one that disconnects mid-stream only stops hearing about it, so the
 // session is left exactly as after a non-streamed turn (all of the exchange stored, or none).
 import type { Context } from "hono";
-import { streamSSE } from "hono/streaming";
+import { streamSSE, type SSEStreamingApi } from "hono/streaming";
 import type { Core } from "../core.ts";
 import type { TurnEvent } from "../turns/events.ts";
+import type { InFlight } from "../util/in-flight.ts";
 import { describeError } from "./errors.ts";
 
 /** Whether Accept lists text/event-stream with a weight above 0 (`;q=0` means "not this one", RFC 9110). */
@@ -18,26 +19,29 @@ export function wantsEventStream(c: Context): boolean {
   });
 }
 
-export function streamTurn(c: Context, core: Core, sessionId: string, message: string): Response {
-  return streamSSE(c, async (stream) => {
-    let id = 0;
-    // Events are written in order; a write to a client that has gone is dropped, never awaited twice.
-    let writes = Promise.resolve();
-    const send = (e: TurnEvent) => {
-      writes = writes.then(async () => {
-        if (stream.aborted || stream.closed) return;
-        try {
-          await stream.writeSSE({ event: e.event, data: JSON.stringify(e.data), id: String(++id) });
-        } catch {
-          /* the client went away: the turn goes on without it */
-        }
-      });
-    };
-    try {
-      send({ event: "answer", data: await core.turns.run(sessionId, message, send) });
-    } catch (err) {
-      send({ event: "error", data: describeError(err, c).body });
-    }
-    await writes;
-  });
+/** `work` counts the turn until its end (a shutdown waits for it, whether or not the client stays). */
+export function streamTurn(c: Context, core: Core, sessionId: string, message: string, work: InFlight): Response {
+  return streamSSE(c, (stream) => work.track(streamEvents(c, core, sessionId, message, stream)));
+}
+
+async function streamEvents(c: Context, core: Core, sessionId: string, message: string, stream: SSEStreamingApi): Promise<void> {
+  let id = 0;
+  // Events are written in order; a write to a client that has gone is dropped, never awaited twice.
+  let writes = Promise.resolve();
+  const send = (e: TurnEvent) => {
+    writes = writes.then(async () => {
+      if (stream.aborted || stream.closed) return;
+      try {
+        await stream.writeSSE({ event: e.event, data: JSON.stringify(e.data), id: String(++id) });
+      } catch {
+        /* the client went away: the turn goes on without it */
+      }
+    });
+  };
+  try {
+    send({ event: "answer", data: await core.turns.run(sessionId, message, send) });
+  } catch (err) {
+    send({ event: "error", data: describeError(err, c).body });
+  }
+  await writes;
 }
