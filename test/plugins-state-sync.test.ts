@@ -5,7 +5,7 @@
 // the rows never undoes a change this process just made.
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { newSession, pluginInfo, startPluginServer, SEED_DIR, type PluginServer } from "./helpers/plugins.ts";
+import { HOSTILE_DIR, newSession, pluginInfo, startPluginServer, SEED_DIR, type PluginServer } from "./helpers/plugins.ts";
 
 describe("plugin state written by other processes", () => {
   let s: PluginServer;
@@ -88,3 +88,36 @@ describe("plugin state written by other processes", () => {
     assert.equal(await runs(), false);
   });
 });
+
+// Found by an outside probe: an enable through another node or the CLI lifted a plugin-wide
+// quarantine here but not a hook's own (kept only in this process), so a quarantined guard hook
+// stayed off on the other nodes while the operator saw it enabled.
+describe("an enable made by another process lifts this process's hook quarantines", () => {
+  let s: PluginServer;
+  before(async () => {
+    s = await startPluginServer({ dir: HOSTILE_DIR, enabled: ["badjson"], quarantine_after: 2 });
+  });
+  after(() => s.close());
+
+  it("a hook quarantined here alone is run again after an enable written elsewhere", async () => {
+    const sid = await newSession(s, "hook-quarantine");
+    const pre = { session_id: sid, conversation_history: [], user_message: "hi", platform: "cli", model: "m", turn_id: "t", is_first_turn: true, user_id: null, parent_session_id: null };
+    const post = { session_id: sid, old_session_id: "", kind: "prune_tool_results" as const, reason: "manual" as const, before_tokens: 10, after_tokens: 5, messages_removed: 0 };
+    // pre_llm_call fails twice (bad JSON), a post_compaction in between succeeds: the hook alone is quarantined.
+    await s.core.dispatcher.emit("pre_llm_call", pre);
+    await s.core.dispatcher.emit("post_compaction", post);
+    await s.core.dispatcher.emit("pre_llm_call", pre);
+    const info = await pluginInfo(s, "badjson");
+    assert.equal(info.status, "active");
+    assert.deepEqual(Object.keys(info.stats.quarantined_hooks), ["pre_llm_call"]);
+    assert.deepEqual((await s.core.dispatcher.emit("pre_llm_call", pre)).skipped, [{ plugin: "badjson", why: "quarantined" }]);
+    // What `hookbox plugins enable badjson` or another node's enable writes.
+    await s.core.storage.write((trx) =>
+      trx.insertInto("plugin_state").values({ name: "badjson", enabled: 1, quarantined: null, updated_at: Date.now() }).onConflict((oc) => oc.column("name").doUpdateSet({ enabled: 1, quarantined: null, updated_at: Date.now() })).execute(),
+    );
+    await s.plugins.syncState();
+    assert.deepEqual((await pluginInfo(s, "badjson")).stats.quarantined_hooks, {});
+    assert.deepEqual((await s.core.dispatcher.emit("pre_llm_call", pre)).failed.map((f) => f.plugin), ["badjson"], "called again");
+  });
+});
+

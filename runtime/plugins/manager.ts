@@ -104,7 +104,11 @@ export class PluginManager implements PluginHost {
     const { dispatcher } = this.core;
     if (row?.quarantined) {
       if (dispatcher.quarantineOf(entry.name) !== row.quarantined) dispatcher.quarantine(entry.name, row.quarantined);
-    } else if (dispatcher.quarantineOf(entry.name) !== null) dispatcher.release(entry.name);
+    } else if (row?.enabled === 1 || dispatcher.quarantineOf(entry.name) !== null) {
+      // A changed row that says enabled, with no quarantine, is an operator's enable (here, on
+      // another node or the CLI): it lifts the hooks' own quarantines too, which only this process keeps.
+      dispatcher.release(entry.name);
+    }
   }
 
   /** Remembers `row` as the plugin's state this process has applied (or written itself). */
