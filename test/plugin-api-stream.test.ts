@@ -9,6 +9,7 @@ import { command, HOSTILE_DIR, newSession, startPluginServer, type PluginServer 
 import { allEvents, postStreamedTurn, sseEvents } from "./helpers/sse.ts";
 import { startTestServer } from "./helpers/server.ts";
 import { ProviderError, type Provider } from "../runtime/providers/types.ts";
+import { LocalProvider } from "../runtime/providers/local.ts";
 
 const hooksOf = async (s: PluginServer, sid: string) =>
   (JSON.parse((await command(s, "hookrec", {})).body.output) as any[]).filter((e) => e.session_id === sid).map((e) => e.hook);
@@ -62,6 +63,40 @@ describe("streamed turns with the local provider", () => {
     assert.equal(plain.status, 422, "the same key for the JSON representation is refused, not answered with event-stream text");
     assert.equal(((await plain.json()) as any).error.code, "idempotency_key_reused");
     assert.equal((await s.api("GET", `/v1/sessions/${sid}/messages`)).body.messages.length, 2, "the turn ran once");
+  });
+
+  // Found by an outside probe: a streamed turn that failed (database down, session_busy) kept its
+  // Idempotency-Key and replayed the failure for a day, on every node, where a plain one gives it back.
+  it("a streamed turn that fails as a plain turn would with a 5xx gives its Idempotency-Key back: the retry runs the turn", async () => {
+    const local = new LocalProvider();
+    let down = true;
+    const flaky: Provider = {
+      name: "flaky",
+      model: local.model,
+      complete: (req, stream) => (down ? Promise.reject(new Error("upstream went away")) : local.complete(req, stream)),
+      summarize: (msgs) => local.summarize(msgs),
+    };
+    const f = await startTestServer({ provider: flaky });
+    try {
+      const fid = (await f.api("POST", "/v1/sessions", {})).body.session.id as string;
+      const post = () =>
+        fetch(`${f.url}/v1/sessions/${fid}/turns`, { method: "POST", headers: { "content-type": "application/json", accept: "text/event-stream", "idempotency-key": `flaky-${fid}` }, body: JSON.stringify({ message: "hello" }) });
+      const failed = await allEvents(await post());
+      assert.deepEqual(failed.map((e) => e.event), ["turn", "error"]);
+      down = false;
+      let retry = await post();
+      // The key is given back once the failed stream has ended: a retry at once may still wait on it.
+      for (let i = 0; retry.headers.get("idempotent-replay") === "true" && i < 50; i++) {
+        await retry.body?.cancel();
+        await new Promise((r) => setTimeout(r, 20));
+        retry = await post();
+      }
+      assert.equal(retry.headers.get("idempotent-replay"), null, "not a replay of the failure");
+      assert.deepEqual((await allEvents(retry)).map((e) => e.event).at(-1), "answer");
+      assert.equal((await f.api("GET", `/v1/sessions/${fid}/messages`)).body.messages.length, 2, "the turn ran, once");
+    } finally {
+      await f.close();
+    }
   });
 
   // Found by an outside probe: "text/event-stream;q=0" (not this one, RFC 9110) still got a stream.

@@ -32,6 +32,12 @@ export function describeError(err: unknown, c: Context): { status: 400 | 401 | 4
   return { status: 500, body: errorBody("internal", "internal error") };
 }
 
+/**
+ * Whether an error answer says nothing was done and to send the request again: a 5xx, or another
+ * turn of the session got in first (session_busy). An Idempotency-Key is given back for those.
+ */
+export const asksForRetry = (status: number, code: string | undefined): boolean => status >= 500 || code === "session_busy";
+
 export function onError(err: Error, c: Context): Response {
   const { status, body } = describeError(err, c);
   return c.json(body, status);

@@ -6,8 +6,8 @@ import { PLUGIN_REQUEST_HEADER } from "../../host-api/request-mark.ts";
 import type { Core } from "../core.ts";
 import { log } from "../log.ts";
 import { KeyedMutex } from "../util/mutex.ts";
-import { errorBody } from "./errors.ts";
-import { wantsEventStream } from "./turn-stream.ts";
+import { asksForRetry, errorBody } from "./errors.ts";
+import { streamFailure, wantsEventStream } from "./turn-stream.ts";
 
 const digest = (s: string) => createHash("sha256").update(s).digest();
 
@@ -49,7 +49,7 @@ const KEY = /^[\x21-\x7e]{1,200}$/;
  * The key is claimed in the database before the request runs (a row with status 0), so two
  * processes on one database never both run it: the second waits for the first one's answer and
  * replays it. A claim whose process died is taken over after CLAIM_STALE_MS; a request that ends
- * in a 5xx gives its key back.
+ * in a 5xx or session_busy (streamed or not: asksForRetry) gives its key back.
  */
 export function idempotency(core: Core): MiddlewareHandler {
   const locks = new KeyedMutex();
@@ -97,11 +97,13 @@ export function idempotency(core: Core): MiddlewareHandler {
         await release(core, key, owner);
         throw err;
       }
-      if (c.res.status >= 500) {
+      const status = c.res.status;
+      // An answer that asks for the request again gives the key back (a retry with it runs it).
+      const code = status === 409 ? await c.res.clone().json().then((b: { error?: { code?: string } }) => b.error?.code, () => undefined) : undefined;
+      if (asksForRetry(status, code)) {
         await release(core, key, owner);
         return;
       }
-      const status = c.res.status;
       const contentType = c.res.headers.get("content-type") ?? "application/json";
       const purge = now - lastPurge > 60_000;
       if (purge) lastPurge = now;
@@ -128,8 +130,13 @@ export function idempotency(core: Core): MiddlewareHandler {
       // A stream (a streamed turn) reaches the client as it comes; its answer is stored once it has
       // ended (until then a retry with this key waits for it).
       if (contentType.startsWith("text/event-stream")) {
-        body.then(storeAnswer, (err: unknown) =>
-          log("warn", "idempotency: the streamed answer could not be read; the claim expires", { key, error: (err as Error)?.message ?? String(err) }),
+        body.then(
+          (text) => {
+            // A stream that ended with a failure a plain turn would have answered 5xx or session_busy: as that one.
+            const failed = streamFailure(c);
+            return failed && asksForRetry(failed.status, failed.code) ? release(core, key, owner) : storeAnswer(text);
+          },
+          (err: unknown) => log("warn", "idempotency: the streamed answer could not be read; the claim expires", { key, error: (err as Error)?.message ?? String(err) }),
         );
         return;
       }

@@ -41,7 +41,15 @@ async function streamEvents(c: Context, core: Core, sessionId: string, message: 
   try {
     send({ event: "answer", data: await core.turns.run(sessionId, message, send) });
   } catch (err) {
-    send({ event: "error", data: describeError(err, c).body });
+    const { status, body } = describeError(err, c);
+    failures.set(c, { status, code: body.error.code });
+    send({ event: "error", data: body });
   }
   await writes;
 }
+
+/** A streamed turn's failure, by its request: the status and code a plain turn would have answered. */
+const failures = new WeakMap<Context, { status: number; code: string }>();
+
+/** How the streamed turn of request `c` failed, once its stream has ended (undefined: it did not). */
+export const streamFailure = (c: Context) => failures.get(c);
