@@ -121,6 +121,42 @@ for (const db of TEST_DBS) {
       assert.match(missing.body.error.message, /^plugin nothing not found: the folders of .* are read at start \(restart, or run `hookbox serve --watch` to pick up a new one\)$/);
       assert.equal((await t.api("POST", "/v1/plugins/nothing/explode")).status, 400);
     });
+
+    // Found by an outside probe: the old session was ended in one transaction and its successor
+    // made in another; a database that failed in between left it ended with no successor, and the
+    // retry was refused as session_ended.
+    it("a reset whose successor cannot be stored changes nothing: the session stays open, a retry resets it", async () => {
+      const id = (await t.api("POST", "/v1/sessions", { platform: "cli" })).body.session.id as string;
+      const storage = t.core.storage as unknown as { write: (fn: (trx: any) => Promise<unknown>) => Promise<unknown> };
+      const real = storage.write;
+      // The transaction that inserts a session fails at the insert, as a server that went away does.
+      storage.write = (fn) =>
+        real.call(t.core.storage, (trx: any) =>
+          fn(
+            new Proxy(trx, {
+              get: (target, key) => {
+                if (key === "insertInto") return () => { throw new TypeError("fetch failed"); };
+                const value = Reflect.get(target, key);
+                return typeof value === "function" ? value.bind(target) : value;
+              },
+            }),
+          ),
+        );
+      let failed;
+      try {
+        failed = await t.api("POST", `/v1/sessions/${id}/reset`, {});
+      } finally {
+        storage.write = real;
+      }
+      assert.equal(failed.status, 503, JSON.stringify(failed.body));
+      assert.equal((await t.api("GET", `/v1/sessions/${id}`)).body.session.ended_at, null, "still open");
+      rec.clear();
+      const retry = await t.api("POST", `/v1/sessions/${id}/reset`, {});
+      assert.equal(retry.status, 201, JSON.stringify(retry.body));
+      assert.notEqual(retry.body.session.id, id);
+      assert.equal((await t.api("GET", `/v1/sessions/${id}`)).body.session.end_reason, "reset");
+      assert.deepEqual(rec.events.map((e) => e.hook), ["on_session_end", "on_session_finalize", "on_session_start", "on_session_reset"]);
+    });
   });
 }
 

@@ -53,31 +53,7 @@ export class SessionService {
 
   async create(input: NewSession): Promise<SessionRow> {
     const now = this.ctx.now();
-    const row = await this.ctx.storage.write(async (trx) => {
-      let profile = input.profile ?? "default";
-      if (input.parent_session_id !== undefined) {
-        const parent = await trx.selectFrom("sessions").selectAll().where("id", "=", input.parent_session_id).executeTakeFirst();
-        if (!parent) throw new AppError(422, "parent_not_found", `parent session ${input.parent_session_id} not found`);
-        // Profile invariant: a child lives in its parent's profile.
-        if (input.profile !== undefined && input.profile !== parent.profile) {
-          throw new AppError(422, "profile_mismatch", `a child session must be in its parent's profile (${parent.profile})`);
-        }
-        profile = parent.profile;
-      }
-      const values = {
-        id: newId("s"),
-        profile,
-        platform: input.platform ?? "api",
-        user_id: input.source?.user_id ?? null,
-        chat_id: input.source?.chat_id ?? null,
-        thread_id: input.source?.thread_id ?? null,
-        parent_session_id: input.parent_session_id ?? null,
-        compacted_from: null,
-        created_at: now,
-        updated_at: now,
-      };
-      return trx.insertInto("sessions").values(values).returningAll().executeTakeFirstOrThrow();
-    });
+    const row = await this.ctx.storage.write((trx) => insertSessionIn(trx, input, now));
     await emitSessionStart(this.ctx, row);
     return row;
   }
@@ -254,14 +230,14 @@ export class SessionService {
       // The lock is this process's: another node may have ended (or reset) it since the read; the
       // conditional update tells, and then this reset is the one refused (two nodes both reset it,
       // two successors and every hook twice).
-      if (!(await this.markEnded(id, "reset"))) throw ended();
+      // The end and the successor commit together: a failure between them (the database went away,
+      // the process died) left an ended session with no successor, which a retry refused as ended.
+      const now = this.ctx.now();
+      const successor = { profile: old.profile, platform: old.platform, source: sourceOf(old), ...(old.parent_session_id ? { parent_session_id: old.parent_session_id } : {}) };
+      const fresh = await this.ctx.storage.write(async (trx) => ((await endSessionIn(trx, id, "reset", now)) ? insertSessionIn(trx, successor, now) : undefined));
+      if (!fresh) throw ended();
       await emitSessionEnd(this.ctx, id, "reset");
-      const fresh = await this.create({
-        profile: old.profile,
-        platform: old.platform,
-        source: sourceOf(old),
-        ...(old.parent_session_id ? { parent_session_id: old.parent_session_id } : {}),
-      });
+      await emitSessionStart(this.ctx, fresh);
       await this.ctx.dispatcher.emit("on_session_reset", { session_id: fresh.id, old_session_id: id });
       return fresh;
     });
@@ -319,19 +295,9 @@ export class SessionService {
     return rows.map((r) => r.id).sort();
   }
 
-  private async markEnded(id: string, reason: string): Promise<boolean> {
+  private markEnded(id: string, reason: string): Promise<boolean> {
     const now = this.ctx.now();
-    const res = await this.ctx.storage.write(async (trx) => {
-      const exists = await trx.selectFrom("sessions").select("ended_at").where("id", "=", id).executeTakeFirst();
-      if (!exists) throw notFound("session", id);
-      return trx
-        .updateTable("sessions")
-        .set({ ended_at: now, end_reason: reason, updated_at: now })
-        .where("id", "=", id)
-        .where("ended_at", "is", null)
-        .executeTakeFirst();
-    });
-    return res.numUpdatedRows > 0n;
+    return this.ctx.storage.write((trx) => endSessionIn(trx, id, reason, now));
   }
 
 }
@@ -396,4 +362,39 @@ export async function appendIn(trx: Transaction<Database>, id: string, msgs: New
 export async function refreshTokens(trx: Transaction<Database>, id: string, now: number): Promise<void> {
   await sql`update sessions set token_estimate = coalesce((select sum(tokens) from messages where session_id = ${id}), 0),
     updated_at = ${now} where id = ${id}`.execute(trx);
+}
+
+/** Inserts a new session (checked against its parent) in `trx`; returns its row. */
+async function insertSessionIn(trx: Transaction<Database>, input: NewSession, now: number): Promise<SessionRow> {
+  let profile = input.profile ?? "default";
+  if (input.parent_session_id !== undefined) {
+    const parent = await trx.selectFrom("sessions").selectAll().where("id", "=", input.parent_session_id).executeTakeFirst();
+    if (!parent) throw new AppError(422, "parent_not_found", `parent session ${input.parent_session_id} not found`);
+    // Profile invariant: a child lives in its parent's profile.
+    if (input.profile !== undefined && input.profile !== parent.profile) {
+      throw new AppError(422, "profile_mismatch", `a child session must be in its parent's profile (${parent.profile})`);
+    }
+    profile = parent.profile;
+  }
+  const values = {
+    id: newId("s"),
+    profile,
+    platform: input.platform ?? "api",
+    user_id: input.source?.user_id ?? null,
+    chat_id: input.source?.chat_id ?? null,
+    thread_id: input.source?.thread_id ?? null,
+    parent_session_id: input.parent_session_id ?? null,
+    compacted_from: null,
+    created_at: now,
+    updated_at: now,
+  };
+  return trx.insertInto("sessions").values(values).returningAll().executeTakeFirstOrThrow();
+}
+
+/** Ends session `id` in `trx` (404 when there is none): true when this did it, false when it had ended already. */
+async function endSessionIn(trx: Transaction<Database>, id: string, reason: string, now: number): Promise<boolean> {
+  const exists = await trx.selectFrom("sessions").select("ended_at").where("id", "=", id).executeTakeFirst();
+  if (!exists) throw notFound("session", id);
+  const res = await trx.updateTable("sessions").set({ ended_at: now, end_reason: reason, updated_at: now }).where("id", "=", id).where("ended_at", "is", null).executeTakeFirst();
+  return res.numUpdatedRows > 0n;
 }
