@@ -307,9 +307,11 @@ export class HookDispatcher {
     // A command's or tool's failure (no hook) leaves the last failing hook named.
     if (hook !== undefined) b.failingHook = hook;
     this.log("warn", "plugin call failed", { plugin: name, kind: e.kind, error: e.message });
-    // `unavailable` is the host's fault (its database down, the plugin closed), not the plugin's:
-    // counted and logged, but it never brings the plugin nearer to a quarantine.
-    if (e.kind === "unavailable") return;
+    // `unavailable` is the host's fault (its database down, the plugin closed), not the plugin's;
+    // `quota` is refused with no harm done, and a quarantine would stop the very hooks whose
+    // clean-up frees the quota (on_session_delete), on every node (an outside probe): counted and
+    // logged, but neither brings the plugin nearer to a quarantine.
+    if (e.kind === "unavailable" || e.kind === "quota") return;
     b.consecutiveFailures++;
     if (hook !== undefined) {
       const streak = (b.hookStreak.get(hook) ?? 0) + 1;

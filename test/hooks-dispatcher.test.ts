@@ -144,6 +144,25 @@ describe("hooks: dispatcher bookkeeping", () => {
     assert.equal(stats.latency_ms.samples, 1);
   });
 
+  // Found by an outside probe: a plugin at its KV quota was quarantined on every node, which stopped
+  // the on_session_delete clean-up that would have freed its quota.
+  it("counts quota and unavailable failures without bringing a quarantine nearer; any other kind quarantines", async () => {
+    const d = new HookDispatcher({ quarantineAfter: 2 });
+    for (const kind of ["quota", "unavailable", "trap"] as const) {
+      d.subscribe(callbackSubscriber(`fails-${kind}`, ["pre_llm_call"], () => {
+        throw new PluginCallError(kind, `${kind} failure`);
+      }));
+    }
+    for (let i = 0; i < 4; i++) await d.emit("pre_llm_call", event);
+    for (const kind of ["quota", "unavailable"] as const) {
+      const stats = d.stats(`fails-${kind}`)!;
+      assert.equal(stats.failures[kind], 4, kind);
+      assert.equal(stats.quarantined, null, kind);
+      assert.deepEqual(stats.quarantined_hooks, {}, kind);
+    }
+    assert.match(d.stats("fails-trap")!.quarantined ?? "", /quarantined after 2 consecutive failures/);
+  });
+
   it("keeps naming the failing hook after a command or tool of the plugin fails", async () => {
     const d = new HookDispatcher();
     d.subscribe(callbackSubscriber("bad", ["pre_llm_call"], () => 42));
