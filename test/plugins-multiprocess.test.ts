@@ -184,6 +184,10 @@ for (const db of TEST_DBS) {
         assert.equal(rotated.length, 1, JSON.stringify([ra.body, rb.body]));
         const successors = await client.execute({ sql: "select id from sessions where compacted_from = ?", args: [sid] });
         assert.equal(successors.rows.length, 1);
+        // The other is told the session ended and where it continues (it was told "empty"), or refused as ended.
+        const loser = [ra, rb].find((r) => r !== rotated[0])!;
+        const told = loser.status === 200 ? loser.body.detail : loser.body.error?.message;
+        assert.match(String(told), new RegExp(`has ended \\(compacted\\); it continues in session ${successors.rows[0]!.id}`), JSON.stringify(loser.body));
       }
     });
 

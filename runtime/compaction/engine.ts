@@ -220,7 +220,7 @@ export class CompactionEngine {
       return id;
     });
     if (targetId === null) return this.outcome(req, session.id, "", before, before, null, "gone", "session was deleted meanwhile");
-    if (targetId === undefined) return this.outcome(req, session.id, "", before, before, null, "empty", "conversation changed meanwhile; nothing compacted");
+    if (targetId === undefined) return this.outcome(req, session.id, "", before, before, null, "empty", await this.changedMeanwhile(session.id));
     const out = this.outcome(req, targetId, rotate ? session.id : "", before, after, plan.messages_removed, null, null);
     if (rotate) {
       // A rotation ends one session and starts another: their lifecycle hooks fire as for /reset
@@ -251,6 +251,16 @@ export class CompactionEngine {
     detail: string | null,
   ): CompactOutcome {
     return { compacted: skipped === null, skipped, detail, session_id, old_session_id, kind: req.kind, reason: req.reason, before_tokens, after_tokens, messages_removed };
+  }
+
+  /**
+   * Why a compaction found its conversation changed when it came to write: another process's turn,
+   * or its compaction or reset that ended the session (then where it continues: a retry is refused).
+   */
+  private async changedMeanwhile(id: string): Promise<string> {
+    const now = await this.ctx.storage.db.selectFrom("sessions").select(["id", "end_reason", "ended_at"]).where("id", "=", id).executeTakeFirst();
+    if (now?.ended_at == null) return "conversation changed meanwhile; nothing compacted";
+    return `${(await endedConflict(this.ctx.storage.db, now)).message}; nothing compacted`;
   }
 
   private async session(id: string): Promise<SessionRow> {
