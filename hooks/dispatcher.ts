@@ -3,7 +3,7 @@
 // quarantine after repeated failures). WASM plugins and in-process TS callbacks share this interface.
 import { SCHEMA_VERSION, type HookFields, type HookName, type HookPayload } from "./catalogue.ts";
 import { Bookkeeping, type PluginStats } from "./bookkeeping.ts";
-import { PluginCallError, toCallError, type FailureKind, type HookFailure } from "./failures.ts";
+import { PluginCallError, sparesQuarantine, toCallError, type FailureKind, type HookFailure } from "./failures.ts";
 import { silentLogger, type HookLogger } from "./logger.ts";
 import { readHookOutput, readsOutput, type HookOutput, type OutputLimits } from "./results.ts";
 
@@ -308,10 +308,10 @@ export class HookDispatcher {
     if (hook !== undefined) b.failingHook = hook;
     this.log("warn", "plugin call failed", { plugin: name, kind: e.kind, error: e.message });
     // `unavailable` is the host's fault (its database down, the plugin closed), not the plugin's;
-    // `quota` is refused with no harm done, and a quarantine would stop the very hooks whose
-    // clean-up frees the quota (on_session_delete), on every node (an outside probe): counted and
-    // logged, but neither brings the plugin nearer to a quarantine.
-    if (e.kind === "unavailable" || e.kind === "quota") return;
+    // its stored KV quota reached is refused with no harm done, and a quarantine would stop the very
+    // hooks whose clean-up frees it (on_session_delete), on every node (an outside probe): counted
+    // and logged, but neither brings the plugin nearer to a quarantine. A per-call limit still does.
+    if (sparesQuarantine(e)) return;
     b.consecutiveFailures++;
     if (hook !== undefined) {
       const streak = (b.hookStreak.get(hook) ?? 0) + 1;

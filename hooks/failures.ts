@@ -32,3 +32,10 @@ export function toCallError(err: unknown): PluginCallError {
   const message = err instanceof Error ? err.message : String(err);
   return new PluginCallError("trap", message);
 }
+
+/** How a `quota` failure of the plugin's stored KV (keys or bytes, plugins.kv_quota) begins: not a per-call limit. */
+export const STORED_QUOTA_TEXT = "kv quota of ";
+
+/** A failure that never brings a quarantine nearer: the host's (`unavailable`), or the plugin's stored KV quota reached. */
+export const sparesQuarantine = (e: PluginCallError): boolean => e.kind === "unavailable" || (e.kind === "quota" && e.message.startsWith(STORED_QUOTA_TEXT));
+

@@ -6,7 +6,7 @@
 // next call reads its own writes. kv_incr and kv_cas record what they read as a guard: the commit
 // is refused when another writer changed that key meanwhile, and the call fails as `conflict`
 // (the runtime runs it again), so concurrent counters never lose an update.
-import { PluginCallError } from "../hooks/failures.ts";
+import { PluginCallError, STORED_QUOTA_TEXT } from "../hooks/failures.ts";
 
 /**
  * Per key, per value, per scope (a session id, "" plugin-wide) and per call: what one call stages is
@@ -138,7 +138,7 @@ export interface KvBackend {
 /** A commit refused because the plugin's usage, with its writes, would pass its quota (another process wrote meanwhile). */
 export class KvQuotaError extends Error {
   constructor(readonly plugin: string) {
-    super(`kv quota of ${plugin} reached: writes committed meanwhile (by another process) took what was left`);
+    super(`${STORED_QUOTA_TEXT}${plugin} reached: writes committed meanwhile (by another process) took what was left`);
     this.name = "KvQuotaError";
   }
 }
@@ -307,7 +307,7 @@ export class PluginKv {
     if (this.passes(usage, s, next)) {
       throw new PluginCallError(
         "quota",
-        `kv quota of ${this.plugin} reached (${usage.keys} keys, ${usage.bytes} bytes stored, ${this.inFlight.keys + Math.max(0, this.callNet.keys)} keys being written; limits ${this.quota.keys} keys, ${this.quota.bytes} bytes)`,
+        `${STORED_QUOTA_TEXT}${this.plugin} reached (${usage.keys} keys, ${usage.bytes} bytes stored, ${this.inFlight.keys + Math.max(0, this.callNet.keys)} keys being written; limits ${this.quota.keys} keys, ${this.quota.bytes} bytes)`,
       );
     }
     this.account(s, next);

@@ -146,21 +146,27 @@ describe("hooks: dispatcher bookkeeping", () => {
 
   // Found by an outside probe: a plugin at its KV quota was quarantined on every node, which stopped
   // the on_session_delete clean-up that would have freed its quota.
-  it("counts quota and unavailable failures without bringing a quarantine nearer; any other kind quarantines", async () => {
+  it("counts a stored-quota and an unavailable failure without bringing a quarantine nearer; a per-call limit or a trap quarantines", async () => {
     const d = new HookDispatcher({ quarantineAfter: 2 });
-    for (const kind of ["quota", "unavailable", "trap"] as const) {
-      d.subscribe(callbackSubscriber(`fails-${kind}`, ["pre_llm_call"], () => {
-        throw new PluginCallError(kind, `${kind} failure`);
+    const failing: Array<[string, PluginCallError]> = [
+      ["full", new PluginCallError("quota", "kv quota of full reached (10 keys, 100 bytes stored, 0 keys being written; limits 10 keys, 1000 bytes)")],
+      ["down", new PluginCallError("unavailable", "database: fetch failed")],
+      ["greedy", new PluginCallError("quota", "kv: one call may stage at most 4194304 bytes of writes")],
+      ["traps", new PluginCallError("trap", "unreachable")],
+    ];
+    for (const [name, err] of failing) {
+      d.subscribe(callbackSubscriber(name, ["pre_llm_call"], () => {
+        throw err;
       }));
     }
     for (let i = 0; i < 4; i++) await d.emit("pre_llm_call", event);
-    for (const kind of ["quota", "unavailable"] as const) {
-      const stats = d.stats(`fails-${kind}`)!;
-      assert.equal(stats.failures[kind], 4, kind);
-      assert.equal(stats.quarantined, null, kind);
-      assert.deepEqual(stats.quarantined_hooks, {}, kind);
+    for (const name of ["full", "down"]) {
+      const stats = d.stats(name)!;
+      assert.equal(stats.calls, 4, name);
+      assert.equal(stats.quarantined, null, name);
+      assert.deepEqual(stats.quarantined_hooks, {}, name);
     }
-    assert.match(d.stats("fails-trap")!.quarantined ?? "", /quarantined after 2 consecutive failures/);
+    for (const name of ["greedy", "traps"]) assert.match(d.stats(name)!.quarantined ?? "", /quarantined after 2 consecutive failures/, name);
   });
 
   it("keeps naming the failing hook after a command or tool of the plugin fails", async () => {
