@@ -99,7 +99,10 @@ describe("an enable made by another process lifts this process's hook quarantine
   });
   after(() => s.close());
 
-  it("a hook quarantined here alone is run again after an enable written elsewhere", async () => {
+  it("a hook quarantined here alone is run again after an enable written elsewhere, also when the plugin was enabled before", async () => {
+    // An earlier operator enable: the row already says enabled, no quarantine.
+    assert.equal((await s.api("POST", "/v1/plugins/badjson/enable", {})).status, 200);
+    await new Promise((r) => setTimeout(r, 5)); // the next write's updated_at differs
     const sid = await newSession(s, "hook-quarantine");
     const pre = { session_id: sid, conversation_history: [], user_message: "hi", platform: "cli", model: "m", turn_id: "t", is_first_turn: true, user_id: null, parent_session_id: null };
     const post = { session_id: sid, old_session_id: "", kind: "prune_tool_results" as const, reason: "manual" as const, before_tokens: 10, after_tokens: 5, messages_removed: 0 };

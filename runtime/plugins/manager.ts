@@ -404,4 +404,6 @@ export class PluginManager implements PluginHost {
 /** How often a running server applies plugin_state changes made by other processes (syncState). */
 export const STATE_SYNC_MS = 2_000;
 
-const stateKey = (row: PluginStateTable | undefined) => JSON.stringify([row?.enabled ?? null, row?.quarantined ?? null]);
+// updated_at too: an enable of a plugin already enabled changes nothing else, and must still reach
+// every node (it lifts the hooks' quarantines there).
+const stateKey = (row: PluginStateTable | undefined) => JSON.stringify([row?.enabled ?? null, row?.quarantined ?? null, row?.updated_at ?? null]);
