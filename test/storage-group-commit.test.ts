@@ -5,7 +5,7 @@
 // sync that batches committed meanwhile share.
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { InStatement, ResultSet } from "@libsql/client";
@@ -93,10 +93,9 @@ describe("storage: group commit", () => {
     assert.equal(wal.syncs, 2);
   });
 
-  it("a sync that fails fails the batches waiting for it and runs none of them again; the next batch syncs anew", async () => {
-    let fail = true;
+  it("a sync that fails fails the batches waiting for it, runs none of them again, and every later write fails too", async () => {
     const wal = new WalSync(async () => {
-      if (fail) throw new Error("EIO: i/o error, fdatasync");
+      throw new Error("EIO: i/o error, fdatasync");
     });
     const commits: string[] = [];
     const committed = new GroupCommit(async (stmts) => {
@@ -106,22 +105,29 @@ describe("storage: group commit", () => {
     const outcomes = await Promise.allSettled([committed.batch([{ sql: "a", args: [] }]), committed.batch([{ sql: "b", args: [] }])]);
     for (const o of outcomes) {
       assert.equal(o.status, "rejected");
-      assert.match(String((o as PromiseRejectedResult).reason), /committed, but the database's WAL could not be synced to disk: EIO/);
+      assert.match(String((o as PromiseRejectedResult).reason), /committed, but the database's WAL could not be synced to disk \(EIO.*\); no write is durable until hookbox restarts/);
     }
     assert.deepEqual(commits, ["a", "b"], "committed once, never again");
-    fail = false;
-    await committed.batch([{ sql: "c", args: [] }]);
-    assert.equal(wal.syncs, 1);
+    // Frames that never reached the disk stop crash recovery there: no later sync can vouch for what follows.
+    await assert.rejects(committed.batch([{ sql: "c", args: [] }]), /no write is durable until hookbox restarts/);
+    assert.equal(wal.syncs, 0);
+    assert.match(wal.fault?.message ?? "", /EIO/);
   });
 
-  it("syncs a database's WAL file; a WAL already gone (checkpointed into the database at the last close) counts as synced", async () => {
-    const path = join(dir, "wal-only.sqlite");
-    await WalSync.forDatabase(path).durable(); // no file at all
-    writeFileSync(`${path}-wal`, "frames");
-    const wal = WalSync.forDatabase(path);
-    await wal.durable();
-    assert.equal(wal.syncs, 1);
-    await assert.rejects(WalSync.forDatabase(join(dir, "wal-only.sqlite-wal", "x.sqlite")).durable(), /could not be synced to disk: ENOTDIR/, "any other failure fails");
+  it("syncs the WAL SQLite itself writes, through a symlinked or %-encoded path too; a missing WAL is a failure", async () => {
+    mkdirSync(join(dir, "real"));
+    symlinkSync(join(dir, "real"), join(dir, "link"));
+    for (const url of [`file:${join(dir, "link", "via-link.sqlite")}`, `file:${join(dir, "real", "my%20db.sqlite")}`]) {
+      const storage = await openStorage(url);
+      try {
+        await storage.batch([insert("k")]);
+        assert.equal(storage.walSyncs(), 1, url);
+        assert.equal(storage.durabilityFault(), undefined, url);
+      } finally {
+        await storage.close();
+      }
+    }
+    await assert.rejects(WalSync.forDatabase(join(dir, "no-such.sqlite")).durable(), /could not be synced to disk \(ENOENT/);
   });
 
   it("on the embedded file with full durability, batches wait for a WAL sync; with normal, for none", async () => {

@@ -34,7 +34,9 @@ export function publicOpsRoutes(app: Hono, core: Core, opts: OpsOptions): void {
       await within(sql`select 1`.execute(core.storage.db), READY_DB_TIMEOUT_MS, () => {
         throw new Error(`no answer within ${READY_DB_TIMEOUT_MS} ms`);
       });
-      checks.database = "ok";
+      // Answering is not enough: writes that can no longer be made durable fail, every one (wal-sync.ts).
+      const fault = core.storage.durabilityFault();
+      checks.database = fault ? `writes fail: ${fault}` : "ok";
     } catch (err) {
       checks.database = `unreachable: ${(err as Error).message}`;
     }

@@ -56,6 +56,8 @@ export interface Storage {
   batch(stmts: BatchItem[]): Promise<ResultSet[]>;
   /** Syncs of the WAL that writes and batches waited for so far (embedded file with "full"; else 0). */
   walSyncs(): number;
+  /** Why writes are no longer durable (a WAL sync failed: every write fails until a restart), else undefined. */
+  durabilityFault(): string | undefined;
   /**
    * The database's synchronous reader (plugin KV and sessions:read: a WASM call cannot await; see
    * sync-reader.ts), opened at first use and closed with the storage.
@@ -92,6 +94,10 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   const path = embedded ? url.slice("file:".length) : "";
   // A new file is said, with its full path: a misspelt db_url otherwise starts on an empty database unnoticed.
   const created = embedded && !scratch && !existsSync(path);
+  /** The database file as SQLite opened it (a symlinked or %-encoded path resolved), for the native connections. */
+  let file = path;
+  /** The same, when it runs in WAL mode (embedded file only). */
+  let walFile = "";
   if (embedded) mkdirSync(dirname(path), { recursive: true });
   const durability = opts.durability ?? "full";
   // `timeout` is the busy timeout (ms) of every pooled connection, not only the first one, so
@@ -112,11 +118,15 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
       client.close();
       throw new Error(`the database ${resolve(path)} cannot be written by this process: ${resolve(unwritable)} is read-only to it (hookbox writes the database, its -wal and -shm files and their directory)`);
     }
+    // The native connections (batches, the synchronous reader) open this file: the client decodes
+    // %-escapes in the URL and SQLite follows links, so the raw path could name another file.
+    file = String((await client.execute("select file from pragma_database_list where name = 'main'")).rows[0]?.[0] ?? "") || path;
     // 16 KiB pages (a new file only: an existing database keeps its size): a bulk delete touches
     // fewer pages and B-tree levels (100,000 sessions: about 12% faster than 4 KiB).
     await client.execute("PRAGMA page_size = 16384");
     // WAL lets readers proceed during a write; busy_timeout makes concurrent writers wait, not fail.
-    await retryLocked(() => client.execute("PRAGMA journal_mode = WAL"));
+    const mode = await retryLocked(() => client.execute("PRAGMA journal_mode = WAL"));
+    walFile = String(mode.rows[0]?.[0] ?? "").toLowerCase() === "wal" ? file : "";
     await client.execute("PRAGMA busy_timeout = 5000");
   }
   await client.execute("PRAGMA foreign_keys = ON");
@@ -128,17 +138,19 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   const writer = embedded ? createClient({ url, timeout: 5000, concurrency: 1 }) : client;
   // With "full", the writers commit without the fsync and a write is answered after the WAL's,
   // which runs off this thread, shared by the commits made meanwhile (wal-sync.ts).
-  const walSync = embedded && durability === "full" ? WalSync.forDatabase(path) : undefined;
+  // (SQLite's own name for the file: a symlinked or %-encoded path is not where its WAL is; no WAL
+  // mode, no sync of ours: SQLite's FULL then.)
+  const walSync = durability === "full" && walFile !== "" ? WalSync.forDatabase(walFile) : undefined;
   const writerPragmas = writerPragmasFor(walSync ? "normal" : durability);
   if (embedded) for (const p of writerPragmas) await writer.execute(p);
   // Batches on the embedded file run on a native connection of their own that keeps its prepared
   // statements (file-batch.ts); serialized with `write` by the same lock.
-  const fileBatch = embedded ? new FileBatchWriter(path, writerPragmas) : undefined;
+  const fileBatch = embedded ? new FileBatchWriter(file, writerPragmas) : undefined;
   const checkpoints = fileBatch ? new IdleCheckpoint(() => fileBatch.checkpoint()) : undefined;
   const writerDb = writer === client ? db : new Kysely<Database>({ dialect: new LibsqlDialect({ client: writer }) });
   const writeLock = new Mutex();
   let reader: SyncReader | undefined;
-  const syncReader = () => (reader ??= openSyncReader(url, opts.authToken));
+  const syncReader = () => (reader ??= openSyncReader(embedded ? `file:${file}` : url, opts.authToken));
   // After a write (committed or not) the reader's next read starts a new snapshot: it sees it.
   const released = () => {
     reader?.release();
@@ -161,6 +173,7 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
     write: (fn) => writeLock.run(() => retryLocked(() => writerDb.transaction().execute(fn))).then(onDisk).finally(released),
     batch: (stmts) => (grouped ? grouped.batch(stmts) : commitBatch(stmts)).finally(released),
     walSyncs: () => walSync?.syncs ?? 0,
+    durabilityFault: () => walSync?.fault?.message,
     syncReader,
     async rows<T>(sql: string, args: readonly SqlArg[]): Promise<T[]> {
       // WAL: the reader's own connection sees every commit of any connection, like the client's.
@@ -170,6 +183,7 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
     },
     checkpoint: () => checkpoints?.now(),
     async close() {
+      await walSync?.close();
       checkpoints?.close();
       reader?.close();
       fileBatch?.close();
