@@ -10,7 +10,7 @@ import { deny, type Grants } from "./capabilities.ts";
 import { KV_LIMITS, type PluginKv } from "./kv.ts";
 import { readText, readTextHead, storeText } from "./memory.ts";
 import { fetchLimited, HttpRequest } from "./http-fetch.ts";
-import { reaches, type ReservedEndpoint } from "./reserved-endpoints.ts";
+import { refusal, type ReservedEndpoint } from "./reserved-endpoints.ts";
 import { readSessionIds } from "./session-ids.ts";
 
 export const HOST_FUNCTION_NAMES = [
@@ -154,7 +154,8 @@ export function bindHostApi(h: HostContext): HostBinding {
       }
       const fetched = async () => {
         for (const endpoint of h.reservedEndpoints ?? []) {
-          if (await reaches(url, endpoint)) throw new PluginCallError("denied", `hookbox_http: ${url.host} is ${endpoint.what}: no plugin may reach it, whatever it is granted`);
+          const why = await refusal(url, endpoint);
+          if (why) throw new PluginCallError("denied", `hookbox_http: ${why}`);
         }
         return ctx.store(JSON.stringify(await fetchLimited(req.output, plugin, deadline)));
       };

@@ -1,6 +1,7 @@
 // Hostile plugins, built to WASM and loaded by the real runtime: each is stopped by its own limit
 // with the right typed failure while the request, the other plugins and the server go on; repeated
 // failures quarantine a plugin, visibly and persistently, until an operator re-enables it.
+import { databaseEndpoint, refusal } from "../host-api/reserved-endpoints.ts";
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -430,7 +431,7 @@ describe("an http: grant does not reach the database server", () => {
     dir.remove();
   });
 
-  it("refuses a request to the database server's port by any local name; other ports of the host stay granted", async () => {
+  it("refuses a request to the database server's port by address or by any name; other ports of the host stay granted", async () => {
     const db = new URL(s.core.config.db_url);
     const outside = await fetch(`http://127.0.0.1:${db.port}/health`);
     assert.equal(outside.status, 200, "sqld answers anyone who reaches it");
@@ -443,7 +444,20 @@ describe("an http: grant does not reach the database server", () => {
       }
       assert.notEqual(res.status, 200, `${host}: ${JSON.stringify(res.body)}`);
       assert.match(JSON.stringify(res.body), new RegExp(`${host}:${db.port} is the database server hookbox uses: no plugin may reach it`), host);
+      // A name is refused on that port whatever it resolves to now: it could resolve to the server when the request connects.
+      if (host === "localhost") assert.match(JSON.stringify(res.body), /a host name may point to it when the request connects/);
     }
+    for (const [target, refused] of [
+      [`http://[::ffff:7f00:1]:${db.port}/`, true], // 127.0.0.1 as the URL parser writes it mapped to IPv6
+      [`http://api.example.invalid:${db.port}/`, true], // any name, whatever it resolves to now
+      [`http://api.example.invalid:${Number(db.port) + 1}/`, false],
+    ] as const) {
+      assert.equal(Boolean(await refusal(new URL(target), databaseEndpoint(s.core.config.db_url)!)), refused, target);
+    }
+    // Over TLS a name cannot be pointed at the server (its certificate would not match): only its addresses are refused.
+    const tls = databaseEndpoint("libsql://127.0.0.1:7443")!;
+    assert.equal(Boolean(await refusal(new URL("https://api.example.invalid:7443/"), tls)), false);
+    assert.equal(Boolean(await refusal(new URL("https://127.0.0.1:7443/"), tls)), true);
     const port = await freePort();
     const other = await command(s, "httpsnoop", { raw_args: `http://localhost:${port}/x` });
     assert.equal(other.status, 200, JSON.stringify(other.body));
