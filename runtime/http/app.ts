@@ -89,7 +89,7 @@ export function createApp(core: Core, opts: OpsOptions = {}): Hono {
     await next();
     await core.kv.flush();
   });
-  app.use("/v1/*", idempotency(core));
+  app.use("/v1/*", idempotency(core, work));
   metricsRoute(app, metrics);
   app.get("/v1/health", (c) => c.json({ ok: true }));
   app.route("/v1/sessions", sessionRoutes(core, work));

@@ -5,6 +5,7 @@ import type { MiddlewareHandler } from "hono";
 import { PLUGIN_REQUEST_HEADER } from "../../host-api/request-mark.ts";
 import type { Core } from "../core.ts";
 import { log } from "../log.ts";
+import type { InFlight } from "../util/in-flight.ts";
 import { KeyedMutex } from "../util/mutex.ts";
 import { asksForRetry, errorBody } from "./errors.ts";
 import { streamFailure, wantsEventStream } from "./turn-stream.ts";
@@ -51,7 +52,8 @@ const KEY = /^[\x21-\x7e]{1,200}$/;
  * replays it. A claim whose process died is taken over after CLAIM_STALE_MS; a request that ends
  * in a 5xx or session_busy (streamed or not: asksForRetry) gives its key back.
  */
-export function idempotency(core: Core): MiddlewareHandler {
+/** `work`: where the answer of a streamed request, stored once its stream ends, is counted (a shutdown waits for it). */
+export function idempotency(core: Core, work: InFlight): MiddlewareHandler {
   const locks = new KeyedMutex();
   const ttlMs = core.config.idempotency_ttl_seconds * 1000;
   let lastPurge = 0;
@@ -130,14 +132,14 @@ export function idempotency(core: Core): MiddlewareHandler {
       // A stream (a streamed turn) reaches the client as it comes; its answer is stored once it has
       // ended (until then a retry with this key waits for it).
       if (contentType.startsWith("text/event-stream")) {
-        body.then(
+        void work.track(body.then(
           (text) => {
             // A stream that ended with a failure a plain turn would have answered 5xx or session_busy: as that one.
             const failed = streamFailure(c);
             return failed && asksForRetry(failed.status, failed.code) ? release(core, key, owner) : storeAnswer(text);
           },
           (err: unknown) => log("warn", "idempotency: the streamed answer could not be read; the claim expires", { key, error: (err as Error)?.message ?? String(err) }),
-        );
+        ));
         return;
       }
       await storeAnswer(await body);

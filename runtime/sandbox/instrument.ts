@@ -63,12 +63,12 @@ export const START_FUEL = 1_000_000;
 
 /**
  * Of each module instrument() wrote: the sum over its function bodies of (locals + CALL_WEIGHT) x
- * call sites, plus its instructions. Asyncify (rewind.ts) saves and restores a function's locals
+ * call sites, plus its instructions, the meters' included. Asyncify (rewind.ts) saves and restores a function's locals
  * around each call that may unwind, so its rewrite, and Binaryen's memory for it, grows with this
  * (an outside probe's one function of 20,000 locals and 20,000 calls took 3.7 GiB for 20 s; 1,000 x
  * 1,000: 350 MiB, 4 s; 150,000 calls and 2 locals: 470 MiB, past 20 s); and Binaryen holds a node
  * per instruction (1.4 M nested blocks and no call: 470 MB more, then its recursion overflowed).
- * The shipped plugins weigh 1,000-21,000.
+ * The shipped plugins weigh 1,300-23,000.
  */
 export const suspendWeights = new WeakMap<Uint8Array, number>();
 /** What a call site weighs apart from the locals it saves (a calls-only body still costs). */
@@ -423,6 +423,8 @@ const BULK_ELEMS = new Set([12, 14, 15, 17]); // table.init, table.copy, table.g
 /** fuel -= cost; if (fuel < 0) fuel = refill(fuel) */
 /** The fewest bytes meterCode writes (one-byte indices and cost). */
 const METER_BYTES = 13;
+/** The instructions meterCode writes: Binaryen's rewinding transform sees them too (suspendWeights). */
+const METER_INSTRUCTIONS = 12;
 
 function meterCode(w: Writer, cost: number, m: MeterCtx): void {
   const g = m.fuelGlobal;
@@ -485,7 +487,7 @@ function* instrumentBody(body: Uint8Array, m: MeterCtx, w: Writer): Generator<vo
   }
   // The body's own end closes its last block: anything else means it was read wrong.
   if (stack.length !== 0 || lastOp !== Op.End) throw new WasmFormatError("a function body does not end where its size says");
-  m.suspendWeight += (locals + CALL_WEIGHT) * calls + instructions;
+  m.suspendWeight += (locals + CALL_WEIGHT) * calls + instructions + METER_INSTRUCTIONS * costs.length;
   // Each meter adds about a dozen bytes: a body whose meters alone would pass the limit is not written.
   const atLeast = w.length + body.length + costs.length * METER_BYTES;
   if (atLeast > MAX_INSTRUMENTED_BYTES) throw tooLarge(atLeast);
