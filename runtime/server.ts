@@ -48,10 +48,11 @@ export function serveFetch(fetch: (req: Request) => Response | Promise<Response>
   return new Promise((resolve, reject) => {
     const server = serve({ fetch, hostname: opts.host, port: opts.port }, (info: AddressInfo) => {
       const host = info.family === "IPv6" ? `[${info.address}]` : info.address;
+      const inFlight = () => Math.max(active.size, working());
       resolve({
         url: `http://${host}:${info.port}`,
-        inFlight: () => Math.max(active.size, working()),
-        close: (graceMs = 0) => drain(server as Server, () => Math.max(active.size, working()), graceMs, () => cut),
+        inFlight,
+        close: (graceMs = 0) => drain(server as Server, inFlight, graceMs, () => cut),
         dropNow: () => void (cut = true),
       });
     });

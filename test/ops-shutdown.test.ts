@@ -14,6 +14,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createClient } from "@libsql/client";
 import { SEED_DIR } from "./helpers/plugins.ts";
+import { EAGER_WASM_FLAG } from "../runtime/sandbox/eager-compile.ts";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const isDeno = "Deno" in globalThis;
@@ -22,7 +23,7 @@ const SERVE = ["--host", "127.0.0.1", "--port", "0"];
 const LAUNCHERS: Array<[string, string, string[]]> = isDeno
   ? [
       ["deno task serve", process.execPath, ["task", "serve", ...SERVE]],
-      ["hookbox serve (deno)", process.execPath, ["run", "-A", "--v8-flags=--no-wasm-lazy-compilation", "runtime/cli.ts", "serve", ...SERVE]],
+      ["hookbox serve (deno)", process.execPath, ["run", "-A", `--v8-flags=${EAGER_WASM_FLAG}`, "runtime/cli.ts", "serve", ...SERVE]],
     ]
   : [
       ["npm start", "npm", ["start", "--", ...SERVE]],

@@ -374,6 +374,15 @@ describe("max_output_bytes raised by the operator", () => {
   });
 });
 
+/** A server running only httpsnoop, requesting and granted `hosts` besides its own (its plugin.wasm stays). */
+async function httpsnoopGranted(hosts: string[], db?: "sqld"): Promise<{ s: PluginServer; dir: PluginDir }> {
+  const dir = pluginDir([], ["httpsnoop"]);
+  const manifest = JSON.parse(readFileSync(join(HOSTILE_DIR, "httpsnoop", "manifest.json"), "utf8"));
+  dir.write("httpsnoop", { ...manifest, capabilities: [...manifest.capabilities, ...hosts] });
+  const s = await startPluginServer({ dir: dir.path, enabled: ["httpsnoop"], grants: { httpsnoop: hosts } }, db ? { db } : {});
+  return { s, dir };
+}
+
 // An http: grant of a host hookbox itself listens on (here 127.0.0.1, any port) must not reach its
 // API, which needs no token on loopback: found by an outside probe (a plugin listed sessions and
 // disabled another plugin through it).
@@ -381,10 +390,7 @@ describe("an http: grant does not reach hookbox's own API", () => {
   let s: PluginServer;
   let dir: PluginDir;
   before(async () => {
-    dir = pluginDir([], ["httpsnoop"]);
-    const manifest = JSON.parse(readFileSync(join(HOSTILE_DIR, "httpsnoop", "manifest.json"), "utf8"));
-    dir.write("httpsnoop", { ...manifest, capabilities: [...manifest.capabilities, "http:127.0.0.1"] }); // its plugin.wasm stays
-    s = await startPluginServer({ dir: dir.path, enabled: ["httpsnoop"], grants: { httpsnoop: ["http:127.0.0.1"] } });
+    ({ s, dir } = await httpsnoopGranted(["http:127.0.0.1"]));
   });
   after(async () => {
     await s.close();
@@ -421,10 +427,7 @@ describe("an http: grant does not reach the database server", () => {
   let s: PluginServer;
   let dir: PluginDir;
   before(async () => {
-    dir = pluginDir([], ["httpsnoop"]);
-    const manifest = JSON.parse(readFileSync(join(HOSTILE_DIR, "httpsnoop", "manifest.json"), "utf8"));
-    dir.write("httpsnoop", { ...manifest, capabilities: [...manifest.capabilities, "http:127.0.0.1", "http:localhost"] });
-    s = await startPluginServer({ dir: dir.path, enabled: ["httpsnoop"], grants: { httpsnoop: ["http:127.0.0.1", "http:localhost"] } }, { db: "sqld" });
+    ({ s, dir } = await httpsnoopGranted(["http:127.0.0.1", "http:localhost"], "sqld"));
   });
   after(async () => {
     await s.close();

@@ -10,6 +10,7 @@ import process from "node:process";
 import { progress, type BenchOptions } from "../lib/options.ts";
 import type { Row } from "../lib/report.ts";
 import { median } from "../lib/measure.ts";
+import { EAGER_WASM_FLAG } from "../../runtime/sandbox/eager-compile.ts";
 
 const COUNT = 100;
 const KINDS = ["memory-reinject", "sidecar-index", "task-tracker"];
@@ -24,7 +25,7 @@ interface Start {
 
 function runChild(configFile: string): Promise<Start> {
   const deno = (globalThis as { Deno?: { execPath(): string } }).Deno;
-  const [cmd, args] = deno ? [deno.execPath(), ["run", "-A", "--v8-flags=--no-wasm-lazy-compilation", child, configFile]] : [process.execPath, ["--import", "tsx", "--disable-warning=ExperimentalWarning", child, configFile]];
+  const [cmd, args] = deno ? [deno.execPath(), ["run", "-A", `--v8-flags=${EAGER_WASM_FLAG}`, child, configFile]] : [process.execPath, ["--import", "tsx", "--disable-warning=ExperimentalWarning", child, configFile]];
   return new Promise((resolve, reject) => {
     const p = spawn(cmd, args, { stdio: ["ignore", "pipe", "inherit"], cwd: root });
     let out = "";

@@ -6,6 +6,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { EAGER_WASM_FLAG } from "../../runtime/sandbox/eager-compile.ts";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const isDeno = "Deno" in globalThis;
@@ -26,7 +27,7 @@ export interface Child {
 export function spawnHookbox(dir: string, config: object, args: string[], env: Record<string, string> = {}, denoFlags = true): Child {
   const configPath = join(dir, "hookbox.config.json");
   writeFileSync(configPath, JSON.stringify(config));
-  const flags = denoFlags ? ["--v8-flags=--no-wasm-lazy-compilation"] : [];
+  const flags = denoFlags ? [`--v8-flags=${EAGER_WASM_FLAG}`] : [];
   const argv = isDeno ? ["run", "-A", ...flags, "runtime/cli.ts", ...args] : ["--import", "tsx", "runtime/cli.ts", ...args];
   const proc = spawn(process.execPath, argv, {
     cwd: ROOT,
