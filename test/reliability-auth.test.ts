@@ -4,6 +4,7 @@
 // caller without an identity, however the empty identity is spelled.
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { request as httpRequest } from "node:http";
 import { createApp } from "../runtime/http/app.ts";
 import { ConfigError, parseConfig } from "../runtime/config.ts";
 import { runCli } from "../runtime/cli.ts";
@@ -120,6 +121,73 @@ describe("reliability: bearer token on every route", () => {
     // The scheme's name is case-insensitive (RFC 7235); the token is not.
     for (const scheme of ["bearer", "BEARER", "Bearer"]) {
       assert.equal((await raw(t.url, "GET", "/v1/sessions", undefined, `${scheme} ${TOKEN}`)).status, 200, scheme);
+    }
+  });
+});
+
+/** A request with exactly these headers (node:http: fetch will not send another Host), its status and error code. */
+function rawHttp(url: string, method: string, path: string, headers: Record<string, string>, body?: string): Promise<{ status: number; code: string | undefined }> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ hostname, port, method, path, headers: body === undefined ? headers : { ...headers, "content-length": String(Buffer.byteLength(body)) } }, (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (d) => (text += d));
+      res.on("end", () => resolve({ status: res.statusCode!, code: text.startsWith("{") ? JSON.parse(text).error?.code : undefined }));
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+describe("reliability: pages of other sites cannot drive a server on loopback", () => {
+  let t: TestServer;
+  let rec: HookRecorder;
+  before(async () => {
+    t = await startTestServer({ before: (core) => void (rec = recordHooks(core.dispatcher)) });
+  });
+  after(() => t.close());
+  const host = () => new URL(t.url).host;
+
+  it("refuses a cross-site POST a browser sends without asking (text/plain, a form), and a DNS-rebound Host, before anything runs", async () => {
+    const sid = (await t.api("POST", "/v1/sessions", {})).body.session.id;
+    const del = JSON.stringify({ ids: [sid] });
+    const refused: Array<[Record<string, string>, string]> = [
+      [{ host: host(), origin: "https://evil.example", "content-type": "text/plain;charset=UTF-8" }, "cross_origin"],
+      [{ host: host(), origin: "null", "content-type": "application/x-www-form-urlencoded" }, "cross_origin"],
+      [{ host: host(), "sec-fetch-site": "cross-site", "content-type": "text/plain" }, "cross_origin"],
+      // Another port of the same machine is another origin (a dev server, another local app).
+      [{ host: host(), origin: "http://127.0.0.1:1", "sec-fetch-site": "same-site" }, "cross_origin"],
+      // Rebinding: the page's own name, resolving to 127.0.0.1, is same-origin to the browser.
+      [{ host: "evil.example:" + new URL(t.url).port, origin: "http://evil.example:" + new URL(t.url).port }, "forbidden_host"],
+      [{ host: "127.0.0.1.nip.io" }, "forbidden_host"],
+    ];
+    for (const [headers, code] of refused) {
+      assert.deepEqual(await rawHttp(t.url, "POST", "/v1/sessions/bulk-delete", headers, del), { status: 403, code }, JSON.stringify(headers));
+    }
+    assert.deepEqual(await rawHttp(t.url, "GET", `/v1/sessions/${sid}/messages`, { host: "rebound.example" }), { status: 403, code: "forbidden_host" });
+    assert.equal((await t.api("GET", `/v1/sessions/${sid}`)).status, 200, "nothing was deleted");
+    assert.equal(rec.of("on_session_delete").length, 0);
+  });
+
+  it("answers its own pages, clients that are not browsers, and every loopback name", async () => {
+    for (const name of ["localhost", "LOCALHOST", "127.0.0.1", "127.1.2.3", "[::1]"]) {
+      const headers = { host: `${name}:${new URL(t.url).port}` };
+      assert.equal((await rawHttp(t.url, "POST", "/v1/sessions", { ...headers, "content-type": "application/json" }, "{}")).status, 201, name);
+    }
+    const own = { host: host(), origin: t.url, "sec-fetch-site": "same-origin", "content-type": "application/json" };
+    assert.equal((await rawHttp(t.url, "POST", "/v1/sessions", own, "{}")).status, 201);
+    assert.equal((await rawHttp(t.url, "GET", "/v1/sessions", { host: host(), "sec-fetch-site": "none" })).status, 200);
+  });
+
+  it("with a token, answers any Host (behind a proxy, by its name) but still refuses other origins", async () => {
+    const s = await startTestServer({ env: { HOOKBOX_API_TOKEN: TOKEN } });
+    try {
+      const auth = { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" };
+      assert.equal((await rawHttp(s.url, "POST", "/v1/sessions", { ...auth, host: "hookbox.internal.example" }, "{}")).status, 201);
+      assert.deepEqual(await rawHttp(s.url, "POST", "/v1/sessions", { ...auth, host: "hookbox.internal.example", origin: "https://evil.example" }, "{}"), { status: 403, code: "cross_origin" });
+    } finally {
+      await s.close();
     }
   });
 });

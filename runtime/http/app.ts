@@ -1,5 +1,5 @@
 // The HTTP API (Hono, JSON, /v1): request id, access log and the refusal of plugins' own requests
-// first, then the public probes and docs, then auth, body limit and idempotency, then the routes.
+// and of other sites' pages first, then the public probes and docs, then auth, body limit and idempotency, then the routes.
 // A known path with a wrong method is a 405.
 import { Hono, type MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
@@ -7,7 +7,7 @@ import { methodNotAllowed } from "hono/method-not-allowed";
 import type { Core } from "../core.ts";
 import { adminRoutes } from "./admin.ts";
 import { errorBody, methodNotAllowedResponse, onError } from "./errors.ts";
-import { bearerAuth, idempotency, refusePluginRequests } from "./guards.ts";
+import { bearerAuth, idempotency, refusePluginRequests, sameOriginOnly } from "./guards.ts";
 import { createMetrics } from "./metrics.ts";
 import { accessLog, withRequestId } from "./observe.ts";
 import { InFlight } from "../util/in-flight.ts";
@@ -69,6 +69,7 @@ export function createApp(core: Core, opts: OpsOptions = {}): Hono {
   app.use("*", withRequestId);
   app.use("*", accessLog(metrics));
   app.use("*", refusePluginRequests);
+  app.use("*", sameOriginOnly(!core.config.api_token));
   app.use("*", drainOrCloseUnreadBody);
   app.use(
     "*",

@@ -3,6 +3,7 @@
 import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
 import type { MiddlewareHandler } from "hono";
 import { PLUGIN_REQUEST_HEADER } from "../../host-api/request-mark.ts";
+import { isLoopback } from "../config.ts";
 import type { Core } from "../core.ts";
 import { log } from "../log.ts";
 import type { InFlight } from "../util/in-flight.ts";
@@ -22,6 +23,45 @@ export const refusePluginRequests: MiddlewareHandler = async (c, next) => {
   if (plugin === undefined) return next();
   return c.json(errorBody("plugin_request", `hookbox's API does not answer requests plugins make (this one from plugin "${plugin.slice(0, 64)}")`), 403);
 };
+
+/**
+ * A page on any site the operator visits can make the browser send a "simple" request (a POST of
+ * text/plain or of a form) to a server on loopback without asking it first, and through DNS
+ * rebinding (a name of its own that resolves to 127.0.0.1) read the answers as if it were this
+ * server's own page (an outside probe deleted sessions and read messages so). Browsers name the
+ * page a request comes from: one from another origin (Origin, Sec-Fetch-Site) is refused; and a
+ * server without a token, which binds to loopback only, answers only loopback names in Host, which
+ * a rebound name is not. Clients that are not browsers send neither header.
+ */
+export function sameOriginOnly(tokenless: boolean): MiddlewareHandler {
+  return async (c, next) => {
+    const host = c.req.header("host");
+    if (tokenless && host !== undefined && !isLoopback(hostnameOf(host))) {
+      return c.json(errorBody("forbidden_host", `Host ${JSON.stringify(host.slice(0, 100))} is not a loopback name: a server without api_token answers localhost, 127.0.0.1 and [::1] only`), 403);
+    }
+    const site = c.req.header("sec-fetch-site");
+    const origin = c.req.header("origin");
+    if ((site !== undefined && site !== "same-origin" && site !== "none") || (origin !== undefined && !sameOrigin(origin, host))) {
+      return c.json(errorBody("cross_origin", `requests from another origin (${JSON.stringify((origin ?? site ?? "").slice(0, 100))}) are refused: hookbox's API is not for pages of other sites`), 403);
+    }
+    return next();
+  };
+}
+
+/** "name:port", "[v6]:port" or a bare name, as the host name alone, lower-cased. */
+function hostnameOf(host: string): string {
+  const name = host.startsWith("[") ? host.slice(1, host.indexOf("]")) : host.replace(/:\d*$/, "");
+  return name.toLowerCase().replace(/\.$/, "");
+}
+
+function sameOrigin(origin: string, host: string | undefined): boolean {
+  if (host === undefined) return false;
+  try {
+    return new URL(origin).host === new URL(`http://${host}`).host;
+  } catch {
+    return false; // "null" (a sandboxed page, a file) or garbage
+  }
+}
 
 /** With a configured token every endpoint wants `Authorization: Bearer <token>` (the scheme in any case, RFC 7235). */
 export function bearerAuth(token: string | undefined): MiddlewareHandler {
