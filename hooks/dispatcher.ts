@@ -177,17 +177,20 @@ export class HookDispatcher {
     return this.books.get(name)?.quarantined ?? null;
   }
 
-  /** Adds fuel consumed outside a hook call (e.g. a slash command run by the same plugin). */
+  /**
+   * Counts a call made outside a hook (a slash command or a tool of the plugin) in its stats. Such a
+   * call's input is its caller's (a user, the model) and its failure is answered to that caller: it
+   * neither brings a quarantine nearer nor clears the hooks' failure streak (an outside probe
+   * quarantined a tool guard for everyone with five over-long /guard arguments, and every blocked
+   * tool ran again).
+   */
   recordExternalCall(name: string, ms: number, error?: PluginCallError, fuel?: number): void {
     const b = this.book(name);
     b.calls++;
     b.recordLatency(ms);
     if (fuel) b.fuelUsed += fuel;
-    if (error) this.fail(name, b, error);
-    else {
-      b.ok++;
-      b.consecutiveFailures = 0;
-    }
+    if (error) this.record(name, b, error);
+    else b.ok++;
   }
 
   subscribersOf(hook: HookName): readonly string[] {
@@ -301,28 +304,31 @@ export class HookDispatcher {
     for (const fn of this.callObservers) fn({ plugin, hook, ms, fuel, failure });
   }
 
-  private fail(name: string, b: Bookkeeping, e: PluginCallError, hook?: HookName): void {
+  /** Counts and logs a failed call. */
+  private record(name: string, b: Bookkeeping, e: PluginCallError): void {
     b.failures[e.kind]++;
     b.lastError = `${e.kind}: ${e.message}`;
-    // A command's or tool's failure (no hook) leaves the last failing hook named.
-    if (hook !== undefined) b.failingHook = hook;
     this.log("warn", "plugin call failed", { plugin: name, kind: e.kind, error: e.message });
+  }
+
+  /** A failed hook call: counted, and one step nearer the hook's and the plugin's quarantine. */
+  private fail(name: string, b: Bookkeeping, e: PluginCallError, hook: HookName): void {
+    this.record(name, b, e);
+    b.failingHook = hook;
     // `unavailable` is the host's fault (its database down, the plugin closed), not the plugin's;
     // its stored KV quota reached is refused with no harm done, and a quarantine would stop the very
     // hooks whose clean-up frees it (on_session_delete), on every node (an outside probe): counted
     // and logged, but neither brings the plugin nearer to a quarantine. A per-call limit still does.
     if (sparesQuarantine(e)) return;
     b.consecutiveFailures++;
-    if (hook !== undefined) {
-      const streak = (b.hookStreak.get(hook) ?? 0) + 1;
-      b.hookStreak.set(hook, streak);
-      // A hook that keeps failing while the plugin's other hooks succeed is quarantined alone, so
-      // it neither silences them nor fails silently forever (it shows in plugins list).
-      if (streak >= this.quarantineAfter && !b.hookQuarantine.has(hook)) {
-        const reason = `hook ${hook} quarantined after ${streak} consecutive failures; last: ${b.lastError}`;
-        b.hookQuarantine.set(hook, reason);
-        this.log("error", "plugin hook quarantined", { plugin: name, hook, reason });
-      }
+    const streak = (b.hookStreak.get(hook) ?? 0) + 1;
+    b.hookStreak.set(hook, streak);
+    // A hook that keeps failing while the plugin's other hooks succeed is quarantined alone, so
+    // it neither silences them nor fails silently forever (it shows in plugins list).
+    if (streak >= this.quarantineAfter && !b.hookQuarantine.has(hook)) {
+      const reason = `hook ${hook} quarantined after ${streak} consecutive failures; last: ${b.lastError}`;
+      b.hookQuarantine.set(hook, reason);
+      this.log("error", "plugin hook quarantined", { plugin: name, hook, reason });
     }
     if (b.quarantined === null && b.consecutiveFailures >= this.quarantineAfter) {
       b.quarantined = `quarantined after ${b.consecutiveFailures} consecutive failures; last: ${b.lastError}`;

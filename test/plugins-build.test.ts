@@ -320,6 +320,27 @@ describe("task-tracker", () => {
   });
 });
 
+describe("example plugins a caller cannot break (an outside probe quarantined them with long arguments)", () => {
+  it("task-tracker refuses a title over 1,000 bytes and lists at most 500 tasks, saying there are more", async () => {
+    const p = await load("task-tracker");
+    assert.deepEqual(await p.command("task", { raw_args: "x".repeat(1001), session_id: "A" }), { error: "a task title is at most 1000 bytes" });
+    assert.equal((await p.command("task", { raw_args: "é".repeat(500), session_id: "A" })).opened.title.length, 500);
+    for (let i = 1; i < 500; i++) await p.command("task", { raw_args: `task ${i} ${"y".repeat(900)}`, session_id: "A" });
+    const all = await p.command("task", { session_id: "A" });
+    assert.deepEqual([all.tasks.length, all.more], [500, undefined]);
+    await p.command("task", { raw_args: "one more", session_id: "B" });
+    const capped = await p.command("task", { session_id: "A" });
+    assert.deepEqual([capped.tasks.length, capped.more], [500, true]);
+  });
+
+  it("tool-guard refuses a tool name longer than 128 bytes (a KV key holds 512) with an answer, not a failure", async () => {
+    const p = await load("tool-guard");
+    assert.deepEqual(await p.command("guard", { raw_args: "t".repeat(600) }), { error: "a tool name is at most 128 bytes" });
+    assert.deepEqual(await p.command("guard", { raw_args: "-" + "t".repeat(600) }), { error: "a tool name is at most 128 bytes" });
+    assert.deepEqual(await p.command("guard", { raw_args: "t".repeat(128) }), { blocked: ["t".repeat(128)] });
+  });
+});
+
 describe("test fixtures", () => {
   it("counter counts every event per hook and returns nothing", async () => {
     const p = await load("hostile/counter");

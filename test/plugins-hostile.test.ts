@@ -350,6 +350,19 @@ describe("host work a plugin asks for on its own large KV (kvflood)", () => {
     await fill(100);
     assert.equal(JSON.parse((await flood("list")).text).output, listed(100));
   });
+
+  // A caller chooses a command's input: five failing calls quarantined a guard plugin for everyone.
+  it("commands that fail for their caller's input (a key past 512 bytes) are counted, never quarantine the plugin", async () => {
+    const before = (await pluginInfo(s, "kvflood")).stats.failures.trap;
+    for (let i = 0; i < 7; i++) {
+      const res = await flood("fill 0 1 600");
+      assert.equal(res.status, 422);
+      assert.match(res.text, /kv key: \d+ bytes, more than the 512/);
+    }
+    const info = await pluginInfo(s, "kvflood");
+    assert.deepEqual([info.status, info.stats.quarantined, info.stats.failures.trap - before], ["active", null, 7]);
+    assert.equal((await flood("fill 0 1 5")).status, 200);
+  });
 });
 
 describe("max_output_bytes raised by the operator", () => {

@@ -1,6 +1,6 @@
 // task-tracker: "/task <title>" opens a task tied to the calling session; archiving that session
 // closes it (on_session_delete, reason "archive"); any other delete reason removes the session's
-// tasks, since their session is gone. "/task" alone lists every task.
+// tasks, since their session is gone. "/task" alone lists the tasks (the first LIST_MAX).
 // KV (plugin-wide): "next_id" (the last id handed out, counted with the atomic kvIncr so that several
 // hookbox processes on one database never hand out the same id); "task:<session_id>:<id>" =
 // {"id","title","session_id","status"}.
@@ -11,6 +11,12 @@ import {
 
 const PREFIX = "task:";
 const NEXT_ID = "next_id";
+/**
+ * Longest title (UTF-8 bytes) and most tasks one listing shows: any caller can open tasks, and a
+ * listing of every task at any length ran the plugin out of memory for everyone (an outside probe).
+ */
+const TITLE_MAX = 1000;
+const LIST_MAX = 500;
 
 function taskJson(id: string, title: string, sid: string, status: string): string {
   return '{"id":' + id + ',"title":' + quote(title) + ',"session_id":' + quote(sid) + ',"status":' + quote(status) + "}";
@@ -23,22 +29,30 @@ function open(sid: string, title: string): string {
   return '{"opened":' + task + "}";
 }
 
-/** {"tasks":[...]}: every task's stored JSON, copied byte for byte into one buffer. */
+/**
+ * {"tasks":[...]}: the first LIST_MAX tasks' stored JSON (in key order), copied byte for byte into
+ * one buffer; "more": true when there are others.
+ */
 function list(): void {
   const keys = kvListBytes(GLOBAL, PREFIX);
-  const out = new ByteWriter(keys.length * 3 + 16);
+  const out = new ByteWriter(min(keys.length * 3, 64 * 1024) + 16);
   out.text('{"tasks":[');
   const k = new StringCursor(keys, 0);
   const kv = new KvKeys(GLOBAL);
   let n = 0;
+  let more = false;
   while (k.next()) {
+    if (n == LIST_MAX) {
+      more = true;
+      break;
+    }
     const v = kv.get(keys, k.start, k.end);
     if (v === null) continue;
     if (n++ > 0) out.text(",");
     out.slice(v, 0, v.length);
   }
   kv.close();
-  out.text("]}").output();
+  out.text(more ? '],"more":true}' : "]}").output();
 }
 
 /** `/task <title>` opens a task for the calling session; `/task` lists. */
@@ -53,6 +67,10 @@ export function command_task(): i32 {
   const sid = getString(input, "session_id");
   if (sid === null || sid.length == 0) {
     outputString('{"error":"/task needs a session"}');
+    return 0;
+  }
+  if (String.UTF8.byteLength(title) > TITLE_MAX) {
+    outputString('{"error":"a task title is at most ' + TITLE_MAX.toString() + ' bytes"}');
     return 0;
   }
   outputString(open(sid, title));

@@ -14,11 +14,18 @@ export function pre_tool_call(): i32 {
   return 0;
 }
 
+/** Longest tool name /guard takes (UTF-8 bytes): a KV key is at most 512, and no tool's name is near it. */
+const NAME_MAX = 128;
+
 /** `/guard` lists; `/guard NAME` blocks NAME; `/guard -NAME` unblocks it. */
 export function command_guard(): i32 {
   const input = beginCall();
   const raw = getString(input, "raw_args");
   const arg = raw === null ? "" : raw!.trim();
+  if (String.UTF8.byteLength(arg) > NAME_MAX + 1) {
+    outputString('{"error":"a tool name is at most ' + NAME_MAX.toString() + ' bytes"}');
+    return 0;
+  }
   if (arg.startsWith("-") && arg.length > 1) kvDelete(GLOBAL, PREFIX + arg.substring(1));
   else if (arg.length > 0) kvSet(GLOBAL, PREFIX + arg, "1");
   const keys = kvList(GLOBAL, PREFIX);
