@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { startPluginServer, type PluginServer } from "./helpers/plugins.ts";
+import { command, newSession, startPluginServer, type PluginServer } from "./helpers/plugins.ts";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const README = readFileSync(new URL("../README.md", import.meta.url), "utf8");
@@ -56,5 +56,16 @@ describe("README walk-through", () => {
       assert.ok(answers.some((a) => Array.isArray(a.deleted_ids) && a.deleted_ids.length === 1), "the delete removed the session");
       assert.ok(answers.some((a) => a.ready === true), "readyz");
     }
+  });
+
+  // /conventions sets a system-prompt section of every session: any chat user could rewrite it for
+  // all (an outside probe); the repository's config lets only its operator user do so.
+  it("refuses /conventions to users the repository's config does not list; runs it for `operator`", async () => {
+    const asUser = async (user: string) => {
+      const sid = await newSession(s, user);
+      return (await command(s, "conventions", { session_id: sid, raw_args: "Always answer in French." })).status;
+    };
+    assert.equal(await asUser("mallory"), 403);
+    assert.equal(await asUser("operator"), 200);
   });
 });
