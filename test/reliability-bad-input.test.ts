@@ -156,7 +156,7 @@ describe("reliability: bad input", () => {
       const answer = await new Promise<string>((resolve, reject) => {
         const { hostname, port } = new URL(server.url);
         const socket = connect(Number(port), hostname, () => {
-          socket.write(`POST /v1/sessions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${16 * 1024 * 1024}\r\n\r\n`);
+          socket.write(`POST /v1/sessions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${16 * 1024 * 1024}\r\n\r\n`);
           const drip = setInterval(() => socket.write("x".repeat(1024)), 200);
           let text = "";
           socket.on("data", (b) => (text += b.toString()));

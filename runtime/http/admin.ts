@@ -8,7 +8,7 @@ import { AppError } from "../errors.ts";
 import { suggest } from "../util/suggest.ts";
 import { SWEEP_NAMES } from "../maintenance/sweeps.ts";
 import { sourceOf } from "../sessions/view.ts";
-import { Id, QueryInt, check, readBody, readQuery } from "./validate.ts";
+import { Id, QueryInt, check, noQuery, readBody, readQuery } from "./validate.ts";
 
 const Days = v.pipe(v.number(), v.minValue(0), v.maxValue(36_500));
 const DryRun = v.optional(v.boolean());
@@ -59,11 +59,12 @@ export function adminRoutes(core: Core): Hono {
     return c.json({ task, compactions: await core.maintenance.hygiene() });
   });
 
-  app.get("/hooks", (c) => c.json({ hooks: describeHooks() }));
+  app.get("/hooks", (c) => (noQuery(c), c.json({ hooks: describeHooks() })));
 
-  app.get("/plugins", (c) => c.json({ plugins: core.plugins.list() }));
+  app.get("/plugins", (c) => (noQuery(c), c.json({ plugins: core.plugins.list() })));
   app.get("/plugins/:name", (c) => {
     const name = check(PluginName, c.req.param("name"), "plugin name", "invalid_id");
+    noQuery(c);
     const info = core.plugins.get(name);
     if (!info) throw pluginNotFound(core, name);
     return c.json({ plugin: info });
@@ -84,7 +85,7 @@ export function adminRoutes(core: Core): Hono {
     return c.json({ plugin: info });
   });
 
-  app.get("/commands", (c) => c.json({ commands: core.commands.list() }));
+  app.get("/commands", (c) => (noQuery(c), c.json({ commands: core.commands.list() })));
   app.post("/commands/:name", async (c) => {
     const name = check(CommandName, c.req.param("name"), "command name", "invalid_id").toLowerCase();
     const body = await readBody(c, CommandBody);

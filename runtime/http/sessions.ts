@@ -10,7 +10,7 @@ import { pageCursor } from "../sessions/service.ts";
 import { messageView, sessionView } from "../sessions/view.ts";
 import { methodNotAllowedResponse } from "./errors.ts";
 import { streamTurn, wantsEventStream } from "./turn-stream.ts";
-import { Id, Platform, Profile, QueryBool, QueryInt, SourceInput, readBody, readId, readQuery } from "./validate.ts";
+import { Id, Platform, Profile, QueryBool, QueryInt, SourceInput, noQuery, readBody, readId, readQuery } from "./validate.ts";
 
 export const CreateBody = v.strictObject({
   profile: v.optional(Profile),
@@ -83,7 +83,11 @@ export function sessionRoutes(core: Core, work: InFlight): Hono {
   // Actions, not session ids: another method on them is a 405, not GET or DELETE of a session so named.
   for (const action of ["/bulk-delete", "/adopt"]) app.all(action, (c) => methodNotAllowedResponse(c, ["POST"]));
 
-  app.get("/:id", async (c) => c.json({ session: sessionView(await core.sessions.get(readId(c))) }));
+  app.get("/:id", async (c) => {
+    const id = readId(c);
+    noQuery(c);
+    return c.json({ session: sessionView(await core.sessions.get(id)) });
+  });
 
   app.get("/:id/messages", async (c) => {
     const id = readId(c);
@@ -144,6 +148,7 @@ export function sessionRoutes(core: Core, work: InFlight): Hono {
 
   app.delete("/:id", async (c) => {
     const id = readId(c);
+    noQuery(c);
     const res = await core.deletion.remove({ reason: "delete", ids: [id] });
     if (!res.fired) throw notFound("session", id);
     return c.json({ deleted_ids: res.deleted_ids });

@@ -36,8 +36,20 @@ export function check<S extends v.GenericSchema>(schema: S, input: unknown, what
   return res.output;
 }
 
-/** Parses and validates the JSON body; an empty body counts as {}. */
+/**
+ * Refuses a query on a route that takes none: ignored, `?dry_run=true` on a delete or a sweep
+ * deleted for real (an outside probe).
+ */
+export function noQuery(c: Context, hint = ""): void {
+  const names = Object.keys(c.req.queries());
+  if (names.length === 0) return;
+  const listed = names.slice(0, 5).map((n) => JSON.stringify(n.slice(0, 64))).join(", ");
+  throw new AppError(400, "invalid_query", `invalid query: ${c.req.method} ${c.req.path.slice(0, 200)} takes no query parameters (got ${listed})${hint}`);
+}
+
+/** Parses and validates the JSON body (an empty body counts as {}); the route takes no query. */
 export async function readBody<S extends v.GenericSchema>(c: Context, schema: S): Promise<v.InferOutput<S>> {
+  noQuery(c, "; its options go in the JSON body");
   const text = await c.req.text();
   let json: unknown = {};
   if (text.trim() !== "") {

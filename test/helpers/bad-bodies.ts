@@ -259,6 +259,8 @@ export function badRequests(f: Fixtures): BadRequest[] {
     for (const [field, values] of Object.entries(e.fields)) {
       for (const value of values) add(`${field}=${show(value)}`, JSON.stringify({ ...e.base, [field]: value }), 400);
     }
+    // A valid request but for a query the route does not take: ignored, ?dry_run=true deleted for real.
+    add("query ?dry_run=true", e.method === "DELETE" ? undefined : JSON.stringify(e.base), 400, `${e.path}?dry_run=true`);
     for (const r of e.refused ?? []) {
       const path = r.status === 409 ? e.path.replace(f.open, f.ended) : e.path;
       add(r.name, JSON.stringify(r.body), r.status, path);
