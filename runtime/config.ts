@@ -287,6 +287,12 @@ export function parseConfig(input: unknown, env: Record<string, string | undefin
   const hookTimeoutSeconds = hookTimeout(hook_callback_timeout, timeoutWarnings);
   const timeoutVar = envFor("plugins.hook_callback_timeout");
   for (const w of timeoutWarnings) warnings.push(timeoutVar ? { text: `${timeoutVar}: ${w}`, fromEnv: true } : { text: w, fromEnv: false });
+  // A fail-closed guard that is not running blocks every tool call (turns/tool-step.ts): said at start.
+  for (const name of plugins.fail_closed) {
+    if (!plugins.enabled.includes(name) || plugins.disabled.includes(name)) {
+      warnings.push({ text: `plugins.fail_closed: ${name} is not enabled, so it blocks every tool call`, fromEnv: envFor("plugins.fail_closed") !== undefined });
+    }
+  }
   const c: Config = { ...res.output, plugins: { ...plugins, hook_callback_timeout: hookTimeoutSeconds }, warnings: warnings.map((w) => w.text) };
   for (const w of warnings) log("warn", w.text, { origin: w.fromEnv ? "environment" : origin });
   checkBindHost(c);

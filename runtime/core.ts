@@ -73,7 +73,16 @@ export async function createCore(config: Config, opts: CoreOptions = {}): Promis
   const compaction = new CompactionEngine(ctx, provider);
   const tools = new ToolRegistry(builtinTools(now));
   // core.plugins is set after the core is built (and swapped by tests): read it at each call.
-  const turns = new TurnService(ctx, sessions, compaction, provider, tools, commands, (ids) => core.plugins.promptSections(ids));
+  const turns = new TurnService(
+    ctx,
+    sessions,
+    compaction,
+    provider,
+    tools,
+    commands,
+    (ids) => core.plugins.promptSections(ids),
+    (name) => core.plugins.get(name)?.status,
+  );
   const maintenance = new MaintenanceService(ctx, sessions, deletion, compaction);
   registerBuiltins(commands, { sessions, compaction, deletion });
   let closed = false;

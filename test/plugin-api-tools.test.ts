@@ -4,11 +4,17 @@
 // returning garbage, a hook this host does not know).
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { command, newSession, pluginInfo, startPluginServer, turn, type PluginServer } from "./helpers/plugins.ts";
 import { pluginDir, type PluginDir } from "./helpers/plugin-dir.ts";
 import { allEvents, postStreamedTurn } from "./helpers/sse.ts";
 import { runCli } from "../runtime/cli.ts";
 import { recordHooks } from "./helpers/hooks.ts";
+import { HookDispatcher } from "../hooks/dispatcher.ts";
+import { ToolRegistry } from "../runtime/tools/registry.ts";
+import { builtinTools } from "../runtime/tools/builtin.ts";
+import { runToolCall } from "../runtime/turns/tool-step.ts";
 
 const PLUGINS = ["text-stats", "tool-guard", "redact"];
 const TEST_PLUGINS = ["toolpolicy", "hookrec"];
@@ -280,6 +286,58 @@ describe("fail-closed pre_tool_call plugins (item 2)", () => {
       await s.close();
       dir.remove();
     }
+  });
+});
+
+describe("guards see what will run (outside probe)", () => {
+  // A fail-closed guard whose module broke (a failed rebuild) loaded as "failed" and blocked nothing.
+  it("a fail-closed guard that is not running blocks every tool call, saying why", async () => {
+    const { s, dir } = await server({ fail_closed: ["tool-guard"] });
+    await s.close();
+    writeFileSync(join(dir.path, "tool-guard", "plugin.wasm"), Buffer.from("\0asm\x01\0\0\0broken"));
+    const again = await startPluginServer({ dir: dir.path, enabled: [...PLUGINS, ...TEST_PLUGINS], grants: { "tool-guard": ["kv"] }, fail_closed: ["tool-guard"] });
+    try {
+      assert.equal((await pluginInfo(again, "tool-guard")).status, "failed");
+      const run = (await turn(again, await newSession(again), "calculate 2+2")).tool_calls[0];
+      assert.equal(run.status, "blocked");
+      assert.match(run.result, /^blocked: tool-guard \(fail-closed\) did not answer: not running \(failed\)/);
+    } finally {
+      await again.close();
+      dir.remove();
+    }
+  });
+
+  // Each plugin saw the model's arguments: a modify (of any plugin, in any name order) slipped past the guards.
+  it("arguments a modify changed are delivered again: a block of the final ones blocks the call", async () => {
+    const { s, dir } = await server({}, ["toolpolicy", "text-stats", "hookrec"]);
+    try {
+      const sid = await newSession(s);
+      const run = (await turn(s, sid, 'use tool text_stats {"text":"smuggle-me"}')).tool_calls[0];
+      assert.deepEqual([run.status, run.result], ["blocked", "blocked by toolpolicy"]);
+      assert.deepEqual(run.directives.map((d: any) => [d.plugin, d.action]), [["toolpolicy", "modify"], ["toolpolicy", "block"]]);
+      const pre = await hookrec(s, "pre_tool_call");
+      assert.deepEqual(pre.map((e: any) => e.args.text), ["smuggle-me", "now block-me"]);
+      // A modify whose result no plugin blocks runs as before (one more delivery, nothing else).
+      const ok = (await turn(s, sid, 'use tool calculator {"expression":"1+modify-me"}')).tool_calls[0];
+      assert.deepEqual([ok.status, ok.result], ["ok", "6*7 = 42"]);
+    } finally {
+      await s.close();
+      dir.remove();
+    }
+  });
+});
+
+describe("arguments no tool takes", () => {
+  // 3 MB of model arguments ran a guard out of memory five times, quarantined it, and the tools it blocked ran.
+  it("are refused before any pre_tool_call plugin gets them; post_tool_call still hears of the call", async () => {
+    const dispatcher = new HookDispatcher();
+    const rec = recordHooks(dispatcher, { hooks: ["pre_tool_call", "post_tool_call"] });
+    const deps = { dispatcher, tools: new ToolRegistry(builtinTools(Date.now)), maxResultBytes: 16_384, failClosed: new Set<string>() };
+    const call = { session_id: "s1", turn_id: "t1", tool_call_id: "c1", tool_name: "calculator" };
+    const run = await runToolCall(deps, { ...call, args: { expression: "1+1", pad: "x".repeat(1_100_000) } });
+    assert.deepEqual([run.status, run.error], ["error", "invalid arguments for calculator: the arguments hold more than 1,048,576 characters of text and names: too large to check"]);
+    assert.deepEqual(rec.events.map((e) => e.hook), ["post_tool_call"]);
+    assert.equal((await runToolCall(deps, { ...call, args: { expression: "1+1" } })).result, "1+1 = 2");
   });
 });
 

@@ -126,7 +126,7 @@ export class ToolRegistry {
     if (!e) return `unknown tool ${name}`;
     const values = scanValues(args);
     // Sent to the check thread, arguments are copied on this thread (a 150 MB string held it ~1 s).
-    if (values.chars > MAX_ARGS_CHARS) return `the arguments hold more than ${MAX_ARGS_CHARS.toLocaleString("en-US")} characters of text and names: too large to check`;
+    if (values.chars > MAX_ARGS_CHARS) return TOO_LARGE;
     // JSON.parse reads 1e999 as Infinity, which passes a "number" check and reaches the tool as null.
     if (values.nonFinite) return "a number in the arguments is beyond what JSON can carry (1e999 reads as Infinity)";
     // A built-in's check, or a plain schema's on a few values, runs here (a thread round trip would
@@ -154,6 +154,12 @@ const MAX_INLINE_CHARS = 16_384;
 const MAX_INLINE_NAME = 256;
 /** Characters of strings and property names beyond which arguments are refused unchecked. */
 const MAX_ARGS_CHARS = 1_048_576;
+
+/** Why `args` are too large for any tool (more than MAX_ARGS_CHARS of text and names), or null. */
+export function argumentsTooLarge(args: Record<string, unknown>): string | null {
+  return scanValues(args).chars > MAX_ARGS_CHARS ? TOO_LARGE : null;
+}
+const TOO_LARGE = `the arguments hold more than ${MAX_ARGS_CHARS.toLocaleString("en-US")} characters of text and names: too large to check`;
 const PLAIN_LIST_MAX = 32;
 
 /** Keywords of a plain schema (no keyword that applies several subschemas to one value). */

@@ -65,9 +65,11 @@ export class TurnService {
     private readonly commands: CommandRegistry,
     /** Plugins' durable system-prompt sections for a session and its compaction predecessors. */
     private readonly promptSections: (sessionIds: readonly string[]) => Array<{ plugin: string; text: string }> = () => [],
+    /** A plugin's status (active, failed, disabled...), named when a fail-closed guard is not running. */
+    pluginStatus?: (plugin: string) => string | undefined,
   ) {
     const { tool_result_max_bytes, fail_closed } = ctx.config.plugins;
-    this.toolDeps = { dispatcher: ctx.dispatcher, tools, maxResultBytes: tool_result_max_bytes, failClosed: new Set(fail_closed) };
+    this.toolDeps = { dispatcher: ctx.dispatcher, tools, maxResultBytes: tool_result_max_bytes, failClosed: new Set(fail_closed), pluginStatus };
   }
 
   private readonly toolDeps: ToolStepDeps;

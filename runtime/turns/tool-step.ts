@@ -1,14 +1,17 @@
 // One tool call of a turn, built-in or plugin tool alike:
-//   pre_tool_call (directives: block beats modify, plugin name order, fail-closed plugins) ->
-//   arguments checked against the tool's JSON Schema (after any modify) -> the tool runs (a plugin
-//   tool in its sandbox) -> result size-capped -> transform_tool_result (first valid replacement in
-//   plugin name order) -> post_tool_call with what the model will see.
+//   arguments past the size any tool takes refused (before any guard reads them) ->
+//   pre_tool_call (directives: block beats modify, plugin name order, fail-closed plugins, running
+//   or not) -> when a plugin modified the arguments, pre_tool_call again with the final ones, whose
+//   blocks still block (a guard judges what will run, not what the model asked) ->
+//   arguments checked against the tool's JSON Schema -> the tool runs (a plugin tool in its
+//   sandbox) -> result size-capped -> transform_tool_result (first valid replacement in plugin name
+//   order) -> post_tool_call with what the model will see.
 // A tool that fails, is unknown or is blocked gives the model a result saying so; the turn goes on.
 import type { HookDispatcher, HookReport } from "../../hooks/dispatcher.ts";
 import type { ToolDirective, ToolStatus } from "../../hooks/catalogue.ts";
-import type { ToolCallContext, ToolRegistry } from "../tools/registry.ts";
+import { argumentsTooLarge, type ToolCallContext, type ToolRegistry } from "../tools/registry.ts";
 import { capResult } from "../tools/cap.ts";
-import { decide } from "./directives.ts";
+import { decide, type Verdict } from "./directives.ts";
 import type { ToolRun } from "./events.ts";
 import { storedText } from "../sessions/stored-text.ts";
 import { log } from "../log.ts";
@@ -20,6 +23,8 @@ export interface ToolStepDeps {
   maxResultBytes: number;
   /** plugins.fail_closed */
   failClosed: ReadonlySet<string>;
+  /** A plugin's status (active, failed, disabled...), for the message of a fail-closed one that is not running. */
+  pluginStatus?: (plugin: string) => string | undefined;
 }
 
 export interface ToolCallRequest extends ToolCallContext {
@@ -30,18 +35,17 @@ export interface ToolCallRequest extends ToolCallContext {
 }
 
 export async function runToolCall(deps: ToolStepDeps, req: ToolCallRequest): Promise<ToolRun> {
-  const pre = await deps.dispatcher.emit("pre_tool_call", req);
-  const verdict = decide(req.args, {
-    results: pre.results as Array<{ plugin: string; value: ToolDirective }>,
-    missing: missingOf(pre),
-    failClosed: deps.failClosed,
-  });
+  // Arguments no tool takes are refused before the guards get them: 3 MB of them ran a guard out of
+  // its memory five times, quarantined it, and the tools it blocked ran (an outside probe).
+  const oversized = argumentsTooLarge(req.args);
+  const verdict: Verdict = oversized ? { blocked: false, args: req.args, modified: false, applied: [] } : await guarded(deps, req);
   const args = verdict.blocked ? req.args : verdict.args;
   // A block's message stands in for the result: held to the same cap as any result the model sees.
   const capped = (text: string) => capResult(text, deps.maxResultBytes).text;
   const t0 = performance.now();
   const outcome =
-    verdict.blocked ? { status: "blocked" as const, error: null, result: capped(verdict.message) }
+    oversized ? failed(`invalid arguments for ${req.tool_name}: ${oversized}`)
+    : verdict.blocked ? { status: "blocked" as const, error: null, result: capped(verdict.message) }
     : req.args_error !== undefined && !verdict.modified ? failed(`invalid arguments for ${req.tool_name}: ${req.args_error}`)
     : await execute(deps, req, args);
   const duration_ms = performance.now() - t0;
@@ -60,12 +64,40 @@ export async function runToolCall(deps: ToolStepDeps, req: ToolCallRequest): Pro
   };
 }
 
-/** Plugins that did not answer pre_tool_call (failed, cooling off, quarantined), with why. */
-function missingOf(report: HookReport): Array<{ plugin: string; why: string }> {
-  return [
+/**
+ * The pre_tool_call plugins' verdict on the call. Modified arguments are delivered again, final, to
+ * every plugin, and only a block counts then: each plugin saw the model's arguments, so a modify of
+ * a plugin named before or after a guard slipped past it (an outside probe).
+ */
+async function guarded(deps: ToolStepDeps, req: ToolCallRequest): Promise<Verdict> {
+  const verdict = verdictOf(deps, req.args, await deps.dispatcher.emit("pre_tool_call", req));
+  if (verdict.blocked || !verdict.modified) return verdict;
+  const recheck = verdictOf(deps, verdict.args, await deps.dispatcher.emit("pre_tool_call", { ...req, args: verdict.args }));
+  if (!recheck.blocked) return verdict;
+  return { ...recheck, applied: [...verdict.applied, ...recheck.applied.filter((d) => d.action !== "modify")] };
+}
+
+function verdictOf(deps: ToolStepDeps, args: Record<string, unknown>, pre: HookReport): Verdict {
+  return decide(args, { results: pre.results as Array<{ plugin: string; value: ToolDirective }>, missing: missingOf(deps, pre), failClosed: deps.failClosed });
+}
+
+/**
+ * Plugins that did not answer pre_tool_call (failed, cooling off, quarantined), with why; and the
+ * fail-closed ones that were not called at all (failed to load, disabled, not enabled, no such
+ * hook): a guard that is not running blocks as one that failed does (one whose module broke let
+ * every call through).
+ */
+function missingOf(deps: ToolStepDeps, report: HookReport): Array<{ plugin: string; why: string }> {
+  const missing = [
     ...report.failed.map((f) => ({ plugin: f.plugin, why: `${f.kind}: ${f.message}` })),
     ...report.skipped.map((s) => ({ plugin: s.plugin, why: s.why })),
   ];
+  if (deps.failClosed.size === 0) return missing;
+  const subscribed = new Set(deps.dispatcher.subscribersOf("pre_tool_call"));
+  for (const plugin of deps.failClosed) {
+    if (!subscribed.has(plugin)) missing.push({ plugin, why: `not running (${deps.pluginStatus?.(plugin) ?? "not loaded"}) or not subscribed to pre_tool_call` });
+  }
+  return missing;
 }
 
 /**

@@ -1,7 +1,8 @@
 // Test plugin for issue 10: reacts to cue words.
 //   pre_tool_call, cue in the arguments: "block-me" -> block; "long-block-me" -> block with a
 //     2,000-character message; "modify-me" -> modify (expression
-//     "6*7", text "modified"); "badargs-me" -> modify to arguments the schema refuses; "trap-me" -> trap.
+//     "6*7", text "modified"); "badargs-me" -> modify to arguments the schema refuses; "trap-me" -> trap;
+//     "smuggle-me" -> modify the text to one holding "block-me" (which it blocks when it sees it).
 //   transform_tool_result, cue in the arguments: "transform-me" -> replaced; "transform-trap" -> trap;
 //     "nul-me" -> replaced by a text holding a NUL character (U+0000).
 //   transform_llm_output: "shout-me" in the answer -> replaced; "nul-me" -> a text holding a NUL;
@@ -22,6 +23,7 @@ export function pre_tool_call(): i32 {
   else if (has(args, "block-me")) outputString('{"action":"block","message":"blocked by toolpolicy"}');
   else if (has(args, "modify-me")) outputString('{"action":"modify","args":{"expression":"6*7","text":"modified"}}');
   else if (has(args, "badargs-me")) outputString('{"action":"modify","args":{"expression":42}}');
+  else if (has(args, "smuggle-me")) outputString('{"action":"modify","args":{"text":"now block-me"}}');
   return 0;
 }
 
