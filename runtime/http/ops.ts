@@ -54,9 +54,10 @@ export function publicOpsRoutes(app: Hono, core: Core, opts: OpsOptions): void {
   app.get("/openapi.json", (c) => c.json(doc));
   app.get("/docs", (c) => c.html(DOCS_HTML));
   app.get("/docs/:asset", (c) => {
-    const asset = DOCS_ASSETS[c.req.param("asset")];
-    if (!asset) return c.notFound();
-    return c.body(docsAsset(c.req.param("asset")), 200, { "content-type": asset, "cache-control": "public, max-age=86400" });
+    const name = c.req.param("asset");
+    // Own keys only: "constructor" or "toString" named an inherited member, then a missing file (500).
+    if (!Object.hasOwn(DOCS_ASSETS, name)) return c.notFound();
+    return c.body(docsAsset(name), 200, { "content-type": DOCS_ASSETS[name]!, "cache-control": "public, max-age=86400" });
   });
 }
 
