@@ -132,6 +132,14 @@ for (const db of TEST_DBS) {
       });
       assert.equal(rec.of("pre_llm_call").length, 0, "a command does not call the model");
       assert.equal((await t.api("GET", `/v1/sessions/${id}/messages`)).body.messages.length, 0);
+      // Ids holding the separator: two conversations shared "matrix:!room:a.org:t1" (an outside probe).
+      const keyOf = async (source: object) => {
+        const sid = await newSession({ platform: "matrix", source });
+        return JSON.parse((await t.api("POST", `/v1/sessions/${sid}/turns`, { message: "/plug" })).body.output).session_key;
+      };
+      assert.equal(await keyOf({ chat_id: "!room:a.org", thread_id: "t1" }), "matrix:!room%3Aa.org:t1");
+      assert.equal(await keyOf({ chat_id: "!room", thread_id: "a.org:t1" }), "matrix:!room:a.org%3At1");
+      assert.equal(await keyOf({ chat_id: "100%", thread_id: null }), "matrix:100%25:");
       const list = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "/commands" });
       assert.match(list.body.output, /\/compress/);
       assert.match(list.body.output, /\/secret \(sensitive\)/);

@@ -52,8 +52,15 @@ export class CommandError extends Error {
 /** Stable key for "the same conversation" across session rotations: platform + chat + thread. */
 export function sessionKey(platform: string | null, source: Source | null): string | null {
   if (!platform || !source?.chat_id) return null;
-  return [platform, source.chat_id, source.thread_id ?? ""].join(":");
+  return [platform, keyPart(source.chat_id), keyPart(source.thread_id ?? "")].join(":");
 }
+
+/**
+ * A chat or thread id as one part of a session key: '%' and ':' percent-encoded, so two
+ * conversations never share a key (chat "a:b" + thread "c" and chat "a" + thread "b:c" did; Matrix
+ * room ids hold colons). Ids without either character are written as they are.
+ */
+const keyPart = (id: string) => (/[%:]/.test(id) ? id.replace(/%/g, "%25").replace(/:/g, "%3A") : id);
 
 /** Parses "/name rest of line" into its parts; undefined when the text is not a command. */
 export function parseSlash(text: string): { name: string; raw_args: string } | undefined {

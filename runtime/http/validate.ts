@@ -14,10 +14,13 @@ export const OBJECT_AFTER_CHECK = new WeakMap<object, v.GenericSchema>();
 
 // valibot's object schemas accept arrays (objects without extra keys); nested objects say no first.
 const sourceIsObject = v.custom<Record<string, unknown>>(isObject, "must be a JSON object");
+// A NUL is refused: the embedded database's reader ends a text at it ("alice\u0000evil" was stored
+// whole and read back, by commands and plugins, as "alice"; an outside probe), as in messages.
+const SourceText = v.pipe(Text(256), v.check((s) => !s.includes("\u0000"), "a NUL character (U+0000) cannot be stored"));
 const SourceFields = v.strictObject({
-  user_id: v.optional(v.nullable(Text(256))),
-  chat_id: v.optional(v.nullable(Text(256))),
-  thread_id: v.optional(v.nullable(Text(256))),
+  user_id: v.optional(v.nullable(SourceText)),
+  chat_id: v.optional(v.nullable(SourceText)),
+  thread_id: v.optional(v.nullable(SourceText)),
 });
 OBJECT_AFTER_CHECK.set(sourceIsObject, SourceFields);
 export const SourceInput = v.pipe(sourceIsObject, SourceFields);

@@ -63,6 +63,10 @@ const badSources: unknown[] = [
   ...badText(256, true).map((user_id) => ({ user_id })),
   ...badText(256, true).map((chat_id) => ({ chat_id })),
   ...badText(256, true).map((thread_id) => ({ thread_id })),
+  // Stored whole, read back cut at the NUL: "alice" to commands and plugins.
+  { user_id: "alice\u0000evil" },
+  { chat_id: "c\u0000" },
+  { thread_id: "\u0000" },
 ];
 const badIdArrays: unknown[] = [
   "s_1",
