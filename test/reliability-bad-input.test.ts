@@ -173,6 +173,27 @@ describe("reliability: bad input", () => {
     }
   });
 
+  // Taken for a database outage: a 503 in the metrics and an error-level "database unavailable" line
+  // that anyone could trigger (an outside probe).
+  it("a client that hangs up while sending its body is not counted as a database outage", async () => {
+    const { hostname, port } = new URL(t.url);
+    const refused = async () => Number(/hookbox_http_requests_total\{method="POST",route="\/v1\/sessions",status="400"\} (\d+)/.exec(String((await t.api("GET", "/metrics")).body))?.[1] ?? 0);
+    const before = await refused();
+    for (let i = 0; i < 3; i++) {
+      await new Promise<void>((resolve) => {
+        const socket = connect(Number(port), hostname, () => {
+          socket.write(`POST /v1/sessions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"profile":`);
+          setTimeout(() => (socket.destroy(), resolve()), 100);
+        });
+        socket.on("error", () => resolve());
+      });
+    }
+    await new Promise((r) => setTimeout(r, 200));
+    const metrics = String((await t.api("GET", "/metrics")).body);
+    assert.doesNotMatch(metrics, /hookbox_http_requests_total\{[^}]*status="503"/);
+    assert.equal((await refused()) - before, 3, "each is answered (to no one) as a body that could not be read");
+  });
+
   it("names a required field that is missing (not valibot's 'Invalid key: Expected ... but received undefined')", async () => {
     const res = await t.api("POST", `/v1/sessions/${fx.open}/turns`, {});
     assert.equal(res.status, 400);

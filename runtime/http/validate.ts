@@ -53,7 +53,11 @@ export function noQuery(c: Context, hint = ""): void {
 /** Parses and validates the JSON body (an empty body counts as {}); the route takes no query. */
 export async function readBody<S extends v.GenericSchema>(c: Context, schema: S): Promise<v.InferOutput<S>> {
   noQuery(c, "; its options go in the JSON body");
-  const text = await c.req.text();
+  // A client that hangs up while sending fails the read with ECONNRESET or "aborted": its own doing,
+  // not the database's (which that error text was taken for: a 503 and an error-level log line).
+  const text = await c.req.text().catch((err: unknown) => {
+    throw new AppError(400, "body_unreadable", `the request body could not be read (${String((err as Error)?.message ?? err).slice(0, 100)}): the client closed the connection?`);
+  });
   let json: unknown = {};
   if (text.trim() !== "") {
     try {
