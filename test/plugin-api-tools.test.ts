@@ -339,6 +339,17 @@ describe("arguments no tool takes", () => {
     assert.deepEqual(rec.events.map((e) => e.hook), ["post_tool_call"]);
     assert.equal((await runToolCall(deps, { ...call, args: { expression: "1+1" } })).result, "1+1 = 2");
   });
+
+  // Storage turns a lone surrogate into U+FFFD: the answer had "\ud800" while the history had U+FFFD.
+  it("a tool result holding a lone surrogate or a NUL is the same text in the answer, the hooks and the history", async () => {
+    const dispatcher = new HookDispatcher();
+    const rec = recordHooks(dispatcher, { hooks: ["post_tool_call"] });
+    const odd = { spec: { name: "odd", description: "returns text storage would change", parameters: { type: "object" } }, run: () => "X\ud800Y\u0000Z \ud83d\ude00" };
+    const deps = { dispatcher, tools: new ToolRegistry([odd]), maxResultBytes: 16_384, failClosed: new Set<string>() };
+    const run = await runToolCall(deps, { session_id: "s1", turn_id: "t1", tool_call_id: "c1", tool_name: "odd", args: {} });
+    assert.equal(run.result, "X\uFFFDY\uFFFDZ \u{1F600}");
+    assert.equal((rec.of("post_tool_call")[0] as any).result, run.result);
+  });
 });
 
 describe("semantics made exact (item 7)", () => {

@@ -28,7 +28,9 @@ export const CommandName = v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,63}
 // claim another user's and pass plugins.command_users. Without a session a command runs anonymous.
 const FROM_SESSION = "identity comes from the session named by session_id; a request body cannot set it";
 export const CommandBody = v.strictObject({
-  raw_args: v.optional(v.pipe(v.string(), v.maxLength(10_000)), ""),
+  // As a turn's text: a NUL refused, a lone surrogate made U+FFFD (a command given the same words by
+  // either way sees the same arguments).
+  raw_args: v.optional(v.pipe(v.string(), v.maxLength(10_000), v.check((a) => !a.includes("\u0000"), "a NUL character (U+0000) cannot be stored"), v.transform((a) => a.toWellFormed())), ""),
   session_id: v.optional(Id),
   platform: v.optional(v.never(FROM_SESSION)),
   source: v.optional(v.never(FROM_SESSION)),

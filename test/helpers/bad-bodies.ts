@@ -190,7 +190,7 @@ function endpoints(f: Fixtures): EndpointSpec[] {
       method: "POST",
       path: "/v1/commands/commands",
       base: { raw_args: "" },
-      fields: { raw_args: badText(10_000), session_id: badIds, platform: badProfiles, source: badSources },
+      fields: { raw_args: [...badText(10_000), "a\u0000b"], session_id: badIds, platform: badProfiles, source: badSources },
     },
   ];
 }
