@@ -231,6 +231,19 @@ describe("pre_tool_call directives (item 2) and transforms (item 3)", () => {
     }
   });
 
+  // Offered, every call of them failed as "quarantined" (an outside probe); its prompt section was withdrawn already.
+  it("a quarantined plugin's tools are not offered to the model until it is enabled again", async () => {
+    const sid = await newSession(s);
+    s.core.dispatcher.quarantine("text-stats", "test: quarantined");
+    try {
+      const t = await turn(s, sid, 'use tool text_stats {"text":"a b"}');
+      assert.deepEqual([t.tool_calls.length, t.reply], [0, 'You said: use tool text_stats {"text":"a b"}']);
+    } finally {
+      s.core.dispatcher.release("text-stats");
+    }
+    assert.equal((await turn(s, sid, 'use tool text_stats {"text":"a b"}')).tool_calls[0].status, "ok");
+  });
+
   it("redact masks a long answer at its shipped limits: quotes, backslashes, newlines and non-ASCII kept (an outside probe: 2,500 characters ran it out of memory)", async () => {
     const sid = await newSession(s);
     const line = (k: number, masked: boolean) =>

@@ -51,7 +51,7 @@ export class ToolRegistry {
   private readonly tools = new Map<string, Entry>();
   /** Every plugin's claim per name, in registration order. */
   private readonly claims = new Map<string, Entry[]>();
-  private specsCache: ToolSpec[] | null = null;
+  private specsCache: { tools: Tool[]; specs: ToolSpec[] } | null = null;
 
   constructor(builtins: Iterable<Tool> = []) {
     for (const t of builtins) this.register(t);
@@ -115,9 +115,15 @@ export class ToolRegistry {
     return `unknown tool ${name}`;
   }
 
-  /** The tools offered to the model, in name order (stable prompts). */
-  specs(): ToolSpec[] {
-    return (this.specsCache ??= [...this.tools.values()].map((e) => e.tool.spec).sort((a, b) => (a.name < b.name ? -1 : 1)));
+  /** The tools offered to the model, in name order (stable prompts), but those of plugins `withheld` names. */
+  specs(withheld?: (plugin: string) => boolean): ToolSpec[] {
+    if (!this.specsCache) {
+      const tools = [...this.tools.values()].map((e) => e.tool).sort((a, b) => (a.spec.name < b.spec.name ? -1 : 1));
+      this.specsCache = { tools, specs: tools.map((t) => t.spec) };
+    }
+    const { tools, specs } = this.specsCache;
+    if (withheld && tools.some((t) => t.plugin !== undefined && withheld(t.plugin))) return tools.filter((t) => t.plugin === undefined || !withheld(t.plugin)).map((t) => t.spec);
+    return specs;
   }
 
   /** Why `args` do not fit `name`'s schema (one line per issue), or null when they do. */

@@ -247,7 +247,8 @@ export class TurnService {
     compactForOverflow: () => Promise<CompactOutcome>,
     stream: StreamOptions,
   ): Promise<{ reply: ProviderReply; historyAt: number }> {
-    const tools = noTools ? [] : this.tools.specs();
+    // A quarantined plugin's tools are not offered: each call would fail (its prompt section goes too).
+    const tools = noTools ? [] : this.tools.specs((plugin) => this.ctx.dispatcher.quarantineOf(plugin) !== null);
     // Where the stored history starts in the request the reply answers (after the durable section).
     let historyAt = 0;
     // Plugins' durable sections lead every model call of the session (not stored, so no compaction
