@@ -65,6 +65,11 @@ describe("plugin errors name their cause", () => {
     let deep: object = { type: "object" };
     for (let i = 0; i < 40; i++) deep = { type: "object", properties: { n: deep } };
     refused(deep, /nested deeper than 32 levels/);
+    // Compiled by the validator, then refused by a provider that checks the tools: every turn failed.
+    refused({ type: "object", properties: { x: { type: "nonsense" } } }, /"type" \(at #\/properties\/x\) must be one of object, array, string/);
+    refused({ type: "object", properties: { x: { type: ["string", "string"] } } }, /"type" \(at #\/properties\/x\)/);
+    refused({ type: "object", properties: { x: { type: [] } } }, /"type" \(at #\/properties\/x\)/);
+    assert.ok(parseManifest(tool({ type: "object", properties: { x: { type: ["string", "null"] }, n: { type: "integer" }, type: { type: "string", default: { type: "any" } } } }), "manifest.json"));
     // A backtracking pattern (^(a+)+$ on "aaaa...!") held the thread for a minute per call through
     // pre_tool_call's rewritten arguments: the tool loads, the model sees the pattern, the host does
     // not run it (the plugin gets the arguments and checks them).

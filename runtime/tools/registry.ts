@@ -286,6 +286,9 @@ function mapSubschemas(k: string, v: unknown, f: (child: unknown, at: string) =>
 }
 
 /** Walks the subschemas (a property may be named "pattern"): the first refusal, or where the unchecked keywords are. */
+const JSON_TYPES = new Set(["object", "array", "string", "number", "integer", "boolean", "null"]);
+const validType = (t: unknown) => (Array.isArray(t) ? t.length > 0 && t.every((x) => JSON_TYPES.has(x)) && new Set(t).size === t.length : JSON_TYPES.has(t as string));
+
 function walkSchema(schema: unknown): string | { unchecked: string[] } {
   let count = 0;
   const unchecked: string[] = [];
@@ -295,6 +298,9 @@ function walkSchema(schema: unknown): string | { unchecked: string[] } {
     if (++count > SCHEMA_LIMITS.subschemas) return `more than ${SCHEMA_LIMITS.subschemas} subschemas`;
     for (const [k, v] of Object.entries(node)) {
       if (REFUSED.has(k)) return `"${k}" (at ${path}) is not allowed in a plugin tool's schema: its check has no bound on the host's work`;
+      // The validator compiles {"type":"nonsense"} (no value then passes), and a provider that checks
+      // the tools it is sent refuses it: every model call of every session failed (an outside probe).
+      if (k === "type" && !validType(v)) return `"type" (at ${path}) must be one of ${[...JSON_TYPES].join(", ")}, or an array of them`;
       if (UNCHECKED.has(k)) unchecked.push(`"${k}" at ${path}`);
       let problem: string | null = null;
       mapSubschemas(k, v, (child, at) => (problem ??= walk(child, `${path}/${at}`, depth + 1)));
