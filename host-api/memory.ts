@@ -49,8 +49,16 @@ export function readText(ctx: CallContext, offset: bigint, what: string, maxByte
   // The length first: decoding a block that is refused anyway would hold the thread.
   const length = Number(ctx.length(offset));
   if (length > maxBytes) throw new PluginCallError("trap", `${what}: ${length} bytes, more than the ${maxBytes} it may take`);
-  return decoder.decode(readBlock(ctx, offset, what));
+  // Refused, not decoded to U+FFFD: keys 0xFF and 0xFE were one key then, and a binary value came
+  // back changed (an outside probe).
+  try {
+    return strict.decode(readBlock(ctx, offset, what));
+  } catch (err) {
+    if (err instanceof PluginCallError) throw err;
+    throw new PluginCallError("trap", `${what}: not UTF-8 text (KV keys, values and arguments are text)`);
+  }
 }
+const strict = new TextDecoder("utf-8", { fatal: true });
 
 /** The first `maxBytes` of the plugin's block at `offset` as text (a character cut at the end decodes as U+FFFD). */
 export function readTextHead(ctx: CallContext, offset: bigint, what: string, maxBytes: number): string {

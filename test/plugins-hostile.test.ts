@@ -363,6 +363,16 @@ describe("host work a plugin asks for on its own large KV (kvflood)", () => {
     assert.deepEqual([info.status, info.stats.quarantined, info.stats.failures.trap - before], ["active", null, 7]);
     assert.equal((await flood("fill 0 1 5")).status, 200);
   });
+
+  // Decoded to U+FFFD, keys 0xFF and 0xFE were one key (the second write overwrote the first).
+  it("a key that is not UTF-8 is refused, not decoded into another plugin key", async () => {
+    for (const byte of [0xff, 0xfe, 0x80]) {
+      const res = await flood(`binary ${byte}`);
+      assert.equal(res.status, 422);
+      assert.match(res.text, /kv key: not UTF-8 text/);
+    }
+    assert.equal((await flood("binary 65")).status, 200, "k + 'A' is text");
+  });
 });
 
 describe("max_output_bytes raised by the operator", () => {

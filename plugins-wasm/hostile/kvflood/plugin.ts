@@ -3,7 +3,20 @@
 // on the server's thread: a list of every key, and a counted sweep after an earlier sweep of the same
 // call. Both must stay bounded: the list is refused before any key is read when the answer could not
 // fit the plugin's memory, and the sweep is counted in the database, not by reading the keys.
-import { beginCall, getString, kvDeleteSessions, kvListBytes, kvSet, outputString, GLOBAL, KEY_STARTS_PREFIX_ID } from "../../lib";
+import { beginCall, getString, kvDeleteSessions, kvListBytes, kvSet, outputString, storeRaw, storeString, GLOBAL, KEY_STARTS_PREFIX_ID } from "../../lib";
+
+// @ts-ignore: decorator
+@external("extism:host/user", "hookbox_kv_set")
+declare function hookbox_kv_set(session: u64, key: u64, value: u64): void;
+
+/** Sets key "k" + byte `b` (not UTF-8 past 0x7f) to the value "v" + byte `b`, through the raw host function. */
+function setBinary(b: u8): void {
+  const bytes = new Uint8Array(2);
+  bytes[0] = 0x6b; // k
+  bytes[1] = b;
+  const key = storeRaw(bytes.dataStart, 2);
+  hookbox_kv_set(0, key, storeString("v"));
+}
 
 const PREFIX = "f:";
 
@@ -36,7 +49,8 @@ function idsJson(n: i32): Uint8Array {
 /**
  * `/kvflood fill FROM COUNT LEN`: keys "f:" + id + ":" + LEN x's for the ids [FROM, FROM + COUNT);
  * `/kvflood list`: the byte length of the key list under "f:";
- * `/kvflood sweep N`: a counted sweep of id 0, then one of the ids [0, N): both counts, as [a, b].
+ * `/kvflood sweep N`: a counted sweep of id 0, then one of the ids [0, N): both counts, as [a, b];
+ * `/kvflood binary N`: sets a key whose second byte is N (0x80 and up is no UTF-8).
  */
 export function command_kvflood(): i32 {
   const input = beginCall();
@@ -56,8 +70,11 @@ export function command_kvflood(): i32 {
     const first = kvDeleteSessions(GLOBAL, PREFIX, one, 0, one.length, KEY_STARTS_PREFIX_ID);
     const second = kvDeleteSessions(GLOBAL, PREFIX, all, 0, all.length, KEY_STARTS_PREFIX_ID);
     outputString("[" + first.toString() + "," + second.toString() + "]");
+  } else if (args[0] == "binary") {
+    setBinary(<u8>I32.parseInt(args[1]));
+    outputString('"set"');
   } else {
-    outputString('"usage: fill FROM COUNT LEN | list | sweep N"');
+    outputString('"usage: fill FROM COUNT LEN | list | sweep N | binary N"');
   }
   return 0;
 }
