@@ -45,8 +45,13 @@ export type PluginLimits = v.InferOutput<typeof PluginLimitsSchema>;
 /** The local provider's own settings (besides its type). */
 const LOCAL_PROVIDER_KEYS = ["context_window_tokens", "native_compaction_over_tokens"];
 
-/** prune's age (the setting and the per-run override): above 0, at 0 it would delete every session. */
-export const PruneAge = v.gtValue<number, 0, string>(0, "must be above 0 days (prune deletes every session not updated for that long: 0 would delete them all)");
+/**
+ * An age in days that selects "not updated for that long" (prune's setting and per-run override,
+ * idle archive's override): at least an hour, as 0 would select every session and so did 1e-300
+ * (an outside probe).
+ */
+export const MIN_AGE_DAYS = 1 / 24;
+export const PruneAge = v.minValue<number, number, string>(MIN_AGE_DAYS, "must be at least 1 hour (1/24 = 0.0417 days): prune deletes every session not updated for that long, and less would delete them all");
 
 const ProviderSchema = v.variant("type", [
   v.strictObject({

@@ -361,6 +361,8 @@ for (const db of TEST_DBS) {
         ["sessions", "sweep", "ghost_prune", "--older-than-days", "1"],
         ["sessions", "sweep", "idle_archive", "--older-than-days", "0"],
         ["sessions", "sweep", "prune", "--older-than-days", "0"], // would delete every session
+        ["sessions", "sweep", "prune", "--older-than-days", "0.00001"], // so would this (an outside probe)
+        ["sessions", "sweep", "idle_archive", "--older-than-days", "1e-300"],
         ["sessions", "delete", b, "--profile", "work"],
         ["sessions", "list", "--limit", "0"],
         ["sessions", "list", "--limit", "2.5"],

@@ -92,6 +92,10 @@ for (const db of TEST_DBS) {
         ["POST", "/v1/sessions/bulk-delete", {}, 400, "invalid_body"],
         ["POST", "/v1/maintenance/everything", {}, 400, "invalid_task"],
         ["POST", "/v1/maintenance/prune", { older_than_days: "1" }, 400, "invalid_body"],
+        // Above 0 but selecting every session all the same (an outside probe).
+        ["POST", "/v1/maintenance/prune", { older_than_days: 1e-300 }, 400, "invalid_body"],
+        ["POST", "/v1/maintenance/prune", { older_than_days: 0.00001 }, 400, "invalid_body"],
+        ["POST", "/v1/maintenance/idle_archive", { older_than_days: 0.00001 }, 400, "invalid_body"],
         ["POST", "/v1/commands/Bad!", {}, 400, "invalid_id"],
         ["DELETE", "/v1/sessions", undefined, 405, "method_not_allowed"],
         ["GET", "/v1/nope", undefined, 404, "not_found"],

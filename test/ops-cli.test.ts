@@ -257,7 +257,7 @@ describe("configuration (operator)", () => {
       () => parseConfig({}, { HOOKBOX_PROVIDER_TIMEOUT_SECONDS: "30" }),
       /provider\.type is missing: HOOKBOX_PROVIDER_TIMEOUT_SECONDS is a setting of the "openai" provider \(set provider\.type or HOOKBOX_PROVIDER_TYPE=openai\)/,
     );
-    assert.throws(() => parseConfig({ retention: { prune_after_days: 0 } }), /retention\.prune_after_days: must be above 0 days/);
+    assert.throws(() => parseConfig({ retention: { prune_after_days: 0 } }), /retention\.prune_after_days: must be at least 1 hour/);
     const typo = parseConfig({}, { HOOKBOX_PLUGINS_ENABLE: "text-stats", HOOKBOX_LOG: "error" });
     assert.deepEqual(typo.plugins.enabled, []);
     assert.deepEqual(typo.warnings, ["HOOKBOX_PLUGINS_ENABLE is not a hookbox setting and is ignored (did you mean HOOKBOX_PLUGINS_ENABLED?)"]);

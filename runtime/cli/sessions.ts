@@ -10,7 +10,7 @@ import type { RemoveResult } from "../deletion/service.ts";
 import type { SweepName, SweepParams } from "../maintenance/sweeps.ts";
 import { pageCursor } from "../sessions/service.ts";
 import { messageView, sessionView } from "../sessions/view.ts";
-import { positiveNumber, printable, sessionId, sessionIds, wholeNumber, type CliContext } from "./context.ts";
+import { ageInDays, positiveNumber, printable, sessionId, sessionIds, wholeNumber, type CliContext } from "./context.ts";
 import { TurnMessageText } from "../http/sessions.ts";
 import { check, Profile } from "../http/validate.ts";
 
@@ -157,8 +157,8 @@ function registerSweeps(sweep: Command, ctx: CliContext): void {
   ];
   for (const { name, what, option } of SWEEPS) {
     const cmd = sweep.command(name).description(what);
-    // prune's age must be above 0: at 0 it would delete every session.
-    const opt = option && new Option(option[0], option[1]).argParser(positiveNumber(name !== "prune"));
+    // prune's age must be at least an hour: at 0 (or 1e-300) it would delete every session.
+    const opt = option && new Option(option[0], option[1]).argParser(name === "prune" ? ageInDays : positiveNumber(true));
     if (opt) cmd.addOption(opt);
     cmd.option(...dryRun).action(async (o: { dryRun?: boolean } & Record<string, number | undefined>) => {
       const params: SweepParams = option && opt ? { [option[2]]: o[opt.attributeName()] } : {};
@@ -169,7 +169,7 @@ function registerSweeps(sweep: Command, ctx: CliContext): void {
   sweep
     .command("idle_archive")
     .description("archive sessions idle for retention.idle_archive_after_days (no hook fires)")
-    .option("--older-than-days <n>", "override retention.idle_archive_after_days", positiveNumber())
+    .option("--older-than-days <n>", "override retention.idle_archive_after_days", ageInDays)
     .option(...dryRun)
     .action(async (o: { olderThanDays?: number; dryRun?: boolean }) => {
       const core = await ctx.core();

@@ -3,7 +3,7 @@ import { Hono } from "hono";
 import * as v from "valibot";
 import { describeHooks } from "../../hooks/catalogue.ts";
 import type { Core } from "../core.ts";
-import { PluginName, PruneAge } from "../config.ts";
+import { MIN_AGE_DAYS, PluginName, PruneAge } from "../config.ts";
 import { AppError } from "../errors.ts";
 import { suggest } from "../util/suggest.ts";
 import { SWEEP_NAMES } from "../maintenance/sweeps.ts";
@@ -17,7 +17,7 @@ export const MAINTENANCE = {
   prune: v.strictObject({ older_than_days: v.optional(v.pipe(Days, PruneAge)), dry_run: DryRun }),
   ghost_prune: v.strictObject({ dry_run: DryRun }),
   profile_repair: v.strictObject({ dry_run: DryRun }),
-  idle_archive: v.strictObject({ older_than_days: v.optional(v.pipe(Days, v.gtValue(0, "must be above 0 days"))), dry_run: DryRun }),
+  idle_archive: v.strictObject({ older_than_days: v.optional(v.pipe(Days, v.minValue(MIN_AGE_DAYS, "must be at least 1 hour (1/24 = 0.0417 days): less would archive every session"))), dry_run: DryRun }),
   hygiene: v.strictObject({}),
 } as const;
 const Task = v.picklist(Object.keys(MAINTENANCE) as Array<keyof typeof MAINTENANCE>);
