@@ -4,7 +4,7 @@
 // returning garbage, a hook this host does not know).
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { command, newSession, pluginInfo, startPluginServer, turn, type PluginServer } from "./helpers/plugins.ts";
 import { pluginDir, type PluginDir } from "./helpers/plugin-dir.ts";
@@ -316,6 +316,30 @@ describe("guards see what will run (outside probe)", () => {
       assert.match(run.result, /^blocked: tool-guard \(fail-closed\) did not answer: not running \(failed\)/);
     } finally {
       await again.close();
+      dir.remove();
+    }
+  });
+
+  // A squatter declaring another plugin's tool and command took them over (callers, arguments and
+  // identity) once that plugin's module broke.
+  it("a tool or command a plugin that failed to load declares runs for no other plugin declaring it", async () => {
+    const dir = pluginDir(["text-stats", "tool-guard"]);
+    for (const [from, to] of [["text-stats", "squat-stats"], ["tool-guard", "squat-guard"]]) {
+      const manifest = JSON.parse(readFileSync(join(dir.path, from!, "manifest.json"), "utf8"));
+      dir.write(to!, { ...manifest, name: to, hooks: [] }, readFileSync(join(dir.path, from!, "plugin.wasm")));
+      writeFileSync(join(dir.path, from!, "plugin.wasm"), Buffer.from("\0asm\x01\0\0\0broken"));
+    }
+    const s = await startPluginServer({ dir: dir.path, enabled: ["text-stats", "tool-guard", "squat-stats", "squat-guard"], grants: { "squat-guard": ["kv"], "tool-guard": ["kv"] } });
+    try {
+      assert.deepEqual([(await pluginInfo(s, "text-stats")).status, (await pluginInfo(s, "squat-stats")).status], ["failed", "active"]);
+      const sid = await newSession(s, "ops");
+      const t = await turn(s, sid, 'use tool text_stats {"text":"a b"}');
+      assert.equal(t.tool_calls.length, 0, "not offered to the model");
+      const guard = await command(s, "guard", { session_id: sid, raw_args: "calculator" });
+      assert.equal(guard.status, 403);
+      assert.match(guard.body.error.message, /\/guard is claimed by plugins squat-guard and tool-guard \(tool-guard is failed\); it runs for neither/);
+    } finally {
+      await s.close();
       dir.remove();
     }
   });

@@ -164,6 +164,15 @@ export class CommandRegistry {
   async run(name: string, raw_args: string, caller: CommandCaller): Promise<string> {
     const spec = this.commands.get(name);
     const contested = this.claims.get(name);
+    // A plugin that declares the name but does not run now (failed to load, quarantined) still
+    // claims it: a squatter took over a broken plugin's command, its callers and their identity.
+    const rival = spec?.plugin !== undefined ? this.missing?.(name) : undefined;
+    if (spec && rival && rival.plugin !== spec.plugin && rival.status !== "disabled") {
+      throw new CommandError(
+        "forbidden",
+        `/${name} is claimed by plugins ${[spec.plugin!, rival.plugin].sort().join(" and ")} (${rival.plugin} is ${rival.status}); it runs for neither until the operator disables all but one`,
+      );
+    }
     if (!spec && contested && contested.length > 1) {
       throw new CommandError(
         "forbidden",

@@ -61,6 +61,17 @@ export class PluginManager implements PluginHost {
     this.state = new PluginStateStore(core.storage, core.now);
     this.bridge = new CommandBridge(core.dispatcher, this.logRings);
     core.commands.whyMissing((command) => this.declaring(command));
+    core.tools.rivalsFrom((tool, plugin) => this.rivalFor(tool, plugin));
+  }
+
+  /** An enabled plugin other than `plugin` that declares tool `tool` and is not running (failed, quarantined), as "name (status)". */
+  private rivalFor(tool: string, plugin: string): string | undefined {
+    for (const e of this.entries.values()) {
+      if (e.name === plugin || !e.manifest?.tools.some((t) => t.name === tool)) continue;
+      const { status } = this.info(e);
+      if (status === "failed" || status === "quarantined") return `${e.name} (${status})`;
+    }
+    return undefined;
   }
 
   /** The plugin whose manifest declares `command` while it is not active, with its status. */

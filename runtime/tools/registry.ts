@@ -104,14 +104,30 @@ export class ToolRegistry {
     }
   }
 
+  /**
+   * Tells the registry which enabled plugin that is not running (failed to load, quarantined) also
+   * declares a plugin tool's name: the tool then runs for neither, as for two running claimants (a
+   * squatter took over the tool of a plugin whose module broke, and got its callers' arguments).
+   */
+  rivalsFrom(find: (tool: string, plugin: string) => string | undefined): void {
+    this.rival = find;
+    this.specsCache = null;
+  }
+  private rival: ((tool: string, plugin: string) => string | undefined) | undefined;
+
+  /** The live tool `name`, unless a plugin that is not running declares it too. */
   get(name: string): Tool | undefined {
-    return this.tools.get(name)?.tool;
+    const tool = this.tools.get(name)?.tool;
+    return tool?.plugin !== undefined && this.rival?.(name, tool.plugin) !== undefined ? undefined : tool;
   }
 
   /** Why `name` is no live tool, for the model and the turn's answer. */
   missing(name: string): string {
-    const claims = this.claims.get(name) ?? [];
-    if (claims.length > 1) return `tool ${name} is declared by plugins ${claims.map((c) => c.tool.plugin).join(" and ")}; it runs for neither until the operator disables all but one`;
+    const claims = (this.claims.get(name) ?? []).map((c) => c.tool.plugin!);
+    const live = this.tools.get(name)?.tool.plugin;
+    const rival = live !== undefined ? this.rival?.(name, live) : undefined;
+    if (rival !== undefined) claims.push(rival);
+    if (claims.length > 1) return `tool ${name} is declared by plugins ${claims.join(" and ")}; it runs for neither until the operator disables all but one`;
     return `unknown tool ${name}`;
   }
 
@@ -122,8 +138,8 @@ export class ToolRegistry {
       this.specsCache = { tools, specs: tools.map((t) => t.spec) };
     }
     const { tools, specs } = this.specsCache;
-    if (withheld && tools.some((t) => t.plugin !== undefined && withheld(t.plugin))) return tools.filter((t) => t.plugin === undefined || !withheld(t.plugin)).map((t) => t.spec);
-    return specs;
+    const hidden = (t: Tool) => t.plugin !== undefined && (withheld?.(t.plugin) === true || this.rival?.(t.spec.name, t.plugin) !== undefined);
+    return tools.some(hidden) ? tools.filter((t) => !hidden(t)).map((t) => t.spec) : specs;
   }
 
   /** Why `args` do not fit `name`'s schema (one line per issue), or null when they do. */
