@@ -80,6 +80,22 @@ describe("manual compaction: every kind, every manual entry point", () => {
     }
   });
 
+  // After a summary that kept no user message (a turn of tool calls), the next turn was reported as
+  // the session's first (an outside probe); a rotated session continues its conversation too.
+  it("the turn after a summary is never the conversation's first (in place or rotated)", async () => {
+    const { t, rec } = await server({ compaction: { keep_recent_messages: 2, cooldown_seconds: 0 } });
+    const { id } = await sessionWith(t, [["user", LONG], ["assistant", LONG], ["user", LONG], ["tool", LONG], ["assistant", LONG]]);
+    await t.api("POST", `/v1/sessions/${id}/compress`, { kind: "summarize" });
+    assert.deepEqual((await t.api("GET", `/v1/sessions/${id}/messages`)).body.messages.map((m: any) => m.role), ["summary", "tool", "assistant"]);
+    rec.clear();
+    await t.api("POST", `/v1/sessions/${id}/turns`, { message: "go on" });
+    const rotated = (await t.api("POST", `/v1/sessions/${id}/compress`, { kind: "summarize", rotate: true })).body.session_id;
+    await t.api("POST", `/v1/sessions/${rotated}/turns`, { message: "and on" });
+    const fresh = (await t.api("POST", "/v1/sessions", {})).body.session.id;
+    await t.api("POST", `/v1/sessions/${fresh}/turns`, { message: "hello" });
+    assert.deepEqual(rec.of("pre_llm_call").map((e) => [e.session_id, e.is_first_turn]), [[id, false], [rotated, false], [fresh, true]]);
+  });
+
   it("summarize rotating to a new session id keeps the chain", async () => {
     const { t, rec } = await server({ compaction: { keep_recent_messages: 2 } });
     const { id } = await sessionWith(t, MIXED);

@@ -135,7 +135,8 @@ export class TurnService {
       platform: session.platform,
       model: this.ctx.model,
       turn_id: turnId,
-      is_first_turn: !turn.before.some((m) => m.role === "user"),
+      // A summary stands for earlier turns (one may keep no user message), as does a predecessor.
+      is_first_turn: session.compacted_from === null && !turn.before.some((m) => m.role === "user" || m.role === "summary"),
       user_id: session.user_id,
       parent_session_id: session.parent_session_id,
     });
