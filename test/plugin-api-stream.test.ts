@@ -46,6 +46,21 @@ describe("streamed turns with the local provider", () => {
     assert.deepEqual(stored, ["user", "tool", "assistant"]);
   });
 
+  // A client that did not read held one queued event per word on the server (5 MB for a 100 kB answer).
+  it("deltas a slow client has not taken yet are joined: fewer events, the same text", async () => {
+    const sid = await newSession(s);
+    const message = Array.from({ length: 14_000 }, (_, i) => `w${i}`).join(" ");
+    const res = await postStreamedTurn(s.url, sid, message);
+    assert.equal(res.status, 200);
+    await new Promise((r) => setTimeout(r, 1_500)); // the turn runs while nothing is read
+    const events = await allEvents(res);
+    const deltas = events.filter((e) => e.event === "delta").map((e) => e.data.text as string);
+    const reply = events.at(-1)!.data.reply as string;
+    assert.equal(deltas.join(""), reply);
+    assert.ok(reply.split(" ").length > 14_000, "the local provider streams the message back word by word");
+    assert.ok(deltas.length < 7_000, `${deltas.length} delta events for ${reply.split(" ").length} words`);
+  });
+
   it("an Idempotency-Key retry of a streamed turn replays the stream as a stream; a plain request with that key is another request", async () => {
     const sid = await newSession(s);
     const post = (accept: string) =>
