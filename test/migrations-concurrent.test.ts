@@ -3,7 +3,7 @@
 // A start on a database already migrated writes nothing, so it is not held up by another writer.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createClient } from "@libsql/client";
@@ -54,6 +54,45 @@ describe("a start on a migrated database", () => {
         holder.exec("ROLLBACK");
         holder.close();
       }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+// Killed while the migrations ran on its first start, a process left tables no later start could
+// create again ("table sessions already exists"): the database could not be opened any more (an
+// outside probe). Each process is killed after the k-th write to the WAL, k spread over the run.
+describe("a start killed while it migrates a fresh database file", () => {
+  it("leaves a database the next start migrates and opens", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hookbox-migkill-"));
+    try {
+      const killedAt: string[] = [];
+      for (const k of [1, 2, 3, 4, 6, 8, 11, 15, 20]) {
+        const run = mkdtempSync(join(dir, `k${k}-`));
+        const file = join(run, "hookbox.db");
+        const config = { db_url: `file:${file}`, sessions_dir: join(run, "sessions"), plugins: { dir: join(run, "none") } };
+        const first = spawnHookbox(run, config, ["sessions", "list"]);
+        let writes = 0;
+        let last = 0;
+        let done = false;
+        void first.exited.then(() => (done = true));
+        // Polls the WAL's mtime and kills right after its k-th change (or lets a quick run finish).
+        while (!done && writes < k) {
+          let m = 0;
+          try {
+            m = statSync(`${file}-wal`).mtimeMs;
+          } catch {
+            /* not there yet */
+          }
+          if (m !== 0 && m !== last) (last = m), writes++;
+          await new Promise((r) => setImmediate(r));
+        }
+        if (!done) killedAt.push(`${k}: ${await first.kill()}`);
+        const again = spawnHookbox(run, config, ["sessions", "list"]);
+        assert.equal(await again.exited, 0, `killed after WAL write ${k}: ${again.output()}`);
+      }
+      assert.ok(killedAt.length > 0, "some starts were killed mid-way");
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -13,7 +13,7 @@ import { Kysely, type Transaction } from "kysely";
 import { LibsqlDialect } from "@libsql/kysely-libsql";
 import { createClient, type Client, type InStatement, type ResultSet } from "@libsql/client";
 import type { Database } from "./schema.ts";
-import { migrate } from "./migrations.ts";
+import { migrate, migrationDb } from "./migrations.ts";
 import { log } from "../log.ts";
 import { Mutex } from "../util/mutex.ts";
 import { FileBatchWriter, isReadingStep, type BatchItem } from "./file-batch.ts";
@@ -131,7 +131,7 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   }
   await client.execute("PRAGMA foreign_keys = ON");
   const db = new Kysely<Database>({ dialect: new LibsqlDialect({ client }) });
-  await migrate(db);
+  await migrate(migrationDb(client));
   if (created) log("info", "created a new, empty database", { path: resolve(path) });
   // PRAGMA synchronous is per connection and cannot be set inside a transaction, and the client's
   // pool hands out any connection: every write goes through one dedicated writer connection instead.

@@ -1,6 +1,28 @@
 // Schema migrations, kept in code so that Node, Deno and a remote libSQL server all run the same set.
-import { Migrator, sql, type Kysely, type Migration, type MigrationProvider } from "kysely";
+import { LibsqlDialect } from "@libsql/kysely-libsql";
+import { Kysely, Migrator, SqliteAdapter, sql, type Migration, type MigrationProvider } from "kysely";
+import type { Client } from "@libsql/client";
 import { retryLocked } from "./retry.ts";
+
+/**
+ * SQLite's DDL is transactional, but Kysely's SqliteAdapter says it is not, so its Migrator ran
+ * every statement on its own: a process killed half-way through left tables that no later start
+ * could create again ("table sessions already exists"), on every node of a shared database (an
+ * outside probe). Run through this adapter, the pending migrations and their records commit together.
+ */
+class TransactionalDdlAdapter extends SqliteAdapter {
+  override get supportsTransactionalDdl(): boolean {
+    return true;
+  }
+}
+class MigrationDialect extends LibsqlDialect {
+  override createAdapter() {
+    return new TransactionalDdlAdapter();
+  }
+}
+
+/** A Kysely over `client` whose migrations run in one transaction (see TransactionalDdlAdapter). */
+export const migrationDb = (client: Client): Kysely<any> => new Kysely<any>({ dialect: new MigrationDialect({ client }) });
 
 const migrations: Record<string, Migration> = {
   "0001_initial": {
