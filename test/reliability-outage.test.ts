@@ -91,6 +91,10 @@ describe("a libSQL server outage under a running hookbox", () => {
     assert.equal(after.status, 200, JSON.stringify(after.body));
     // A read refused meanwhile is the database's unavailability, as any other: 503.
     assert.ok(databaseFault(new PluginCallError("unavailable", "database: database read refused: the server did not answer a read within 2000 ms; retrying after 5000 ms")));
+    // A full disk refuses the write whole: to retry, as the database's (it was a bare 500 "internal").
+    assert.ok(databaseFault(Object.assign(new Error("SQLITE_FULL: database or disk is full"), { code: "SQLITE_FULL" })));
+    assert.ok(databaseFault(Object.assign(new Error("SQLITE_IOERR_WRITE: disk I/O error"), { code: "SQLITE_IOERR_WRITE" })));
+    assert.equal(databaseFault(new Error("SQLITE_CONSTRAINT: UNIQUE constraint failed")), undefined);
   });
   // Found by an outside probe: SIGTERM waited for the plugin state sync's read, which a server that
   // hangs never answers (the client has no timeout of its own): the process did not stop.

@@ -47,7 +47,9 @@ export function onError(err: Error, c: Context): Response {
 export function databaseFault(err: unknown): string | undefined {
   const e = err as { code?: unknown; message?: unknown; cause?: { code?: unknown; message?: unknown } } | null;
   const text = `${e?.code ?? ""} ${e?.message ?? ""} ${e?.cause?.code ?? ""} ${e?.cause?.message ?? ""}`;
-  return /fetch failed|ECONNREFUSED|ECONNRESET|HRANA_WEBSOCKET_ERROR|SERVER_ERROR|SQLITE_BUSY|database is locked|database read (failed|timed out|refused)/i.test(text)
+  // A full disk (or a failing one) refuses the write whole: answered as the database's fault, to retry
+  // (it was a bare 500 "internal error" while /readyz said ready; an outside probe).
+  return /fetch failed|ECONNREFUSED|ECONNRESET|HRANA_WEBSOCKET_ERROR|SERVER_ERROR|SQLITE_BUSY|database is locked|database read (failed|timed out|refused)|SQLITE_FULL|database or disk is full|SQLITE_IOERR|disk I\/O error/i.test(text)
     ? String(e?.message ?? err).slice(0, 300)
     : undefined;
 }
