@@ -27,6 +27,7 @@ export interface SessionIds {
 const CACHED_BYTES = 1024 * 1024;
 let last: { bytes: Buffer; ids: SessionIds } | undefined;
 
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 const refuse = (problem: string) => new PluginCallError("trap", `hookbox_kv_delete_sessions: ${problem}`);
 
 export function readSessionIds(ctx: CallContext, offset: bigint): SessionIds {
@@ -35,7 +36,13 @@ export function readSessionIds(ctx: CallContext, offset: bigint): SessionIds {
   if (view.byteLength > MAX_SWEEP_IDS_BYTES) throw refuse(`at most ${MAX_SWEEP_IDS_BYTES} bytes of ids per call (plugins-wasm/lib splits longer lists)`);
   const bytes = Buffer.from(view.buffer, view.byteOffset, view.byteLength);
   if (last !== undefined && last.bytes.equals(bytes)) return last.ids;
-  const json = bytes.toString("utf8");
+  // Strict, as every text a host function takes (memory.ts readText).
+  let json: string;
+  try {
+    json = strictUtf8.decode(bytes);
+  } catch {
+    throw refuse("ids is not UTF-8 text");
+  }
   let list: unknown;
   try {
     list = JSON.parse(json);

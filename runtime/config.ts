@@ -120,7 +120,7 @@ export const ConfigSchema = v.strictObject({
       /** `prune` deletes sessions not updated for this many days (above 0: at 0 it would delete them all). */
       prune_after_days: v.optional(v.pipe(v.number(), PruneAge), 30),
       /** Idle sessions are archived (silently) after this many days; 0 turns it off. */
-      idle_archive_after_days: v.optional(v.pipe(v.number(), v.minValue(0)), 0),
+      idle_archive_after_days: v.optional(v.union([v.literal(0), v.pipe(v.number(), v.minValue(MIN_AGE_DAYS, "must be 0 (off) or at least 1 hour (1/24 = 0.0417 days): less would archive every session"))]), 0),
     }),
     {},
   ),

@@ -112,6 +112,23 @@ describe("OpenAI-compatible provider", () => {
     assert.equal("args_error" in rec.of("post_tool_call")[0]!, false, "hooks see the catalogue's fields only");
   });
 
+  // A lone surrogate from the model reached plugins as WTF-8 bytes, which their KV calls are refused
+  // for (not UTF-8): a guard keyed by tool name trapped, and five such calls quarantined its hook.
+  it("a tool call's name and arguments reach the hooks well-formed (a lone surrogate is U+FFFD)", async () => {
+    handler = (body) => {
+      const last = body.messages.at(-1);
+      if (last.role === "tool") return reply("done");
+      const args = String.raw`{"expression":"6*7","note":"x\ud800y","k\udc00":1}`;
+      return { json: { choices: [{ message: { content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "calculator\ud800", arguments: args } }] } }] } };
+    };
+    rec.clear();
+    const res = await t.api("POST", `/v1/sessions/${await newSession()}/turns`, { message: "what is 6*7" });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const [pre] = rec.of("pre_tool_call");
+    assert.equal(pre!.tool_name, "calculator\uFFFD");
+    assert.deepEqual(pre!.args, { expression: "6*7", note: "x\uFFFDy", "k\uFFFD": 1 });
+  });
+
   // Found by an outside probe: a model that kept asking for tools ended the turn with an empty answer, stored as such.
   it("a model that still asks for a tool on its last call gets no tool run, and the turn says why it has no answer", async () => {
     handler = () => ({ json: { choices: [{ message: { content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "clock", arguments: "{}" } }] } }] } });

@@ -258,6 +258,9 @@ describe("configuration (operator)", () => {
       /provider\.type is missing: HOOKBOX_PROVIDER_TIMEOUT_SECONDS is a setting of the "openai" provider \(set provider\.type or HOOKBOX_PROVIDER_TYPE=openai\)/,
     );
     assert.throws(() => parseConfig({ retention: { prune_after_days: 0 } }), /retention\.prune_after_days: must be at least 1 hour/);
+    // Above 0 but archiving every session at each hourly run (a review of the prune fix).
+    assert.throws(() => parseConfig({ retention: { idle_archive_after_days: 1e-300 } }), /idle_archive_after_days: must be 0 \(off\) or at least 1 hour/);
+    assert.equal(parseConfig({ retention: { idle_archive_after_days: 0 } }).retention.idle_archive_after_days, 0);
     const typo = parseConfig({}, { HOOKBOX_PLUGINS_ENABLE: "text-stats", HOOKBOX_LOG: "error" });
     assert.deepEqual(typo.plugins.enabled, []);
     assert.deepEqual(typo.warnings, ["HOOKBOX_PLUGINS_ENABLE is not a hookbox setting and is ignored (did you mean HOOKBOX_PLUGINS_ENABLED?)"]);

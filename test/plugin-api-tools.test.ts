@@ -337,7 +337,11 @@ describe("guards see what will run (outside probe)", () => {
       assert.equal(t.tool_calls.length, 0, "not offered to the model");
       const guard = await command(s, "guard", { session_id: sid, raw_args: "calculator" });
       assert.equal(guard.status, 403);
-      assert.match(guard.body.error.message, /\/guard is claimed by plugins squat-guard and tool-guard \(tool-guard is failed\); it runs for neither/);
+      assert.match(guard.body.error.message, /\/guard is claimed by plugins squat-guard and tool-guard \(failed\); it runs for neither/);
+      // The operator settles it by disabling all but one (the broken one here): the other runs.
+      for (const broken of ["tool-guard", "text-stats"]) assert.equal((await s.api("POST", `/v1/plugins/${broken}/disable`, {})).status, 200);
+      assert.equal((await command(s, "guard", { session_id: sid, raw_args: "calculator" })).status, 200);
+      assert.equal((await turn(s, sid, 'use tool text_stats {"text":"a b"}')).tool_calls[0].plugin, "squat-stats");
     } finally {
       await s.close();
       dir.remove();
@@ -373,7 +377,10 @@ describe("arguments no tool takes", () => {
     const call = { session_id: "s1", turn_id: "t1", tool_call_id: "c1", tool_name: "calculator" };
     const run = await runToolCall(deps, { ...call, args: { expression: "1+1", pad: "x".repeat(1_100_000) } });
     assert.deepEqual([run.status, run.error], ["error", "invalid arguments for calculator: the arguments hold more than 1,048,576 characters of text and names: too large to check"]);
-    assert.deepEqual(rec.events.map((e) => e.hook), ["post_tool_call"]);
+    assert.deepEqual(rec.events.map((e) => [e.hook, (e as any).args]), [["post_tool_call", {}]], "no plugin gets them, later hooks neither");
+    // Values without text count too: a million zeros.
+    const zeros = await runToolCall(deps, { ...call, args: { expression: "1+1", list: new Array(1_000_000).fill(0) } });
+    assert.equal(zeros.error, "invalid arguments for calculator: the arguments hold more than 100,000 values: too large to check");
     assert.equal((await runToolCall(deps, { ...call, args: { expression: "1+1" } })).result, "1+1 = 2");
   });
 

@@ -178,6 +178,8 @@ describe("reliability: pages of other sites cannot drive a server on loopback", 
     const own = { host: host(), origin: t.url, "sec-fetch-site": "same-origin", "content-type": "application/json" };
     assert.equal((await rawHttp(t.url, "POST", "/v1/sessions", own, "{}")).status, 201);
     assert.equal((await rawHttp(t.url, "GET", "/v1/sessions", { host: host(), "sec-fetch-site": "none" })).status, 200);
+    // A link from another site to the docs is a navigation (a read another page cannot see).
+    assert.equal((await rawHttp(t.url, "GET", "/docs", { host: host(), "sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate" })).status, 200);
   });
 
   it("with a token, answers any Host (behind a proxy, by its name) but still refuses other origins", async () => {
@@ -186,6 +188,10 @@ describe("reliability: pages of other sites cannot drive a server on loopback", 
       const auth = { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" };
       assert.equal((await rawHttp(s.url, "POST", "/v1/sessions", { ...auth, host: "hookbox.internal.example" }, "{}")).status, 201);
       assert.deepEqual(await rawHttp(s.url, "POST", "/v1/sessions", { ...auth, host: "hookbox.internal.example", origin: "https://evil.example" }, "{}"), { status: 403, code: "cross_origin" });
+      // Behind a proxy that rewrites Host, the browser's Sec-Fetch-Site says same-origin: taken at its word.
+      const proxied = { ...auth, host: "10.0.0.5:8787", origin: "https://hookbox.example", "sec-fetch-site": "same-origin" };
+      assert.equal((await rawHttp(s.url, "POST", "/v1/sessions", proxied, "{}")).status, 201);
+      assert.deepEqual(await rawHttp(s.url, "POST", "/v1/sessions", { ...proxied, "sec-fetch-site": "cross-site" }, "{}"), { status: 403, code: "cross_origin" });
     } finally {
       await s.close();
     }

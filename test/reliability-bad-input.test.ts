@@ -179,10 +179,16 @@ describe("reliability: bad input", () => {
     const { hostname, port } = new URL(t.url);
     const refused = async () => Number(/hookbox_http_requests_total\{method="POST",route="\/v1\/sessions",status="400"\} (\d+)/.exec(String((await t.api("GET", "/metrics")).body))?.[1] ?? 0);
     const before = await refused();
-    for (let i = 0; i < 3; i++) {
+    // Declared by length, chunked (read by the body limit), and with an Idempotency-Key (read by its guard).
+    const heads = [
+      "content-length: 1000\r\n\r\n{\"profile\":",
+      "transfer-encoding: chunked\r\n\r\na\r\n{\"profile\"\r\n",
+      "idempotency-key: hang-up-1\r\ncontent-length: 1000\r\n\r\n{\"profile\":",
+    ];
+    for (const head of heads) {
       await new Promise<void>((resolve) => {
         const socket = connect(Number(port), hostname, () => {
-          socket.write(`POST /v1/sessions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"profile":`);
+          socket.write(`POST /v1/sessions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n${head}`);
           setTimeout(() => (socket.destroy(), resolve()), 100);
         });
         socket.on("error", () => resolve());

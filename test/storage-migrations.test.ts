@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { createClient, type Client } from "@libsql/client";
 import { Kysely } from "kysely";
 import { LibsqlDialect } from "@libsql/kysely-libsql";
-import { migrate } from "../runtime/storage/migrations.ts";
+import { migrate, migrationDb } from "../runtime/storage/migrations.ts";
 import { listQuery } from "../runtime/sessions/service.ts";
 import { countedDelete } from "../runtime/storage/kv-usage.ts";
 
@@ -29,6 +29,49 @@ async function olderDatabase(name: string, to: string, use: (db: Kysely<any>, cl
     await db.destroy();
   }
 }
+
+/** A Kysely plugin that fails the `n`-th statement it sees: a process dying there, as the database sees it. */
+const failingAt = (n: number) => {
+  let seen = 0;
+  return {
+    transformQuery(args: { node: any }) {
+      if (++seen === n) throw new Error(`stopped at statement ${n}`);
+      return args.node;
+    },
+    async transformResult(args: { result: any }) {
+      return args.result;
+    },
+  };
+};
+
+describe("storage: a migration run that stops half-way", () => {
+  // A process killed while it migrated left tables no later start could create again ("table
+  // sessions already exists"): run through migrationDb, the run commits whole or not at all.
+  it("leaves nothing behind, wherever it stops: the next run migrates and opens", async () => {
+    const stops = [5, 12, 20, 35, 50];
+    for (const n of stops) {
+      const client = createClient({ url: `file:${join(dir, `stopped-${n}.sqlite`)}` });
+      const db = migrationDb(client);
+      try {
+        await assert.rejects(migrate(db.withPlugin(failingAt(n))), /stopped at statement/);
+        await migrate(db);
+        const names = await client.execute("select count(*) as n from kysely_migration");
+        assert.equal(Number(names.rows[0]!.n), 10, `stopped at ${n}`);
+      } finally {
+        await db.destroy();
+      }
+    }
+    // Without the transaction, the same stop leaves a database the next run cannot migrate.
+    const client = createClient({ url: `file:${join(dir, "stopped-plain.sqlite")}` });
+    const plain = new Kysely<any>({ dialect: new LibsqlDialect({ client }) });
+    try {
+      await assert.rejects(migrate(plain.withPlugin(failingAt(12))), /stopped at statement/);
+      await assert.rejects(migrate(plain), /already exists/);
+    } finally {
+      await plain.destroy();
+    }
+  });
+});
 
 describe("storage: migrations", () => {
   it("0005 clusters plugin_kv by its key and keeps every row, its usage and the triggers; after 0010 deletes count themselves", async () => {

@@ -96,6 +96,12 @@ export class CommandRegistry {
     this.missing = explain;
   }
 
+  /** Which plugin that is wanted but not running also declares a plugin command's name ("name (failed)"): it then runs for neither. */
+  rivalsFrom(find: (command: string, plugin: string) => string | undefined): void {
+    this.rival = find;
+  }
+  private rival: ((command: string, plugin: string) => string | undefined) | undefined;
+
   /**
    * Registers a command. A built-in name cannot be taken (throws). A plugin command whose name
    * another plugin already claims is not registered for either: the conflict is returned.
@@ -166,12 +172,9 @@ export class CommandRegistry {
     const contested = this.claims.get(name);
     // A plugin that declares the name but does not run now (failed to load, quarantined) still
     // claims it: a squatter took over a broken plugin's command, its callers and their identity.
-    const rival = spec?.plugin !== undefined ? this.missing?.(name) : undefined;
-    if (spec && rival && rival.plugin !== spec.plugin && rival.status !== "disabled") {
-      throw new CommandError(
-        "forbidden",
-        `/${name} is claimed by plugins ${[spec.plugin!, rival.plugin].sort().join(" and ")} (${rival.plugin} is ${rival.status}); it runs for neither until the operator disables all but one`,
-      );
+    const rival = spec?.plugin !== undefined ? this.rival?.(name, spec.plugin) : undefined;
+    if (spec && rival !== undefined) {
+      throw new CommandError("forbidden", `/${name} is claimed by plugins ${spec.plugin} and ${rival}; it runs for neither until the operator disables all but one`);
     }
     if (!spec && contested && contested.length > 1) {
       throw new CommandError(

@@ -69,8 +69,8 @@ export function createApp(core: Core, opts: OpsOptions = {}): Hono {
   app.use("*", withRequestId);
   app.use("*", accessLog(metrics));
   app.use("*", refusePluginRequests);
-  app.use("*", sameOriginOnly(!core.config.api_token));
   app.use("*", drainOrCloseUnreadBody);
+  app.use("*", sameOriginOnly(!core.config.api_token));
   app.use(
     "*",
     methodNotAllowed({

@@ -22,6 +22,9 @@ export function describeError(err: unknown, c: Context): { status: 400 | 401 | 4
   if (err instanceof AppError) return { status: err.status, body: errorBody(err.code, err.message, err.issues) };
   if (err instanceof CommandError) return { status: COMMAND_STATUS[err.code], body: errorBody(err.code, err.message) };
   if (err instanceof PluginNotFoundError) return { status: 404, body: errorBody("not_found", err.message) };
+  // The client hung up while its body was read (the body limit's reader, the Idempotency-Key's, a
+  // handler's): ECONNRESET "aborted", which databaseFault would take for the database's.
+  if (clientGone(err)) return { status: 400, body: errorBody("body_unreadable", "the request body could not be read: the client closed the connection") };
   const db = databaseFault(err);
   if (db) {
     // The stack names the statement's caller: the operator (and we) can tell a read from a write.
@@ -41,6 +44,13 @@ export const asksForRetry = (status: number, code: string | undefined): boolean 
 export function onError(err: Error, c: Context): Response {
   const { status, body } = describeError(err, c);
   return c.json(body, status);
+}
+
+/** The error of a request whose client went away while it was read. */
+function clientGone(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown } | null;
+  // Not the request's abort signal: a database failure while the client was away is still the database's.
+  return e?.code === "ECONNRESET" && e.message === "aborted";
 }
 
 /** The database (a libSQL server, or the file's lock) could not be reached: its message, else undefined. */

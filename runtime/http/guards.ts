@@ -39,9 +39,15 @@ export function sameOriginOnly(tokenless: boolean): MiddlewareHandler {
     if (tokenless && host !== undefined && !isLoopback(hostnameOf(host))) {
       return c.json(errorBody("forbidden_host", `Host ${JSON.stringify(host.slice(0, 100))} is not a loopback name: a server without api_token answers localhost, 127.0.0.1 and [::1] only`), 403);
     }
+    // Reads are answered: a page of another site cannot read the answer (no CORS), and a link to
+    // /docs is a navigation from another site. A browser that names the site (Sec-Fetch-Site) is
+    // taken at its word, so a proxy that rewrites Host does not turn same-origin requests away; one
+    // that does not is judged by Origin against Host.
+    if (c.req.method === "GET" || c.req.method === "HEAD" || c.req.method === "OPTIONS") return next();
     const site = c.req.header("sec-fetch-site");
     const origin = c.req.header("origin");
-    if ((site !== undefined && site !== "same-origin" && site !== "none") || (origin !== undefined && !sameOrigin(origin, host))) {
+    const foreign = site !== undefined ? site !== "same-origin" && site !== "none" : origin !== undefined && !sameOrigin(origin, host);
+    if (foreign) {
       return c.json(errorBody("cross_origin", `requests from another origin (${JSON.stringify((origin ?? site ?? "").slice(0, 100))}) are refused: hookbox's API is not for pages of other sites`), 403);
     }
     return next();

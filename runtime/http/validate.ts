@@ -16,7 +16,13 @@ export const OBJECT_AFTER_CHECK = new WeakMap<object, v.GenericSchema>();
 const sourceIsObject = v.custom<Record<string, unknown>>(isObject, "must be a JSON object");
 // A NUL is refused: the embedded database's reader ends a text at it ("alice\u0000evil" was stored
 // whole and read back, by commands and plugins, as "alice"; an outside probe), as in messages.
-const SourceText = v.pipe(Text(256), v.check((s) => !s.includes("\u0000"), "a NUL character (U+0000) cannot be stored"));
+// A lone surrogate becomes U+FFFD (as storage would make it): a plugin given it back as WTF-8 bytes
+// had its KV call refused as not UTF-8.
+const SourceText = v.pipe(
+  Text(256),
+  v.check((s) => !s.includes("\u0000"), "a NUL character (U+0000) cannot be stored"),
+  v.transform((s) => s.toWellFormed()),
+);
 const SourceFields = v.strictObject({
   user_id: v.optional(v.nullable(SourceText)),
   chat_id: v.optional(v.nullable(SourceText)),

@@ -61,15 +61,20 @@ export class PluginManager implements PluginHost {
     this.state = new PluginStateStore(core.storage, core.now);
     this.bridge = new CommandBridge(core.dispatcher, this.logRings);
     core.commands.whyMissing((command) => this.declaring(command));
-    core.tools.rivalsFrom((tool, plugin) => this.rivalFor(tool, plugin));
+    core.commands.rivalsFrom((command, plugin) => this.rivalFor((m) => m.commands.some((c) => c.name === command), plugin));
+    core.tools.rivalsFrom((tool, plugin) => this.rivalFor((m) => m.tools.some((t) => t.name === tool), plugin));
   }
 
-  /** An enabled plugin other than `plugin` that declares tool `tool` and is not running (failed, quarantined), as "name (status)". */
-  private rivalFor(tool: string, plugin: string): string | undefined {
+  /**
+   * A plugin other than `plugin` whose manifest `declares` the name, that the operator wants running
+   * (enabled, not disabled) but does not run (failed to load, quarantined): it still claims the name,
+   * as "name (failed)". A disabled one does not (disabling all but one settles a claim).
+   */
+  private rivalFor(declares: (m: NonNullable<Entry["manifest"]>) => boolean, plugin: string): string | undefined {
     for (const e of this.entries.values()) {
-      if (e.name === plugin || !e.manifest?.tools.some((t) => t.name === tool)) continue;
-      const { status } = this.info(e);
-      if (status === "failed" || status === "quarantined") return `${e.name} (${status})`;
+      if (e.name === plugin || !e.manifest || !declares(e.manifest) || !isWanted(e, this.core.config)) continue;
+      if (e.error !== null) return `${e.name} (failed)`;
+      if (this.core.dispatcher.quarantineOf(e.name) !== null) return `${e.name} (quarantined)`;
     }
     return undefined;
   }

@@ -58,7 +58,7 @@ export class OpenAIProvider implements Provider {
       body.stream_options = { include_usage: true };
       const res = await this.send(body);
       const r = await readStream(res, stream.onDelta);
-      return { ...r, tool_calls: r.tool_calls.filter((c) => c !== undefined).map((c) => ({ id: c.id, name: c.name, ...parseArgs(c.arguments) })) };
+      return { ...r, tool_calls: r.tool_calls.filter((c) => c !== undefined).map((c) => ({ id: c.id, name: toolName(c.name), ...parseArgs(c.arguments) })) };
     }
     const json = await this.post(body);
     const parsed = v.safeParse(ReplySchema, json);
@@ -70,7 +70,7 @@ export class OpenAIProvider implements Provider {
       : { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
     return {
       content: msg.content ?? "",
-      tool_calls: (msg.tool_calls ?? []).map((c) => ({ id: c.id, name: c.function.name, ...parseArgs(c.function.arguments) })),
+      tool_calls: (msg.tool_calls ?? []).map((c) => ({ id: c.id, name: toolName(c.function.name), ...parseArgs(c.function.arguments) })),
       usage,
       native_compaction: r.compaction,
     };
@@ -175,13 +175,29 @@ function toWire(m: ChatMessage): Record<string, unknown> {
 }
 
 /**
+ * A JSON.parse reviver that makes every string and property name well-formed (a lone surrogate, raw
+ * or escaped, becomes U+FFFD): a plugin reading a model's "\ud800" back as WTF-8 bytes had its KV
+ * call refused as not UTF-8 (a review: five such calls quarantined a guard's hook).
+ */
+function wellFormed(_key: string, v: unknown): unknown {
+  if (typeof v === "string") return v.isWellFormed() ? v : v.toWellFormed();
+  if (v && typeof v === "object" && !Array.isArray(v) && Object.keys(v).some((k) => !k.isWellFormed())) {
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k.toWellFormed(), x]));
+  }
+  return v;
+}
+
+/** A tool's name as the model wrote it, well-formed (see wellFormed). */
+const toolName = (name: string) => (name.isWellFormed() ? name : name.toWellFormed());
+
+/**
  * A tool call's arguments as the model wrote them. Models now and then write text that is not a
  * JSON object: that call's result tells the model so (args_error), where failing the whole turn
  * lost it for one bad call.
  */
 function parseArgs(text: string): Pick<ToolCall, "args" | "args_error"> {
   try {
-    const x: unknown = JSON.parse(text || "{}");
+    const x: unknown = JSON.parse(text || "{}", wellFormed);
     if (x && typeof x === "object" && !Array.isArray(x)) return { args: x as Record<string, unknown> };
   } catch {
     /* fall through */

@@ -169,8 +169,8 @@ const migrations: Record<string, Migration> = {
   // start with archived (sessions/service.ts listQuery), so the two list indexes without archived go;
   // parent and compaction links are indexed only where set (the lookups are equalities, which the
   // partial indexes serve), not once per session with NULL. archived is 0 or 1 (anything else read
-  // as "not archived" before: made 0, so that row stays in the lists). SQLite DDL runs outside a
-  // transaction here (Kysely's SqliteAdapter): every step can run again after a crash half-way.
+  // as "not archived" before: made 0, so that row stays in the lists). Every step can run again
+  // (written when migrations ran outside a transaction; now they commit together: migrationDb).
   "0007_lean_session_indexes": {
     async up(db: Kysely<any>) {
       await sql`update sessions set archived = 0 where archived not in (0, 1)`.execute(db);
@@ -184,8 +184,8 @@ const migrations: Record<string, Migration> = {
   },
   // Tombstones clustered by id (WITHOUT ROWID): a bulk delete writes one B-tree entry per deleted
   // session, not a table row plus its primary key's index entry (100,000 sessions: 47 -> 17 ms).
-  // Each step can run again after a crash half-way (DDL is not transactional here): the copy keeps
-  // the rows already copied, and the old table goes only once the copy has them all.
+  // Each step can run again (written when migrations ran outside a transaction; now they commit
+  // together): the copy keeps the rows already copied, and the old table goes only once the copy has them all.
   "0008_tombstones_clustered": {
     async up(db: Kysely<any>) {
       await sql`create table if not exists session_tombstones_clustered (id text primary key not null, deleted_at integer not null) without rowid`.execute(db);

@@ -149,6 +149,7 @@ export class ToolRegistry {
     const values = scanValues(args);
     // Sent to the check thread, arguments are copied on this thread (a 150 MB string held it ~1 s).
     if (values.chars > MAX_ARGS_CHARS) return TOO_LARGE;
+    if (values.count > MAX_ARGS_VALUES) return TOO_MANY;
     // JSON.parse reads 1e999 as Infinity, which passes a "number" check and reaches the tool as null.
     if (values.nonFinite) return "a number in the arguments is beyond what JSON can carry (1e999 reads as Infinity)";
     // A built-in's check, or a plain schema's on a few values, runs here (a thread round trip would
@@ -177,11 +178,16 @@ const MAX_INLINE_NAME = 256;
 /** Characters of strings and property names beyond which arguments are refused unchecked. */
 const MAX_ARGS_CHARS = 1_048_576;
 
-/** Why `args` are too large for any tool (more than MAX_ARGS_CHARS of text and names), or null. */
+/** JSON values beyond which arguments are refused unchecked (a million zeros hold no text at all). */
+const MAX_ARGS_VALUES = 100_000;
+
+/** Why `args` are too large for any tool (more than MAX_ARGS_CHARS of text and names, or MAX_ARGS_VALUES values), or null. */
 export function argumentsTooLarge(args: Record<string, unknown>): string | null {
-  return scanValues(args).chars > MAX_ARGS_CHARS ? TOO_LARGE : null;
+  const { chars, count } = scanValues(args);
+  return chars > MAX_ARGS_CHARS ? TOO_LARGE : count > MAX_ARGS_VALUES ? TOO_MANY : null;
 }
 const TOO_LARGE = `the arguments hold more than ${MAX_ARGS_CHARS.toLocaleString("en-US")} characters of text and names: too large to check`;
+const TOO_MANY = `the arguments hold more than ${MAX_ARGS_VALUES.toLocaleString("en-US")} values: too large to check`;
 const PLAIN_LIST_MAX = 32;
 
 /** Keywords of a plain schema (no keyword that applies several subschemas to one value). */
@@ -224,7 +230,7 @@ function scanValues(v: unknown): { count: number; chars: number; longestName: nu
   let longestName = 0;
   let nonFinite = false;
   const stack: unknown[] = [v];
-  while (stack.length > 0 && chars <= MAX_ARGS_CHARS) {
+  while (stack.length > 0 && chars <= MAX_ARGS_CHARS && count <= MAX_ARGS_VALUES) {
     const x = stack.pop();
     count++;
     if (typeof x === "number") nonFinite ||= !Number.isFinite(x);

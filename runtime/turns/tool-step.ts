@@ -38,8 +38,9 @@ export async function runToolCall(deps: ToolStepDeps, req: ToolCallRequest): Pro
   // Arguments no tool takes are refused before the guards get them: 3 MB of them ran a guard out of
   // its memory five times, quarantined it, and the tools it blocked ran (an outside probe).
   const oversized = argumentsTooLarge(req.args);
-  const verdict: Verdict = oversized ? { blocked: false, args: req.args, modified: false, applied: [] } : await guarded(deps, req);
-  const args = verdict.blocked ? req.args : verdict.args;
+  const verdict: Verdict = oversized ? { blocked: false, args: {}, modified: false, applied: [] } : await guarded(deps, req);
+  // Refused, they reach no plugin at all: the later hooks hear of the call with no arguments.
+  const args = oversized ? {} : verdict.blocked ? req.args : verdict.args;
   // A block's message stands in for the result: held to the same cap as any result the model sees.
   const capped = (text: string) => capResult(text, deps.maxResultBytes).text;
   const t0 = performance.now();
@@ -49,7 +50,7 @@ export async function runToolCall(deps: ToolStepDeps, req: ToolCallRequest): Pro
     : req.args_error !== undefined && !verdict.modified ? failed(`invalid arguments for ${req.tool_name}: ${req.args_error}`)
     : await execute(deps, req, args);
   const duration_ms = performance.now() - t0;
-  const { args_error: _, ...call } = req;
+  const { args_error: _, args: _asked, ...call } = req;
   const fields = { ...call, args, result: outcome.result, duration_ms, status: outcome.status, error: outcome.error };
   const transformed = firstReplacement(await deps.dispatcher.emit("transform_tool_result", fields), "result");
   if (transformed) fields.result = capped(transformed.text);
@@ -95,7 +96,10 @@ function missingOf(deps: ToolStepDeps, report: HookReport): Array<{ plugin: stri
   if (deps.failClosed.size === 0) return missing;
   const subscribed = new Set(deps.dispatcher.subscribersOf("pre_tool_call"));
   for (const plugin of deps.failClosed) {
-    if (!subscribed.has(plugin)) missing.push({ plugin, why: `not running (${deps.pluginStatus?.(plugin) ?? "not loaded"}) or not subscribed to pre_tool_call` });
+    if (subscribed.has(plugin)) continue;
+    // Running without the hook, it is never asked: no opinion (the load logs a warning).
+    const status = deps.pluginStatus?.(plugin);
+    if (status !== "active") missing.push({ plugin, why: `not running (${status ?? "not loaded"})` });
   }
   return missing;
 }
