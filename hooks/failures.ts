@@ -38,4 +38,3 @@ export const STORED_QUOTA_TEXT = "kv quota of ";
 
 /** A failure that never brings a quarantine nearer: the host's (`unavailable`), or the plugin's stored KV quota reached. */
 export const sparesQuarantine = (e: PluginCallError): boolean => e.kind === "unavailable" || (e.kind === "quota" && e.message.startsWith(STORED_QUOTA_TEXT));
-

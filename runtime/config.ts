@@ -51,6 +51,8 @@ const LOCAL_PROVIDER_KEYS = ["context_window_tokens", "native_compaction_over_to
  * (an outside probe).
  */
 export const MIN_AGE_DAYS = 1 / 24;
+/** The longest such age an override takes (a hundred years). */
+export const MAX_AGE_DAYS = 36_500;
 export const PruneAge = v.minValue<number, number, string>(MIN_AGE_DAYS, "must be at least 1 hour (1/24 = 0.0417 days): prune deletes every session not updated for that long, and less would delete them all");
 
 const ProviderSchema = v.variant("type", [

@@ -3,7 +3,7 @@
 import { InvalidArgumentError } from "commander";
 import * as v from "valibot";
 import { Id } from "../http/validate.ts";
-import { MIN_AGE_DAYS, type Config } from "../config.ts";
+import { MAX_AGE_DAYS, MIN_AGE_DAYS, type Config } from "../config.ts";
 import type { Core } from "../core.ts";
 
 export interface CliIO {
@@ -57,16 +57,16 @@ export function sessionId(value: string): string {
 /** Argument parser for `<ids...>`: each a session id. */
 export const sessionIds = (value: string, previous: string[] = []): string[] => [...previous, sessionId(value)];
 
-/** Option parser: a number above (or, with `orZero`, at least) 0. */
 /** An age in days that selects "not updated for that long" (prune, idle archive): at least an hour (config.ts MIN_AGE_DAYS). */
 export const ageInDays = (value: string): number => {
   const n = Number(value);
-  if (value.trim() === "" || !Number.isFinite(n) || n < MIN_AGE_DAYS || n > 36_500) {
-    throw new InvalidArgumentError("must be a number of days from 1/24 (an hour, 0.0417) to 36500: less would select every session");
+  if (value.trim() === "" || !Number.isFinite(n) || n < MIN_AGE_DAYS || n > MAX_AGE_DAYS) {
+    throw new InvalidArgumentError(`must be a number of days from 1/24 (an hour, 0.0417) to ${MAX_AGE_DAYS}: less would select every session`);
   }
   return n;
 };
 
+/** Option parser: a number above (or, with `orZero`, at least) 0. */
 export const positiveNumber =
   (orZero = false) =>
   (value: string): number => {

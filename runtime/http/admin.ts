@@ -3,14 +3,14 @@ import { Hono } from "hono";
 import * as v from "valibot";
 import { describeHooks } from "../../hooks/catalogue.ts";
 import type { Core } from "../core.ts";
-import { MIN_AGE_DAYS, PluginName, PruneAge } from "../config.ts";
+import { MAX_AGE_DAYS, MIN_AGE_DAYS, PluginName, PruneAge } from "../config.ts";
 import { AppError } from "../errors.ts";
 import { suggest } from "../util/suggest.ts";
 import { SWEEP_NAMES } from "../maintenance/sweeps.ts";
 import { sourceOf } from "../sessions/view.ts";
 import { Id, QueryInt, check, noQuery, readBody, readQuery } from "./validate.ts";
 
-const Days = v.pipe(v.number(), v.minValue(0), v.maxValue(36_500));
+const Days = v.pipe(v.number(), v.minValue(0), v.maxValue(MAX_AGE_DAYS));
 const DryRun = v.optional(v.boolean());
 export const MAINTENANCE = {
   empty_sweep: v.strictObject({ grace_seconds: v.optional(v.pipe(v.number(), v.minValue(0), v.maxValue(31_536_000))), dry_run: DryRun }),

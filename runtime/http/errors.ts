@@ -24,7 +24,7 @@ export function describeError(err: unknown, c: Context): { status: 400 | 401 | 4
   if (err instanceof PluginNotFoundError) return { status: 404, body: errorBody("not_found", err.message) };
   // The client hung up while its body was read (the body limit's reader, the Idempotency-Key's, a
   // handler's): ECONNRESET "aborted", which databaseFault would take for the database's.
-  if (clientGone(err)) return { status: 400, body: errorBody("body_unreadable", "the request body could not be read: the client closed the connection") };
+  if (clientGone(err)) return describeError(bodyUnreadable(err), c);
   const db = databaseFault(err);
   if (db) {
     // The stack names the statement's caller: the operator (and we) can tell a read from a write.
@@ -45,6 +45,10 @@ export function onError(err: Error, c: Context): Response {
   const { status, body } = describeError(err, c);
   return c.json(body, status);
 }
+
+/** A request body that could not be read (400 body_unreadable): its client hung up while sending it. */
+export const bodyUnreadable = (err: unknown) =>
+  new AppError(400, "body_unreadable", `the request body could not be read (${String((err as Error)?.message ?? err).slice(0, 100)}): the client closed the connection?`);
 
 /** The error of a request whose client went away while it was read. */
 function clientGone(err: unknown): boolean {

@@ -4,6 +4,7 @@ import * as v from "valibot";
 import type { Context } from "hono";
 import { AppError } from "../errors.ts";
 import { describeIssue } from "../util/schema-walk.ts";
+import { bodyUnreadable } from "./errors.ts";
 
 export const Id = v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]{1,128}$/, "ids are 1-128 chars of [A-Za-z0-9_-]"));
 export const Profile = v.pipe(v.string(), v.regex(/^[A-Za-z0-9._-]{1,64}$/, "profiles are 1-64 chars of [A-Za-z0-9._-]"));
@@ -62,7 +63,7 @@ export async function readBody<S extends v.GenericSchema>(c: Context, schema: S)
   // A client that hangs up while sending fails the read with ECONNRESET or "aborted": its own doing,
   // not the database's (which that error text was taken for: a 503 and an error-level log line).
   const text = await c.req.text().catch((err: unknown) => {
-    throw new AppError(400, "body_unreadable", `the request body could not be read (${String((err as Error)?.message ?? err).slice(0, 100)}): the client closed the connection?`);
+    throw bodyUnreadable(err);
   });
   let json: unknown = {};
   if (text.trim() !== "") {

@@ -38,9 +38,9 @@ export async function runToolCall(deps: ToolStepDeps, req: ToolCallRequest): Pro
   // Arguments no tool takes are refused before the guards get them: 3 MB of them ran a guard out of
   // its memory five times, quarantined it, and the tools it blocked ran (an outside probe).
   const oversized = argumentsTooLarge(req.args);
-  const verdict: Verdict = oversized ? { blocked: false, args: {}, modified: false, applied: [] } : await guarded(deps, req);
   // Refused, they reach no plugin at all: the later hooks hear of the call with no arguments.
-  const args = oversized ? {} : verdict.blocked ? req.args : verdict.args;
+  const verdict: Verdict = oversized ? { blocked: false, args: {}, modified: false, applied: [] } : await guarded(deps, req);
+  const args = verdict.blocked ? req.args : verdict.args;
   // A block's message stands in for the result: held to the same cap as any result the model sees.
   const capped = (text: string) => capResult(text, deps.maxResultBytes).text;
   const t0 = performance.now();
@@ -84,9 +84,8 @@ function verdictOf(deps: ToolStepDeps, args: Record<string, unknown>, pre: HookR
 
 /**
  * Plugins that did not answer pre_tool_call (failed, cooling off, quarantined), with why; and the
- * fail-closed ones that were not called at all (failed to load, disabled, not enabled, no such
- * hook): a guard that is not running blocks as one that failed does (one whose module broke let
- * every call through).
+ * fail-closed ones that are not running (failed to load, disabled, not enabled): a guard that is not
+ * running blocks as one that failed does (one whose module broke let every call through).
  */
 function missingOf(deps: ToolStepDeps, report: HookReport): Array<{ plugin: string; why: string }> {
   const missing = [
@@ -97,7 +96,7 @@ function missingOf(deps: ToolStepDeps, report: HookReport): Array<{ plugin: stri
   const subscribed = new Set(deps.dispatcher.subscribersOf("pre_tool_call"));
   for (const plugin of deps.failClosed) {
     if (subscribed.has(plugin)) continue;
-    // Running without the hook, it is never asked: no opinion (the load logs a warning).
+    // Running without the hook, it is never asked: no opinion.
     const status = deps.pluginStatus?.(plugin);
     if (status !== "active") missing.push({ plugin, why: `not running (${status ?? "not loaded"})` });
   }
