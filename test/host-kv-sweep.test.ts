@@ -203,7 +203,8 @@ for (const dbKind of TEST_DBS) {
       const keys = [
         ...ids.map((id) => `entry:${id}`),
         ...ids.flatMap((id) => [`task:${id}:1`, `task:${id}:2`, `task:${id}:x:3`]),
-        "entry:", "entry:s00100x", "task:s00100", "task:s00100;",
+        ...ids.slice(0, 1_000).flatMap((id) => [`job:${id}:1`, `job:${id}:2`]),
+        "entry:", "entry:s00100x", "task:s00100", "task:s00100;", "job:s00700", "entry:s02550x", "pfx:a:1", "pfx:a!:1", "pfx:b!:1", "pfx:b:1",
         ...Array.from({ length: 30_000 }, (_, i) => `entry:t${String(i).padStart(6, "0")}`),
       ];
       for (let i = 0; i < keys.length; i += 5_000) {
@@ -214,11 +215,17 @@ for (const dbKind of TEST_DBS) {
       const model = new Set(keys);
       const calls: Array<[string, string[], boolean]> = [
         ["entry:", [...ids.slice(2_000, 2_500)].reverse().concat(ids[2_100]!), false], // neighbours, nothing between: one range
+        ["entry:", ids.slice(1_900, 2_600), false], // neighbours, some without a key (deleted above), and entry:s02550x stays
         ["entry:", ids.slice(0, 1_000), false], // neighbours with a kept key among them: two ranges
+        ["job:", ids.slice(0, 600), true], // mode 1, neighbours whose range holds only their keys: one range
+        ["job:", ids.slice(600, 1_000), true], // mode 1, a key of no id among them (job:s00700) stays
         ["entry:", ids.slice(1_000).filter((_, i) => i % 3 === 0), false], // scattered among kept keys
         ["task:", ids.slice(0, 2_000).filter((_, i) => i % 7 !== 3), true], // mode 1: runs with gaps; task:<id>:x:3 stays
         ["entry:", ["s02999", "t000000", "t029999", "zz"], false], // few ids over a long range of kept keys
         ["task:", ["s00100:x", "s02999"], true],
+        // mode 1, ids that are another's start: "a!:" sorts before "a:" though "a" sorts before "a!"
+        ["pfx:", ["a", "a!"], true],
+        ["pfx:", ["b", "b!"], true],
       ];
       for (const [prefix, list, byIdPrefix] of calls) {
         const sw = new KvSweep("", prefix, JSON.stringify(list), list, byIdPrefix);
