@@ -133,13 +133,14 @@ export const ToolDirectiveSchema = v.union([
 ]);
 export type ToolDirective = v.InferOutput<typeof ToolDirectiveSchema>;
 
-/** What a transform hook may return: nothing (keep), a string or {"result"|"response": string}. */
-export const TransformResultSchema = v.union([
-  v.null(),
-  v.string(),
-  v.object({ result: v.string() }),
-  v.object({ response: v.string() }),
-]);
+/**
+ * What a transform hook may return: nothing (keep), a string, or an object with its own key
+ * ("result" for transform_tool_result, "response" for transform_llm_output). The other hook's key
+ * is a bad output, not nothing: taken as nothing, it was ignored without a word.
+ */
+const transformResult = <K extends string>(key: K) => v.union([v.null(), v.string(), v.object({ [key]: v.string() } as Record<K, v.StringSchema<undefined>>)]);
+export const TransformToolResultSchema = transformResult("result");
+export const TransformLlmOutputSchema = transformResult("response");
 
 /** The full payload schema of `hook` (fields plus `hook` and `schema_version`). */
 export function payloadSchema(hook: HookName) {

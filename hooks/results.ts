@@ -3,13 +3,13 @@
 // output is ignored whatever it is (text, nothing, malformed JSON) and is never a failure.
 import * as v from "valibot";
 import { PluginCallError } from "./failures.ts";
-import { PreLlmResultSchema, RETURNS_USED, ToolDirectiveSchema, TransformResultSchema, type HookName } from "./catalogue.ts";
+import { PreLlmResultSchema, RETURNS_USED, ToolDirectiveSchema, TransformLlmOutputSchema, TransformToolResultSchema, type HookName } from "./catalogue.ts";
 
 const RESULT_SCHEMAS: Partial<Record<HookName, v.GenericSchema>> = {
   pre_llm_call: PreLlmResultSchema,
   pre_tool_call: ToolDirectiveSchema,
-  transform_tool_result: TransformResultSchema,
-  transform_llm_output: TransformResultSchema,
+  transform_tool_result: TransformToolResultSchema,
+  transform_llm_output: TransformLlmOutputSchema,
 };
 
 const EXPECTED: Partial<Record<HookName, string>> = {

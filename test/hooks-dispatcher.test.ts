@@ -129,6 +129,23 @@ describe("hooks: dispatcher bookkeeping", () => {
     assert.deepEqual(report.delivered, ["object"]);
   });
 
+  // Found by a plugin-API probe: {"response": ...} from transform_tool_result (or {"result": ...} from
+  // transform_llm_output) passed the check and was then taken as "nothing", without a word.
+  it("refuses a transform's output holding the other transform's key as bad_output", async () => {
+    const d = new HookDispatcher();
+    const raw = (name: string, hook: "transform_tool_result" | "transform_llm_output", text: string) => ({ name, hooks: new Set([hook]), call: () => ({ output: text }) });
+    d.subscribe(raw("wrong-tool", "transform_tool_result", '{"response":"x"}'));
+    d.subscribe(raw("right-tool", "transform_tool_result", '{"result":"x"}'));
+    d.subscribe(raw("wrong-llm", "transform_llm_output", '{"result":"x"}'));
+    d.subscribe(raw("right-llm", "transform_llm_output", '{"response":"x"}'));
+    const tool = await d.emit("transform_tool_result", { session_id: "s1", turn_id: "t1", tool_call_id: "c1", tool_name: "calculator", args: {}, result: "2", status: "ok" } as never);
+    assert.deepEqual(tool.failed.map((f) => [f.plugin, f.kind, f.message]), [["wrong-tool", "bad_output", 'transform_tool_result output must be a string or {"result": string}']]);
+    assert.deepEqual(tool.results, [{ plugin: "right-tool", value: { result: "x" } }]);
+    const llm = await d.emit("transform_llm_output", { session_id: "s1", turn_id: "t1", response: "r" });
+    assert.deepEqual(llm.failed.map((f) => [f.plugin, f.kind, f.message]), [["wrong-llm", "bad_output", 'transform_llm_output output must be a string or {"response": string}']]);
+    assert.deepEqual(llm.results, [{ plugin: "right-llm", value: { response: "x" } }]);
+  });
+
   it("counts a refused output once, as a failed call", async () => {
     const d = new HookDispatcher();
     const seen: CallEvent[] = [];
