@@ -300,6 +300,21 @@ describe("fail-closed pre_tool_call plugins (item 2)", () => {
       dir.remove();
     }
   });
+
+  // A plugin with no pre_tool_call has no say over tool calls: marking it fail-closed protects nothing.
+  it("a fail-closed plugin without pre_tool_call is warned of in its logs; a guard with it is not", async () => {
+    const { s, dir } = await server({ fail_closed: ["text-stats", "toolpolicy"] });
+    try {
+      const logs = async (name: string) => (await s.api("GET", `/v1/plugins/${name}/logs`)).body.logs.map((l: { level: string; message: string }) => [l.level, l.message]);
+      assert.deepEqual((await logs("text-stats")).filter(([, m]: string[]) => /fail_closed/.test(m!)), [
+        ["warn", "plugins.fail_closed names it, but its manifest has no pre_tool_call hook: it has no say over tool calls, and never blocks one"],
+      ]);
+      assert.deepEqual((await logs("toolpolicy")).filter(([, m]: string[]) => /fail_closed/.test(m!)), []);
+    } finally {
+      await s.close();
+      dir.remove();
+    }
+  });
 });
 
 describe("guards see what will run (outside probe)", () => {

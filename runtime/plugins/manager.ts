@@ -291,6 +291,13 @@ export class PluginManager implements PluginHost {
       e.limits = effectiveLimits(e.name, e.manifest.limits, config);
     } catch (err) {
       this.failed(e, err);
+      return;
+    }
+    // Fail-closed is about pre_tool_call: a plugin without it never answers one, so it never blocks.
+    if (config.plugins.fail_closed.includes(e.name) && !e.manifest.hooks.includes("pre_tool_call")) {
+      const text = "plugins.fail_closed names it, but its manifest has no pre_tool_call hook: it has no say over tool calls, and never blocks one";
+      this.logRings.of(e.name).push("warn", "log", text);
+      log("warn", text, { plugin: e.name });
     }
   }
 
