@@ -4,7 +4,7 @@
 // runs single calls, and the `serve --watch` watcher reloads rebuilt, broken and new plugins.
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { runCli } from "../runtime/cli.ts";
@@ -15,6 +15,7 @@ import { skipUnlessBuilt } from "./helpers/toolchains.ts";
 import { watchPlugins } from "../runtime/plugins/watch.ts";
 import { PluginStateStore } from "../runtime/plugins/state.ts";
 import { buildPlugins } from "../runtime/plugins/scaffold.ts";
+import { pluginDir } from "./helpers/plugin-dir.ts";
 
 async function cli(...argv: string[]) {
   const out: string[] = [];
@@ -183,6 +184,34 @@ describe("hookbox plugins new -> build -> load -> call", () => {
       assert.match(lines.join(""), /"level":"warn","msg":"plugin removed; the configuration still names it, so the next start refuses it until it is put back or taken out","plugin":"my-as","in":"plugins.enabled, plugins.grants"/);
     } finally {
       watcher.close();
+    }
+  });
+});
+
+// Found by an outside probe: a plugin folder that is a symlink (a deploy that swaps a link) was
+// skipped without a word, at start and by the watcher.
+describe("plugin folders that are symlinks", () => {
+  it("a symlinked plugin folder loads, and the watcher reloads it when the link is swapped", async () => {
+    const deploys = mkdtempSync(join(tmpdir(), "hookbox-deploys-"));
+    const dir = pluginDir();
+    for (const v of ["v1", "v2"]) cpSync(join(SEED_DIR, "text-stats"), join(deploys, v), { recursive: true });
+    const manifest = JSON.parse(readFileSync(join(deploys, "v2", "manifest.json"), "utf8"));
+    writeFileSync(join(deploys, "v2", "manifest.json"), JSON.stringify({ ...manifest, version: "2.0.0" }));
+    symlinkSync(join(deploys, "v1"), join(dir.path, "text-stats"));
+    const server = await startPluginServer({ dir: dir.path, enabled: ["text-stats"] });
+    const watcher = watchPlugins(dir.path, async (name) => void (await server.plugins.refresh(name)), 3_600_000);
+    try {
+      const info = async () => (await server.api("GET", "/v1/plugins/text-stats")).body.plugin;
+      assert.deepEqual([(await info()).status, (await info()).version], ["active", manifest.version]);
+      symlinkSync(join(deploys, "v2"), join(dir.path, "next"));
+      renameSync(join(dir.path, "next"), join(dir.path, "text-stats"));
+      assert.deepEqual(await watcher.scan(), ["text-stats"]);
+      assert.deepEqual([(await info()).status, (await info()).version], ["active", "2.0.0"]);
+    } finally {
+      watcher.close();
+      await server.close();
+      dir.remove();
+      rmSync(deploys, { recursive: true, force: true });
     }
   });
 });

@@ -5,7 +5,7 @@
 // would block start-up forever, /dev/zero would eat memory), of bounded size, and inside the
 // folder (a symlink may point elsewhere in the folder, never out of it); they are opened with
 // O_NOFOLLOW where the final path must not be a link, and the size is checked on the open file.
-import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, readSync, realpathSync } from "node:fs";
+import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, readSync, realpathSync, statSync } from "node:fs";
 import { basename, isAbsolute, join, relative } from "node:path";
 import { HOST_FUNCTION_NAMES } from "../../host-api/functions.ts";
 import { WASI_FUNCTION_NAMES, WASI_MODULE } from "../../host-api/wasi.ts";
@@ -73,13 +73,25 @@ function describeKind(st: { isDirectory(): boolean; isFIFO(): boolean; isCharact
   return "not a file";
 }
 
-/** Folders `<dir>/<name>/` holding a manifest.json (one level deep: nothing nested is loaded). */
+/**
+ * Folders `<dir>/<name>/` holding a manifest.json (one level deep: nothing nested is loaded). A
+ * symlink to a folder counts (a deploy that swaps a link); the plugin's files must then lie inside
+ * the folder it points to (readPluginFile).
+ */
 export function scanPluginDir(dir: string): Array<{ folder: string; path: string }> {
   if (!existsSync(dir)) return [];
   return readdirSync(dir, { withFileTypes: true })
-    .filter((e) => e.isDirectory() && existsSync(join(dir, e.name, "manifest.json")))
+    .filter((e) => (e.isDirectory() || (e.isSymbolicLink() && isFolder(join(dir, e.name)))) && existsSync(join(dir, e.name, "manifest.json")))
     .map((e) => ({ folder: e.name, path: join(dir, e.name) }))
     .sort((a, b) => (a.folder < b.folder ? -1 : 1));
+}
+
+function isFolder(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false; // a dangling link
+  }
 }
 
 /**

@@ -2,9 +2,10 @@
 // plugin.wasm or plugin.build-error changed (or that appeared or vanished) to `refresh`. Polling (stat
 // of three files per folder) works the same on Node and Deno and on every file system; plugin.wasm
 // is replaced by a rename in build.mjs, so a half-written module is never seen.
-import { existsSync, readdirSync, statSync } from "node:fs";
+import { statSync } from "node:fs";
 import { join } from "node:path";
 import { log } from "../log.ts";
+import { scanPluginDir } from "./loader.ts";
 
 const WATCHED = ["manifest.json", "plugin.wasm", "plugin.build-error"];
 
@@ -25,13 +26,9 @@ function fingerprint(path: string): string {
   }).join("|");
 }
 
+/** Every plugin folder (as the manager finds them) with its fingerprint. */
 function snapshot(dir: string): Map<string, string> {
-  const out = new Map<string, string>();
-  if (!existsSync(dir)) return out;
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    if (e.isDirectory() && existsSync(join(dir, e.name, "manifest.json"))) out.set(e.name, fingerprint(join(dir, e.name)));
-  }
-  return out;
+  return new Map(scanPluginDir(dir).map(({ folder, path }) => [folder, fingerprint(path)]));
 }
 
 export function watchPlugins(dir: string, refresh: (folder: string) => Promise<void>, intervalMs = 500): PluginWatcher {
