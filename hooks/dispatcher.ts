@@ -314,12 +314,13 @@ export class HookDispatcher {
   /** A failed hook call: counted, and one step nearer the hook's and the plugin's quarantine. */
   private fail(name: string, b: Bookkeeping, e: PluginCallError, hook: HookName): void {
     this.record(name, b, e);
-    b.failingHook = hook;
     // `unavailable` is the host's fault (its database down, the plugin closed), not the plugin's;
     // its stored KV quota reached is refused with no harm done, and a quarantine would stop the very
     // hooks whose clean-up frees it (on_session_delete), on every node (an outside probe): counted
     // and logged, but neither brings the plugin nearer to a quarantine. A per-call limit still does.
+    // Nor does it make the hook a "failing hook" (a reload storm showed one the plugin never failed).
     if (sparesQuarantine(e)) return;
+    b.failingHook = hook;
     b.consecutiveFailures++;
     const streak = (b.hookStreak.get(hook) ?? 0) + 1;
     b.hookStreak.set(hook, streak);

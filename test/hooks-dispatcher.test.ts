@@ -182,8 +182,11 @@ describe("hooks: dispatcher bookkeeping", () => {
       assert.equal(stats.calls, 4, name);
       assert.equal(stats.quarantined, null, name);
       assert.deepEqual(stats.quarantined_hooks, {}, name);
+      // Nor is the hook shown as failing (a reload storm's closed calls named one the plugin never failed).
+      assert.deepEqual([stats.failing_hook, stats.last_error !== null], [null, true], name);
     }
     for (const name of ["greedy", "traps"]) assert.match(d.stats(name)!.quarantined ?? "", /quarantined after 2 consecutive failures/, name);
+    assert.equal(d.stats("traps")!.failing_hook, "pre_llm_call");
   });
 
   it("keeps naming the failing hook after a command or tool of the plugin fails", async () => {
