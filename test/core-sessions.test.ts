@@ -175,6 +175,7 @@ describe("plugin endpoints over a plugin host", () => {
     const host: PluginHost = {
       list: () => [...state.values()],
       get: (n) => state.get(n),
+      running: (n) => state.get(n)?.status === "active",
       promptSections: () => [],
       logs: () => undefined,
       enable: async (n) => {

@@ -15,6 +15,7 @@ import { HookDispatcher } from "../hooks/dispatcher.ts";
 import { ToolRegistry } from "../runtime/tools/registry.ts";
 import { builtinTools } from "../runtime/tools/builtin.ts";
 import { runToolCall } from "../runtime/turns/tool-step.ts";
+import { PluginStateStore } from "../runtime/plugins/state.ts";
 
 const PLUGINS = ["text-stats", "tool-guard", "redact"];
 const TEST_PLUGINS = ["toolpolicy", "hookrec"];
@@ -310,6 +311,70 @@ describe("fail-closed pre_tool_call plugins (item 2)", () => {
         ["warn", "plugins.fail_closed names it, but its manifest has no pre_tool_call hook: it has no say over tool calls, and never blocks one"],
       ]);
       assert.deepEqual((await logs("toolpolicy")).filter(([, m]: string[]) => /fail_closed/.test(m!)), []);
+    } finally {
+      await s.close();
+      dir.remove();
+    }
+  });
+});
+
+// Found by an outside probe of the plugin lifecycle: between a reload's (or an enable's) stop and
+// start, a fail-closed guard counted as "active", so it had no opinion and tool calls it blocks ran;
+// its commands answered 404 unknown_command; and an enable ran a new module under the manifest read
+// before it was stopped.
+describe("a plugin between its stop and its start (outside probe)", () => {
+  /** Holds `name`'s reload between its stop and its start until the returned function is called. */
+  function holdReload(s: PluginServer, name: string): { reloading: Promise<unknown>; release: () => void } {
+    const state = (s.plugins as unknown as { state: { load: () => Promise<unknown> } }).state;
+    const load = state.load.bind(state);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    state.load = async () => {
+      await gate;
+      state.load = load;
+      return load();
+    };
+    return { reloading: s.plugins.refresh(name), release };
+  }
+
+  it("a fail-closed guard that is reloading blocks tool calls, and its commands answer 503 plugin_unavailable", async () => {
+    const { s, dir } = await server({ fail_closed: ["tool-guard"] });
+    try {
+      const sid = await newSession(s);
+      const held = holdReload(s, "tool-guard");
+      while (s.plugins.running("tool-guard")) await new Promise((r) => setTimeout(r, 1));
+      assert.equal((await pluginInfo(s, "tool-guard")).status, "active", "wanted and not failed: it is only starting");
+      const run = (await turn(s, sid, "calculate 2+2")).tool_calls[0];
+      assert.deepEqual([run.status, run.result], ["blocked", "blocked: tool-guard (fail-closed) did not answer: not running (starting)"]);
+      const cmd = await command(s, "guard", { session_id: sid, raw_args: "" });
+      assert.deepEqual([cmd.status, cmd.body.error.code], [503, "plugin_unavailable"]);
+      assert.match(cmd.body.error.message, /\/guard is a command of plugin tool-guard, which is starting \(being loaded; retry in a moment\)/);
+      held.release();
+      await held.reloading;
+      assert.deepEqual([(await turn(s, sid, "calculate 2+2")).tool_calls[0].status, (await command(s, "guard", { session_id: sid, raw_args: "" })).status], ["ok", 200]);
+    } finally {
+      await s.close();
+      dir.remove();
+    }
+  });
+
+  it("an enable, here or by another process, reads the manifest again with the module it starts", async () => {
+    const { s, dir } = await server();
+    try {
+      const path = join(dir.path, "text-stats", "manifest.json");
+      const manifest = JSON.parse(readFileSync(path, "utf8"));
+      assert.equal((await s.api("POST", "/v1/plugins/text-stats/disable", {})).status, 200);
+      writeFileSync(path, JSON.stringify({ ...manifest, version: "2.0.0", tools: [] }));
+      assert.equal((await s.api("POST", "/v1/plugins/text-stats/enable", {})).status, 200);
+      assert.deepEqual([(await pluginInfo(s, "text-stats")).version, (await pluginInfo(s, "text-stats")).tools], ["2.0.0", []]);
+      const t = await turn(s, await newSession(s), 'use tool text_stats {"text":"a b"}');
+      assert.deepEqual(t.tool_calls, [], "the tool the new manifest dropped is not offered");
+
+      assert.equal((await s.api("POST", "/v1/plugins/text-stats/disable", {})).status, 200);
+      writeFileSync(path, JSON.stringify({ ...manifest, version: "3.0.0" }));
+      await new PluginStateStore(s.core.storage, Date.now).save("text-stats", { enabled: 1, quarantined: null });
+      await s.plugins.syncState();
+      assert.deepEqual([(await pluginInfo(s, "text-stats")).status, (await pluginInfo(s, "text-stats")).version], ["active", "3.0.0"]);
     } finally {
       await s.close();
       dir.remove();

@@ -32,10 +32,10 @@ export interface CommandCaller {
   source: Source | null;
 }
 
-/** A declared command whose plugin is not active, and why. */
+/** A declared command whose plugin is not running, and why ("starting": between a reload's stop and start). */
 export interface MissingCommand {
   plugin: string;
-  status: "failed" | "quarantined" | "disabled";
+  status: "failed" | "quarantined" | "disabled" | "starting";
   reason: string | null;
 }
 
@@ -186,7 +186,7 @@ export class CommandRegistry {
       const why = this.missing?.(name);
       if (!why) throw new CommandError("unknown_command", `unknown command /${name}; /commands lists them`);
       const text = `/${name} is a command of plugin ${why.plugin}, which is ${why.status}${why.reason ? ` (${why.reason})` : ""}`;
-      // Failed or quarantined: the server cannot serve it now (503). Disabled: not in this deployment (404).
+      // Failed, quarantined or starting: the server cannot serve it now (503). Disabled: not in this deployment (404).
       throw new CommandError(why.status === "disabled" ? "unknown_command" : "plugin_unavailable", text);
     }
     // A command listed in plugins.command_users runs only for its users, sensitive or not: an

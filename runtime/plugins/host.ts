@@ -36,6 +36,11 @@ export class PluginNotFoundError extends Error {
 export interface PluginHost {
   list(): PluginInfo[];
   get(name: string): PluginInfo | undefined;
+  /**
+   * Whether the plugin's sandbox is up right now. An active plugin is not running for a moment while
+   * it loads, reloads or is enabled (between its old instance's stop and its new one's start).
+   */
+  running(name: string): boolean;
   /** Operator enable: also lifts a quarantine. Throws PluginNotFoundError for an unknown name. */
   enable(name: string): Promise<PluginInfo>;
   disable(name: string): Promise<PluginInfo>;
@@ -50,6 +55,7 @@ export interface PluginHost {
 export const noPlugins: PluginHost = {
   list: () => [],
   get: () => undefined,
+  running: () => false,
   enable: async (name) => {
     throw new PluginNotFoundError(`no plugin named ${name}`);
   },

@@ -79,12 +79,14 @@ export class PluginManager implements PluginHost {
     return undefined;
   }
 
-  /** The plugin whose manifest declares `command` while it is not active, with its status. */
+  /** The plugin whose manifest declares `command` while it is not running, with its status. */
   private declaring(command: string): MissingCommand | undefined {
     for (const e of this.entries.values()) {
       if (!e.manifest?.commands.some((c) => c.name === command)) continue;
       const { status, reason } = this.info(e);
       if (status !== "active") return { plugin: e.name, status, reason };
+      // Active, not running: between a reload's (or an enable's) stop and start. Not "unknown" (404).
+      if (!e.sandbox) return { plugin: e.name, status: "starting", reason: "being loaded; retry in a moment" };
     }
     return undefined;
   }
@@ -151,7 +153,8 @@ export class PluginManager implements PluginHost {
           this.restore(e, row);
           if (!this.wanted(e)) return this.deactivate(e);
           if (e.sandbox) return;
-          if (e.error !== null) this.reload(e); // enabled elsewhere, maybe after its files were fixed
+          // Enabled elsewhere: its manifest is read again with the module activate reads (maybe changed or fixed).
+          this.reload(e);
           if (e.error === null) await this.activate(e);
           if (this.closed) return this.deactivate(e); // close() went by while it started
           log("info", "plugin state changed by another process", { plugin: e.name, status: this.info(e).status });
@@ -236,6 +239,10 @@ export class PluginManager implements PluginHost {
     return [...this.entries.values()].sort((a, b) => (a.name < b.name ? -1 : 1)).map((e) => this.info(e));
   }
 
+  running(name: string): boolean {
+    return this.entries.get(name)?.sandbox !== undefined;
+  }
+
   get(name: string): PluginInfo | undefined {
     const e = this.entries.get(name);
     return e && this.info(e);
@@ -254,7 +261,9 @@ export class PluginManager implements PluginHost {
     this.wrote(name, await this.state.save(name, { enabled: 1, quarantined: null }));
     e.override = true;
     this.core.dispatcher.release(name);
-    if (e.error !== null) this.reload(e); // the operator may have fixed the files
+    // Started now: its manifest is read again with the module activate reads (the operator may have
+    // changed or fixed them); a stopped plugin's old manifest never runs its new module.
+    if (!e.sandbox) this.reload(e);
     if (e.error === null && this.wanted(e) && !e.sandbox) await this.activate(e);
     return this.info(e);
   }

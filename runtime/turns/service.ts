@@ -22,6 +22,7 @@ import { capInjections, TurnPrompt } from "./injection.ts";
 import { TurnLog } from "./turn-log.ts";
 import { firstReplacement, runToolCall, type ToolStepDeps } from "./tool-step.ts";
 import { storedText } from "../sessions/stored-text.ts";
+import type { PluginHost } from "../plugins/host.ts";
 
 export type { ToolRun, TurnResult } from "./events.ts";
 
@@ -65,11 +66,11 @@ export class TurnService {
     private readonly commands: CommandRegistry,
     /** Plugins' durable system-prompt sections for a session and its compaction predecessors. */
     private readonly promptSections: (sessionIds: readonly string[]) => Array<{ plugin: string; text: string }> = () => [],
-    /** A plugin's status (active, failed, disabled...), named when a fail-closed guard is not running. */
-    pluginStatus?: (plugin: string) => string | undefined,
+    /** Whether a fail-closed guard is running, and its status when it is not. */
+    plugins?: Pick<PluginHost, "get" | "running">,
   ) {
     const { tool_result_max_bytes, fail_closed } = ctx.config.plugins;
-    this.toolDeps = { dispatcher: ctx.dispatcher, tools, maxResultBytes: tool_result_max_bytes, failClosed: new Set(fail_closed), pluginStatus };
+    this.toolDeps = { dispatcher: ctx.dispatcher, tools, maxResultBytes: tool_result_max_bytes, failClosed: new Set(fail_closed), plugins };
   }
 
   private readonly toolDeps: ToolStepDeps;

@@ -15,6 +15,7 @@ import { decide, type Verdict } from "./directives.ts";
 import type { ToolRun } from "./events.ts";
 import { storedText } from "../sessions/stored-text.ts";
 import { log } from "../log.ts";
+import type { PluginHost } from "../plugins/host.ts";
 
 export interface ToolStepDeps {
   dispatcher: HookDispatcher;
@@ -23,8 +24,8 @@ export interface ToolStepDeps {
   maxResultBytes: number;
   /** plugins.fail_closed */
   failClosed: ReadonlySet<string>;
-  /** A plugin's status (active, failed, disabled...), for the message of a fail-closed one that is not running. */
-  pluginStatus?: (plugin: string) => string | undefined;
+  /** Whether a fail-closed plugin is running, and its status (active, failed, disabled...) for the message when it is not. */
+  plugins?: Pick<PluginHost, "get" | "running">;
 }
 
 export interface ToolCallRequest extends ToolCallContext {
@@ -95,10 +96,11 @@ function missingOf(deps: ToolStepDeps, report: HookReport): Array<{ plugin: stri
   if (deps.failClosed.size === 0) return missing;
   const subscribed = new Set(deps.dispatcher.subscribersOf("pre_tool_call"));
   for (const plugin of deps.failClosed) {
-    if (subscribed.has(plugin)) continue;
-    // Running without the hook, it is never asked: no opinion.
-    const status = deps.pluginStatus?.(plugin);
-    if (status !== "active") missing.push({ plugin, why: `not running (${status ?? "not loaded"})` });
+    // Running without the hook, it is never asked: no opinion. Not running, it blocks, also while
+    // an active one is between its stop and start (a reload, an enable): its status says "active".
+    if (subscribed.has(plugin) || deps.plugins?.running(plugin)) continue;
+    const status = deps.plugins?.get(plugin)?.status;
+    missing.push({ plugin, why: `not running (${status === "active" ? "starting" : (status ?? "not loaded")})` });
   }
   return missing;
 }
