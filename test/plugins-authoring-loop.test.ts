@@ -191,7 +191,7 @@ describe("hookbox plugins new -> build -> load -> call", () => {
 // Found by an outside probe: a plugin folder that is a symlink (a deploy that swaps a link) was
 // skipped without a word, at start and by the watcher.
 describe("plugin folders that are symlinks", () => {
-  it("a symlinked plugin folder loads, and the watcher reloads it when the link is swapped", async () => {
+  it("a symlinked plugin folder loads, and the watcher reloads it when the link is swapped (or its manifest breaks)", async () => {
     const deploys = mkdtempSync(join(tmpdir(), "hookbox-deploys-"));
     const dir = pluginDir();
     for (const v of ["v1", "v2"]) cpSync(join(SEED_DIR, "text-stats"), join(deploys, v), { recursive: true });
@@ -207,6 +207,11 @@ describe("plugin folders that are symlinks", () => {
       renameSync(join(dir.path, "next"), join(dir.path, "text-stats"));
       assert.deepEqual(await watcher.scan(), ["text-stats"]);
       assert.deepEqual([(await info()).status, (await info()).version], ["active", "2.0.0"]);
+      // A reload whose manifest is broken shows none of the manifest read before.
+      writeFileSync(join(deploys, "v2", "manifest.json"), "{broken");
+      assert.deepEqual(await watcher.scan(), ["text-stats"]);
+      const failed = await info();
+      assert.deepEqual([failed.status, failed.version, failed.tools, failed.capabilities.requested], ["failed", null, [], []]);
     } finally {
       watcher.close();
       await server.close();

@@ -299,6 +299,9 @@ export class PluginManager implements PluginHost {
       e.grants = grantedOf(e.manifest.capabilities, ownValue(config.plugins.grants, e.name));
       e.limits = effectiveLimits(e.name, e.manifest.limits, config);
     } catch (err) {
+      // Nothing of the files read before stays (version, hooks, commands and grants shown with
+      // "failed"), as at a start whose manifest fails.
+      [e.manifest, e.limits, e.grants] = [undefined, undefined, grantedOf([], [])];
       this.failed(e, err);
       return;
     }
