@@ -178,6 +178,15 @@ describe("configuration (operator)", () => {
     for (const name of ["HOOKBOX_DB_URL", "HOOKBOX_API_TOKEN", "HOOKBOX_PROVIDER_API_KEY", "HOOKBOX_PROVIDER_BASE_URL", "HOOKBOX_PLUGINS_ENABLED", "HOOKBOX_IDEMPOTENCY_TTL_SECONDS"]) {
       assert.ok(names.includes(name), name);
     }
+    // Every setting has its variable (found by an outside probe: the one whose value is 0 or an age,
+    // a union, had none, and the warning pointed at the prune age instead).
+    const leaves = (o: object, path: string[] = []): string[] =>
+      Object.entries(o).flatMap(([k, x]) => (x && typeof x === "object" && !Array.isArray(x) && Object.keys(x).length > 0 ? leaves(x, [...path, k]) : [[...path, k].join(".")]));
+    const settable = new Set(ENV_SETTINGS.map((s) => s.path.join(".")));
+    const { warnings: _, ...defaults } = parseConfig({});
+    assert.deepEqual(leaves(defaults).filter((p) => !settable.has(p)), []);
+    assert.equal(parseConfig({}, { HOOKBOX_RETENTION_IDLE_ARCHIVE_AFTER_DAYS: "2" }).retention.idle_archive_after_days, 2);
+    assert.throws(() => parseConfig({}, { HOOKBOX_RETENTION_IDLE_ARCHIVE_AFTER_DAYS: "0.001" }), /HOOKBOX_RETENTION_IDLE_ARCHIVE_AFTER_DAYS \(retention\.idle_archive_after_days\): must be 0 \(off\) or at least 1 hour/);
     assert.throws(() => parseConfig({}, { HOOKBOX_PORT: "http" }), /HOOKBOX_PORT \(port\): /);
     // Plain decimals only (0x10 was read as 16, 1e4 as 10000).
     for (const port of ["0x10", "1e4", "12abc"]) assert.throws(() => parseConfig({}, { HOOKBOX_PORT: port }), /HOOKBOX_PORT \(port\): /, port);

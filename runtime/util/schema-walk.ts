@@ -73,18 +73,28 @@ export function describeIssue(schema: v.GenericSchema, issue: v.BaseIssue<unknow
 
 export type LeafKind = "string" | "choice" | "number" | "list" | "json";
 
+function leafKind(s: AnySchema): LeafKind {
+  if (s.type === "picklist") return "choice";
+  if (s.type === "number" || s.type === "unknown" || (s.type === "literal" && typeof s.literal === "number")) return "number";
+  if (s.type === "array") return "list";
+  if (s.type === "record") return "json";
+  return "string";
+}
+
 /** Every settable leaf of an object schema, as a key path and how to read it from text. */
 export function schemaLeaves(schema: v.GenericSchema): Array<{ path: string[]; kind: LeafKind }> {
   const out = new Map<string, { path: string[]; kind: LeafKind }>();
   const walk = (s: AnySchema, path: string[]) => {
     s = unwrap(s);
-    const objects = alternatives(s) ?? (s.entries ? [s] : []);
+    const options = alternatives(s) ?? [s];
+    const objects = options.filter((o) => o.entries);
     if (objects.length) {
       for (const o of objects) for (const [k, child] of Object.entries(o.entries ?? {})) walk(child, [...path, k]);
       return;
     }
-    const kind: LeafKind = s.type === "picklist" ? "choice" : s.type === "number" || s.type === "unknown" ? "number" : s.type === "array" ? "list" : s.type === "record" ? "json" : "string";
-    out.set(path.join("."), { path, kind });
+    // A union of values (0 or an age) is a leaf too: a number when any of them is one.
+    const kinds = options.map(leafKind);
+    out.set(path.join("."), { path, kind: kinds.includes("number") ? "number" : kinds[0]! });
   };
   walk(schema as unknown as AnySchema, []);
   return [...out.values()];
