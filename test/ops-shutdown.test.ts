@@ -241,4 +241,57 @@ describe("graceful shutdown on SIGTERM", () => {
       await h.cleanup();
     }
   });
+
+  // Found by an outside soak probe: the plugins and the database closed right after the drop, under
+  // the dropped requests' work: their Idempotency-Keys stayed claimed (a retry waited 60 s for a 409,
+  // for 10 minutes) and on Deno the native driver aborted the process now and then.
+  it("a dropped request's work settles before the database closes: its Idempotency-Key holds its answer", async () => {
+    const [, command, args] = LAUNCHERS[1]!;
+    const h = await launch(command, args);
+    try {
+      const sid = (await (await h.post("/v1/sessions", {})).json()).session.id;
+      const answer = fetch(`${h.url}/v1/sessions/${sid}/turns`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "idempotency-key": "dropped-1" },
+        body: JSON.stringify({ message: "held" }),
+      }).then((r) => r.status, () => 0);
+      await until("the turn to reach the model", () => upstream.held.length === 1);
+      h.signal("SIGINT");
+      await until("the shutdown to start", () => h.out().includes("shutting down"));
+      await new Promise((r) => setTimeout(r, 1_500));
+      h.signal("SIGINT");
+      await until("the drop", () => h.out().includes("second signal"));
+      await new Promise((r) => setTimeout(r, 200));
+      upstream.release();
+      assert.equal(await h.exited, 0, h.out());
+      assert.equal(await answer, 0, "its connection was dropped");
+      const db = createClient({ url: `file:${h.dbFile}` });
+      try {
+        const row = await db.execute("select status from idempotency where key = 'dropped-1'");
+        assert.deepEqual(row.rows.map((r) => Number(r.status)), [200], "the answer is stored: a retry with the key gets it");
+      } finally {
+        db.close();
+      }
+    } finally {
+      await h.cleanup();
+    }
+  });
+
+  // Found by an outside probe: closing the terminal that ran the server (SIGHUP) stopped it at once,
+  // undrained, its plugins' KV unflushed.
+  it("SIGHUP (the terminal closed) drains like SIGTERM", async () => {
+    const [, command, args] = LAUNCHERS[1]!;
+    const h = await launch(command, args);
+    try {
+      const { turns } = await h.turnsInFlight(1);
+      h.signal("SIGHUP");
+      await until("the shutdown to start", () => h.out().includes("shutting down"));
+      upstream.release();
+      assert.deepEqual((await turns).map((a) => [a.status, a.body.reply]), [[200, "drained answer"]]);
+      assert.equal(await h.exited, 0, h.out());
+      assert.equal(h.logs().find((l) => l.msg === "shutting down: no new connections, draining in-flight requests")?.signal, "SIGHUP");
+    } finally {
+      await h.cleanup();
+    }
+  });
 });

@@ -1,4 +1,4 @@
-// `hookbox serve`: the HTTP API until SIGTERM/SIGINT, then a graceful stop: no new connections,
+// `hookbox serve`: the HTTP API until SIGTERM/SIGINT/SIGHUP, then a graceful stop: no new connections,
 // in-flight requests (and the hook calls they make) finish within shutdown_grace_seconds, plugin
 // state is flushed and the plugins closed, the database closed, each step logged.
 import type { Command } from "commander";
@@ -9,10 +9,13 @@ import { STATE_SYNC_MS, type PluginManager } from "../plugins/manager.ts";
 import { watchPlugins, type PluginWatcher } from "../plugins/watch.ts";
 import { positiveNumber, wholeNumber, type CliContext } from "./context.ts";
 
+/** The signals that drain and stop the server. */
+const SHUTDOWN_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+
 export function registerServe(program: Command, ctx: CliContext): void {
   program
     .command("serve")
-    .description("serve the HTTP API (SIGTERM/SIGINT drain in-flight requests, then stop)")
+    .description("serve the HTTP API (SIGTERM, SIGINT or SIGHUP drains in-flight requests, then stops)")
     .option("--host <host>", "bind address (beyond loopback needs HOOKBOX_API_TOKEN)")
     .option("--port <port>", "port (0: any free port)", wholeNumber(0, 65_535))
     .option("--grace-seconds <n>", "shutdown_grace_seconds for this run", positiveNumber(true))
@@ -69,9 +72,9 @@ async function serveUntilSignal(config: Config, ctx: CliContext, watch: boolean)
     ]);
   }, 3_600_000);
   timer.unref();
+  // SIGHUP too: the terminal that ran `npm start` closed (it stopped the server undrained).
   const signal = await new Promise<string>((done) => {
-    process.once("SIGINT", () => done("SIGINT"));
-    process.once("SIGTERM", () => done("SIGTERM"));
+    for (const s of SHUTDOWN_SIGNALS) process.once(s, () => done(s));
   });
   const graceMs = config.shutdown_grace_seconds * 1000;
   log("info", "shutting down: no new connections, draining in-flight requests", { signal, in_flight: server.inFlight(), grace_ms: graceMs });
@@ -84,8 +87,7 @@ async function serveUntilSignal(config: Config, ctx: CliContext, watch: boolean)
     log("warn", "second signal: dropping in-flight requests now", { signal: again, in_flight: server.inFlight() });
     server.dropNow();
   };
-  process.once("SIGINT", () => impatient("SIGINT"));
-  process.once("SIGTERM", () => impatient("SIGTERM"));
+  for (const s of SHUTDOWN_SIGNALS) process.once(s, () => impatient(s));
   clearInterval(timer);
   clearInterval(stateTimer);
   watcher?.close();
