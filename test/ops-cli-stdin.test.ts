@@ -3,7 +3,7 @@
 // holds and exited 249 with nothing said (found by an outside operator probe).
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -46,5 +46,26 @@ describe("CLI: session ids from standard input", () => {
     const none = run("\n");
     assert.equal(none.code, 2, none.out);
     assert.match(none.out, /no session ids on standard input/);
+  });
+});
+
+// Found by an outside parity probe: on Node, a database path under /proc spun at full CPU, deaf to
+// SIGTERM (Node's recursive mkdir loops where the kernel answers ENOENT); Deno failed at once.
+describe("CLI: a database folder that cannot be made", () => {
+  it("fails at once, naming the error", () => {
+    const argv = "Deno" in globalThis ? ["run", "-A", "runtime/cli.ts", "sessions", "list"] : ["--import", "tsx", "runtime/cli.ts", "sessions", "list"];
+    const dir = mkdtempSync(join(tmpdir(), "hookbox-cli-proc-"));
+    after(() => rmSync(dir, { recursive: true, force: true }));
+    writeFileSync(join(dir, "hookbox.config.json"), "{}");
+    const res = spawnSync(process.execPath, argv, {
+      cwd: ROOT,
+      encoding: "utf8",
+      timeout: 60_000,
+      killSignal: "SIGKILL",
+      env: { ...process.env, HOOKBOX_CONFIG: join(dir, "hookbox.config.json"), HOOKBOX_DB_URL: "file:/proc/hookbox-nope/x.db", HOOKBOX_LOG: "error" },
+    });
+    assert.equal(res.signal, null, "it ended by itself");
+    assert.equal(res.status, 1, res.stderr);
+    assert.match(res.stderr, /ENOENT.*\/proc\/hookbox-nope/);
   });
 });

@@ -2,7 +2,8 @@
 // that language (plugins-wasm/hello-as, hello-rust, hello-c: built and tested in this repo), renamed.
 // Its command is /NAME (hyphens become underscores: AssemblyScript cannot export hyphenated names).
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { makeDirs } from "../util/make-dirs.ts";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as v from "valibot";
@@ -40,7 +41,7 @@ export function scaffoldPlugin(pluginsDir: string, name: string, lang: ScaffoldL
   manifest.commands = [{ name: command, description: `what /${command} does` }];
   const source = SCAFFOLD_LANGS[lang];
   const code = readFileSync(join(example, source), "utf8").split(exampleCommand).join(command);
-  mkdirSync(path, { recursive: true });
+  makeDirs(path);
   writeFileSync(join(path, "manifest.json"), JSON.stringify(manifest, null, 2) + "\n");
   writeFileSync(join(path, source), code);
   return { path, command, files: ["manifest.json", source] };

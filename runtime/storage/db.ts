@@ -6,7 +6,8 @@
 // server's thread, shared by the commits made meanwhile: wal-sync.ts) or "normal" (the WAL is
 // fsynced only at checkpoints: commits are about 2x cheaper, the database stays consistent, but a
 // power cut or OS crash can lose the last acknowledged commits; a process crash loses nothing).
-import { accessSync, constants, existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { accessSync, constants, existsSync, mkdtempSync, rmSync } from "node:fs";
+import { makeDirs } from "../util/make-dirs.ts";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { Kysely, type Transaction } from "kysely";
@@ -98,7 +99,7 @@ export async function openStorage(requested = DEFAULT_DB_URL, opts: StorageOptio
   let file = path;
   /** The same, when it runs in WAL mode (embedded file only). */
   let walFile = "";
-  if (embedded) mkdirSync(dirname(path), { recursive: true });
+  if (embedded) makeDirs(dirname(path));
   const durability = opts.durability ?? "full";
   // `timeout` is the busy timeout (ms) of every pooled connection, not only the first one, so
   // another process (e.g. the CLI next to a running server) waits for the lock instead of failing.
