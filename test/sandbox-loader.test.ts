@@ -61,6 +61,16 @@ describe("loader: hostile plugin folders", () => {
     await compilePlugin(inside, { ...manifest, name: "inside", hooks: [], unknown_hooks: [], unknown_fields: [], commands: [], capabilities: [], limits: {}, tools: [] }, LIMITS);
   });
 
+  // The hint runs on the runtime in use (the npm form was shown on Deno too: an outside parity probe).
+  it("a missing plugin.wasm says how to build it on this runtime", async () => {
+    const dir = folder("unbuilt");
+    const cli = "Deno" in globalThis ? "deno task hookbox" : "npm run hookbox --";
+    await refused(
+      () => compilePlugin(dir, { ...MANIFEST, name: "unbuilt", hooks: [], unknown_hooks: [], unknown_fields: [], commands: [], capabilities: [], limits: {}, tools: [] }, LIMITS),
+      new RegExp(`^plugin\\.wasm is missing \\(build it: ${cli} plugins build unbuilt\\)$`),
+    );
+  });
+
   it("a plugin.wasm over the module cap is refused before it is read whole", async () => {
     const dir = folder("huge");
     writeFileSync(join(dir, "plugin.wasm"), new Uint8Array(MAX_MODULE_BYTES + 1));

@@ -19,6 +19,9 @@ import { suggest } from "../util/suggest.ts";
 import { parseManifest, type Manifest } from "./manifest.ts";
 import type { SandboxLimits } from "../sandbox/wasm-plugin.ts";
 
+/** How this runtime runs the CLI, for the hints in load errors. */
+const HOOKBOX_CLI = "Deno" in globalThis ? "deno task hookbox" : "npm run hookbox --";
+
 export class PluginLoadError extends Error {
   override name = "PluginLoadError";
 }
@@ -152,7 +155,7 @@ export async function compilePlugin(path: string, manifest: Manifest, limits: Sa
     throw new PluginLoadError(`the last build failed: ${text.slice(0, 600)}`);
   }
   // `plugins build NAME` builds it wherever plugins.dir is (npm run build:plugins: plugins-wasm/ only).
-  if (!existsSync(file)) throw new PluginLoadError(`plugin.wasm is missing (build it: npm run hookbox -- plugins build ${basename(path)})`);
+  if (!existsSync(file)) throw new PluginLoadError(`plugin.wasm is missing (build it: ${HOOKBOX_CLI} plugins build ${basename(path)})`);
   // Not WebAssembly.validate: it holds the server's thread as long as V8 takes (seconds, for some
   // modules of a few KB); instrument() reads the module under limits first, and compiling it, off
   // the thread, validates it.
