@@ -204,7 +204,7 @@ for (const dbKind of TEST_DBS) {
         ...ids.map((id) => `entry:${id}`),
         ...ids.flatMap((id) => [`task:${id}:1`, `task:${id}:2`, `task:${id}:x:3`]),
         ...ids.slice(0, 1_000).flatMap((id) => [`job:${id}:1`, `job:${id}:2`]),
-        "entry:", "entry:s00100x", "task:s00100", "task:s00100;", "job:s00700", "entry:s02550x", "pfx:a:1", "pfx:a!:1", "pfx:b!:1", "pfx:b:1",
+        "entry:", "entry:s00100x", "task:s00100", "task:s00100;", "job:s00700", "entry:s02550x", "pfx:a:1", "pfx:a!:1", "pfx:b!:1", "pfx:b:1", "xa:1", "xab:1", "xabz", "xb:1",
         ...Array.from({ length: 30_000 }, (_, i) => `entry:t${String(i).padStart(6, "0")}`),
       ];
       for (let i = 0; i < keys.length; i += 5_000) {
@@ -226,6 +226,8 @@ for (const dbKind of TEST_DBS) {
         // mode 1, ids that are another's start: "a!:" sorts before "a:" though "a" sorts before "a!"
         ["pfx:", ["a", "a!"], true],
         ["pfx:", ["b", "b!"], true],
+        // mode 1 with a prefix holding no ':': xabz has no ':' (no id ends in it) and stays
+        ["x", ["a", "ab", "b"], true],
       ];
       for (const [prefix, list, byIdPrefix] of calls) {
         const sw = new KvSweep("", prefix, JSON.stringify(list), list, byIdPrefix);

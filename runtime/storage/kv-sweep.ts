@@ -148,11 +148,13 @@ function wholeRange(conn: BatchConnection, plugin: string, sweep: KvSweep, most:
   if (n > limit) return undefined;
   // Keys come in key order and the ids in the same order (every key of the range starts with the
   // prefix its bounds share): each key's id is the current id or a later one. A key of no id, or
-  // one out of that order, leaves the sweep to the general path. (A key with no ':' past the prefix
-  // has id "", which no id by prefix is.)
+  // one out of that order, leaves the sweep to the general path. By id prefix, a key with no ':'
+  // past the prefix is no id's (lastIndexOf -1 would make slice cut its last character instead).
   let j = 0;
   for (const key of keys) {
-    const id = key.slice(prefix.length, byIdPrefix ? key.lastIndexOf(":") : key.length);
+    const end = byIdPrefix ? key.lastIndexOf(":") : key.length;
+    if (end <= prefix.length && byIdPrefix) return undefined;
+    const id = key.slice(prefix.length, end);
     while (j < ids.length && ids[j]! < id) j++;
     if (ids[j] !== id) return undefined;
   }
