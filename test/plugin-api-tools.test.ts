@@ -11,7 +11,7 @@ import { pluginDir, type PluginDir } from "./helpers/plugin-dir.ts";
 import { allEvents, postStreamedTurn } from "./helpers/sse.ts";
 import { runCli } from "../runtime/cli.ts";
 import { recordHooks } from "./helpers/hooks.ts";
-import { HookDispatcher } from "../hooks/dispatcher.ts";
+import { callbackSubscriber, HookDispatcher } from "../hooks/dispatcher.ts";
 import { ToolRegistry } from "../runtime/tools/registry.ts";
 import { builtinTools } from "../runtime/tools/builtin.ts";
 import { runToolCall } from "../runtime/turns/tool-step.ts";
@@ -308,7 +308,7 @@ describe("fail-closed pre_tool_call plugins (item 2)", () => {
     try {
       const logs = async (name: string) => (await s.api("GET", `/v1/plugins/${name}/logs`)).body.logs.map((l: { level: string; message: string }) => [l.level, l.message]);
       assert.deepEqual((await logs("text-stats")).filter(([, m]: string[]) => /fail_closed/.test(m!)), [
-        ["warn", "plugins.fail_closed names it, but its manifest has no pre_tool_call hook: it has no say over tool calls, and never blocks one"],
+        ["warn", "plugins.fail_closed names it, but its manifest has no pre_tool_call hook: while it runs it has no say over tool calls (not running, it blocks them, as any fail-closed plugin)"],
       ]);
       assert.deepEqual((await logs("toolpolicy")).filter(([, m]: string[]) => /fail_closed/.test(m!)), []);
     } finally {
@@ -356,6 +356,24 @@ describe("a plugin between its stop and its start (outside probe)", () => {
       await s.close();
       dir.remove();
     }
+  });
+
+  // Found by a review: the guard's reload ended while the emit awaited another plugin, so it was
+  // subscribed when the call was judged but had never been asked.
+  it("a fail-closed guard (re)started while the call was judged, never asked, blocks it", async () => {
+    const dispatcher = new HookDispatcher();
+    const guard = callbackSubscriber("guard", ["pre_tool_call"], () => ({ action: "block", message: "no" }));
+    dispatcher.subscribe(callbackSubscriber("audit", ["pre_tool_call"], async () => {
+      dispatcher.subscribe(guard); // the guard's activation completes meanwhile
+      return null;
+    }));
+    const plugins = { running: () => true, get: () => ({ status: "active", hooks: ["pre_tool_call"] }) as never };
+    const deps = { dispatcher, tools: new ToolRegistry(builtinTools(Date.now)), maxResultBytes: 16_384, failClosed: new Set(["guard"]), plugins };
+    const run = await runToolCall(deps, { session_id: "s1", turn_id: "t1", tool_call_id: "c1", tool_name: "calculator", args: { expression: "1+1" } });
+    assert.deepEqual([run.status, run.result], ["blocked", "blocked: guard (fail-closed) did not answer: not asked: it was (re)started while the call was judged"]);
+    // Asked the next time, it answers for itself.
+    const next = await runToolCall(deps, { session_id: "s1", turn_id: "t1", tool_call_id: "c2", tool_name: "calculator", args: { expression: "1+1" } });
+    assert.deepEqual([next.status, next.result], ["blocked", "no"]);
   });
 
   it("an enable, here or by another process, reads the manifest again with the module it starts", async () => {

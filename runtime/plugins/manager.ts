@@ -307,7 +307,7 @@ export class PluginManager implements PluginHost {
     }
     // Fail-closed is about pre_tool_call: a plugin without it never answers one, so it never blocks.
     if (config.plugins.fail_closed.includes(e.name) && !e.manifest.hooks.includes("pre_tool_call")) {
-      const text = "plugins.fail_closed names it, but its manifest has no pre_tool_call hook: it has no say over tool calls, and never blocks one";
+      const text = "plugins.fail_closed names it, but its manifest has no pre_tool_call hook: while it runs it has no say over tool calls (not running, it blocks them, as any fail-closed plugin)";
       this.logRings.of(e.name).push("warn", "log", text);
       log("warn", text, { plugin: e.name });
     }

@@ -94,13 +94,17 @@ function missingOf(deps: ToolStepDeps, report: HookReport): Array<{ plugin: stri
     ...report.skipped.map((s) => ({ plugin: s.plugin, why: s.why })),
   ];
   if (deps.failClosed.size === 0) return missing;
-  const subscribed = new Set(deps.dispatcher.subscribersOf("pre_tool_call"));
+  // Judged by what this emit asked, not by who subscribes now: a guard whose reload ended while the
+  // emit awaited another plugin was subscribed by then, and never asked.
+  const asked = new Set([...report.delivered, ...missing.map((m) => m.plugin)]);
   for (const plugin of deps.failClosed) {
+    if (asked.has(plugin)) continue;
     // Running without the hook, it is never asked: no opinion. Not running, it blocks, also while
     // an active one is between its stop and start (a reload, an enable): its status says "active".
-    if (subscribed.has(plugin) || deps.plugins?.running(plugin)) continue;
-    const status = deps.plugins?.get(plugin)?.status;
-    missing.push({ plugin, why: `not running (${status === "active" ? "starting" : (status ?? "not loaded")})` });
+    const info = deps.plugins?.get(plugin);
+    if (deps.plugins?.running(plugin) && info && !info.hooks.includes("pre_tool_call")) continue;
+    if (deps.plugins?.running(plugin)) missing.push({ plugin, why: "not asked: it was (re)started while the call was judged" });
+    else missing.push({ plugin, why: `not running (${info?.status === "active" ? "starting" : (info?.status ?? "not loaded")})` });
   }
   return missing;
 }
