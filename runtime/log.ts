@@ -21,8 +21,16 @@ export function setLogLevel(level: keyof typeof LEVELS): void {
 
 export function log(level: LogLevel, msg: string, fields: Record<string, unknown> = {}): void {
   if (LEVELS[level] < minLevel) return;
-  process.stderr.write(JSON.stringify({ t: new Date().toISOString(), level, msg, ...fields }) + "\n");
+  try {
+    process.stderr.write(JSON.stringify({ t: new Date().toISOString(), level, msg, ...fields }) + "\n");
+  } catch {
+    // stderr is gone (Deno throws where Node emits 'error', below): the line is lost, not the process.
+  }
 }
+
+// A log line written to a closed terminal or pipe (SIGHUP: the terminal that ran the server closed)
+// fails with EIO or EPIPE; unheard, that error ended the process before its shutdown could drain.
+process.stderr?.on?.("error", () => {});
 
 // Said once, at start: a misspelt level would otherwise silently log at info.
 if (configured.problem) log("warn", configured.problem);

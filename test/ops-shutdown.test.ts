@@ -136,7 +136,7 @@ describe("graceful shutdown on SIGTERM", () => {
       await exited;
       rmSync(dir, { recursive: true, force: true });
     };
-    return { url, port: Number(new URL(url).port), dbFile, exited, out: () => out, logs, post, turnsInFlight, signal, cleanup };
+    return { child, url, port: Number(new URL(url).port), dbFile, exited, out: () => out, logs, post, turnsInFlight, signal, cleanup };
   }
 
   for (const [name, command, args] of LAUNCHERS) {
@@ -290,6 +290,25 @@ describe("graceful shutdown on SIGTERM", () => {
       assert.deepEqual((await turns).map((a) => [a.status, a.body.reply]), [[200, "drained answer"]]);
       assert.equal(await h.exited, 0, h.out());
       assert.equal(h.logs().find((l) => l.msg === "shutting down: no new connections, draining in-flight requests")?.signal, "SIGHUP");
+    } finally {
+      await h.cleanup();
+    }
+  });
+
+  // Found by a review: on a real hang-up stderr is the closed terminal, and the first log line of the
+  // shutdown failed (EIO/EPIPE) unheard, which ended the process undrained.
+  it("a shutdown whose stderr and stdout are closed still drains", async () => {
+    const [, command, args] = LAUNCHERS[1]!;
+    const h = await launch(command, args);
+    try {
+      const { turns } = await h.turnsInFlight(1);
+      h.child.stdout!.destroy();
+      h.child.stderr!.destroy();
+      h.signal("SIGHUP");
+      await new Promise((r) => setTimeout(r, 500));
+      upstream.release();
+      assert.deepEqual((await turns).map((a) => [a.status, a.body.reply]), [[200, "drained answer"]]);
+      assert.equal(await h.exited, 0);
     } finally {
       await h.cleanup();
     }
