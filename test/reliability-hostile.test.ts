@@ -146,7 +146,7 @@ describe("reliability: broken plugins fail at load, the others start", () => {
     "wrong-name": [manifest("someone-else"), counterWasm, /does not match its folder/],
     "bad-capability": [manifest("bad-capability", { capabilities: ["fs:/"] }), counterWasm, /capabilit/],
     "bad-limits": [manifest("bad-limits", { limits: { fuel: -1 } }), counterWasm, /limits\.fuel/],
-    "missing-wasm": [manifest("missing-wasm"), undefined, /plugin\.wasm is missing \(build it: npm run hookbox -- plugins build missing-wasm\)/],
+    "missing-wasm": [manifest("missing-wasm"), undefined, "Deno" in globalThis ? /plugin\.wasm is missing \(build it: deno task hookbox plugins build missing-wasm\)/ : /plugin\.wasm is missing \(build it: npm run hookbox -- plugins build missing-wasm\)/],
     "not-wasm": [manifest("not-wasm"), "#!/bin/sh\nrm -rf /\n", /not a valid WebAssembly module/],
     "empty-wasm": [manifest("empty-wasm"), new Uint8Array(0), /not a valid WebAssembly module/],
     "truncated-wasm": [manifest("truncated-wasm"), counterWasm.subarray(0, counterWasm.length >> 1), /not a valid WebAssembly module/],
