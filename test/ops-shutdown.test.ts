@@ -130,13 +130,21 @@ describe("graceful shutdown on SIGTERM", () => {
     // process.kill, not child.kill: Deno's child_process reports a child it signalled as killed by
     // that signal even when the child handled it and exited 0.
     const signal = (name: NodeJS.Signals) => process.kill(child.pid!, name);
+    /** Ctrl-C twice: the second more than a second after the first (one within a second is taken for
+     * the same Ctrl-C passed on by a wrapper such as npm, and ignored), so what is in flight is dropped. */
+    const interruptTwice = async () => {
+      signal("SIGINT");
+      await until("the shutdown to start", () => out.includes("shutting down"));
+      await new Promise((r) => setTimeout(r, 1_500));
+      signal("SIGINT");
+    };
     const logs = () => out.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l));
     const cleanup = async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
       await exited;
       rmSync(dir, { recursive: true, force: true });
     };
-    return { child, url, port: Number(new URL(url).port), dbFile, exited, out: () => out, logs, post, turnsInFlight, signal, cleanup };
+    return { child, url, port: Number(new URL(url).port), dbFile, exited, out: () => out, logs, post, turnsInFlight, signal, interruptTwice, cleanup };
   }
 
   for (const [name, command, args] of LAUNCHERS) {
@@ -224,12 +232,7 @@ describe("graceful shutdown on SIGTERM", () => {
     const h = await launch(command, args);
     try {
       const { turns } = await h.turnsInFlight(2);
-      h.signal("SIGINT");
-      await until("the shutdown to start", () => h.out().includes("shutting down"));
-      // More than a second after the first (one within a second is taken for the same Ctrl-C passed on
-      // by a wrapper such as npm, and ignored).
-      await new Promise((r) => setTimeout(r, 1_500));
-      h.signal("SIGINT");
+      await h.interruptTwice();
       assert.equal(await h.exited, 0, h.out());
       upstream.release();
       assert.deepEqual((await turns).map((a) => a.status), [0, 0], "both connections were dropped");
@@ -256,10 +259,7 @@ describe("graceful shutdown on SIGTERM", () => {
         body: JSON.stringify({ message: "held" }),
       }).then((r) => r.status, () => 0);
       await until("the turn to reach the model", () => upstream.held.length === 1);
-      h.signal("SIGINT");
-      await until("the shutdown to start", () => h.out().includes("shutting down"));
-      await new Promise((r) => setTimeout(r, 1_500));
-      h.signal("SIGINT");
+      await h.interruptTwice();
       await until("the drop", () => h.out().includes("second signal"));
       await new Promise((r) => setTimeout(r, 200));
       upstream.release();
