@@ -81,7 +81,7 @@ export async function createCore(config: Config, opts: CoreOptions = {}): Promis
     tools,
     commands,
     (ids) => core.plugins.promptSections(ids),
-    { get: (name) => core.plugins.get(name), running: (name) => core.plugins.running(name) },
+    { get: (name) => core.plugins.get(name), running: (name) => core.plugins.running(name), settled: (name) => core.plugins.settled(name) },
   );
   const maintenance = new MaintenanceService(ctx, sessions, deletion, compaction);
   registerBuiltins(commands, { sessions, compaction, deletion });

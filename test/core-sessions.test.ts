@@ -176,6 +176,7 @@ describe("plugin endpoints over a plugin host", () => {
       list: () => [...state.values()],
       get: (n) => state.get(n),
       running: (n) => state.get(n)?.status === "active",
+      settled: async () => {},
       promptSections: () => [],
       logs: () => undefined,
       enable: async (n) => {

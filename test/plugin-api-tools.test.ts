@@ -337,21 +337,60 @@ describe("a plugin between its stop and its start (outside probe)", () => {
     return { reloading: s.plugins.refresh(name), release };
   }
 
-  it("a fail-closed guard that is reloading blocks tool calls, and its commands answer 503 plugin_unavailable", async () => {
+  const settle = (p: Promise<unknown>) => Promise.race([p.then(() => "done"), new Promise((r) => setTimeout(() => r("pending"), 300))]);
+
+  it("a tool call waits for a fail-closed guard that is reloading, and is blocked when it does not start in time; its commands answer 503 plugin_unavailable", async () => {
     const { s, dir } = await server({ fail_closed: ["tool-guard"] });
     try {
       const sid = await newSession(s);
       const held = holdReload(s, "tool-guard");
       while (s.plugins.running("tool-guard")) await new Promise((r) => setTimeout(r, 1));
       assert.equal((await pluginInfo(s, "tool-guard")).status, "active", "wanted and not failed: it is only starting");
-      const run = (await turn(s, sid, "calculate 2+2")).tool_calls[0];
-      assert.deepEqual([run.status, run.result], ["blocked", "blocked: tool-guard (fail-closed) did not answer: not running (starting)"]);
+      // Still not started after the wait (3 s): judged without it, the call is blocked.
+      const late = (await turn(s, sid, "calculate 2+2")).tool_calls[0];
+      assert.deepEqual([late.status, late.result], ["blocked", "blocked: tool-guard (fail-closed) did not answer: not running (starting)"]);
       const cmd = await command(s, "guard", { session_id: sid, raw_args: "" });
       assert.deepEqual([cmd.status, cmd.body.error.code], [503, "plugin_unavailable"]);
       assert.match(cmd.body.error.message, /\/guard is a command of plugin tool-guard, which is starting \(being loaded; retry in a moment\)/);
+      // Started while the call waits: the restarted guard judges it (and lets it run).
+      const waiting = turn(s, sid, "calculate 2+2");
+      assert.equal(await settle(waiting), "pending", "the call waits for the guard");
       held.release();
       await held.reloading;
-      assert.deepEqual([(await turn(s, sid, "calculate 2+2")).tool_calls[0].status, (await command(s, "guard", { session_id: sid, raw_args: "" })).status], ["ok", 200]);
+      const run = (await waiting).tool_calls[0];
+      assert.deepEqual([run.status, run.result], ["ok", "2+2 = 4"]);
+      assert.equal((await command(s, "guard", { session_id: sid, raw_args: "" })).status, 200);
+    } finally {
+      await s.close();
+      dir.remove();
+    }
+  });
+
+  // Found by an outside probe: a plugin tool called while its plugin reloaded was an "unknown tool".
+  it("a plugin tool called while its plugin reloads runs once it has started; a disabled plugin's tool says so", async () => {
+    const { s, dir } = await server();
+    try {
+      const sid = await newSession(s);
+      // The reload starts after the model was offered the tool and called it, before it runs.
+      let held: ReturnType<typeof holdReload> | undefined;
+      let disable = false;
+      s.core.dispatcher.subscribe(callbackSubscriber("aaa-reloader", ["pre_tool_call"], async () => {
+        if (disable) await s.plugins.disable("text-stats");
+        if (held) return null;
+        held = holdReload(s, "text-stats");
+        while (s.plugins.running("text-stats")) await new Promise((r) => setTimeout(r, 1));
+        return null;
+      }));
+      const waiting = turn(s, sid, 'use tool text_stats {"text":"one two"}');
+      assert.equal(await settle(waiting), "pending", "the call waits for the plugin");
+      assert.ok(held && !s.plugins.running("text-stats"), "it is reloading");
+      held.release();
+      await held.reloading;
+      const run = (await waiting).tool_calls[0];
+      assert.deepEqual([run.status, run.plugin, JSON.parse(run.result)], ["ok", "text-stats", { words: 2, lines: 1, chars: 7 }]);
+      disable = true; // now it is disabled meanwhile: its tool is not "unknown" either
+      const off = (await turn(s, sid, 'use tool text_stats {"text":"one two"}')).tool_calls[0];
+      assert.deepEqual([off.status, off.error], ["error", "tool text_stats is a tool of plugin text-stats, which is disabled (disabled by operator)"]);
     } finally {
       await s.close();
       dir.remove();
@@ -367,7 +406,7 @@ describe("a plugin between its stop and its start (outside probe)", () => {
       dispatcher.subscribe(guard); // the guard's activation completes meanwhile
       return null;
     }));
-    const plugins = { running: () => true, get: () => ({ status: "active", hooks: ["pre_tool_call"] }) as never };
+    const plugins = { running: () => true, get: () => ({ status: "active", hooks: ["pre_tool_call"] }) as never, settled: async () => {} };
     const deps = { dispatcher, tools: new ToolRegistry(builtinTools(Date.now)), maxResultBytes: 16_384, failClosed: new Set(["guard"]), plugins };
     const run = await runToolCall(deps, { session_id: "s1", turn_id: "t1", tool_call_id: "c1", tool_name: "calculator", args: { expression: "1+1" } });
     assert.deepEqual([run.status, run.result], ["blocked", "blocked: guard (fail-closed) did not answer: not asked: it was (re)started while the call was judged"]);

@@ -41,6 +41,8 @@ export interface PluginHost {
    * it loads, reloads or is enabled (between its old instance's stop and its new one's start).
    */
   running(name: string): boolean;
+  /** Resolves once a change of the plugin under way (a reload, an enable, a disable) has ended; at once when none is. */
+  settled(name: string): Promise<void>;
   /** Operator enable: also lifts a quarantine. Throws PluginNotFoundError for an unknown name. */
   enable(name: string): Promise<PluginInfo>;
   disable(name: string): Promise<PluginInfo>;
@@ -56,6 +58,7 @@ export const noPlugins: PluginHost = {
   list: () => [],
   get: () => undefined,
   running: () => false,
+  settled: async () => {},
   enable: async (name) => {
     throw new PluginNotFoundError(`no plugin named ${name}`);
   },

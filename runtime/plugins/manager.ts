@@ -60,7 +60,8 @@ export class PluginManager implements PluginHost {
     this.logRings = new PluginLogs(core.now);
     this.state = new PluginStateStore(core.storage, core.now);
     this.bridge = new CommandBridge(core.dispatcher, this.logRings);
-    core.commands.whyMissing((command) => this.declaring(command));
+    core.commands.whyMissing((command) => this.declaring((m) => m.commands.some((c) => c.name === command)));
+    core.tools.whyMissing((tool) => this.declaring((m) => m.tools.some((t) => t.name === tool)));
     core.commands.rivalsFrom((command, plugin) => this.rivalFor((m) => m.commands.some((c) => c.name === command), plugin));
     core.tools.rivalsFrom((tool, plugin) => this.rivalFor((m) => m.tools.some((t) => t.name === tool), plugin));
   }
@@ -79,10 +80,10 @@ export class PluginManager implements PluginHost {
     return undefined;
   }
 
-  /** The plugin whose manifest declares `command` while it is not running, with its status. */
-  private declaring(command: string): MissingCommand | undefined {
+  /** The plugin whose manifest `declares` a command or tool while it is not running, with its status. */
+  private declaring(declares: (m: NonNullable<Entry["manifest"]>) => boolean): MissingCommand | undefined {
     for (const e of this.entries.values()) {
-      if (!e.manifest?.commands.some((c) => c.name === command)) continue;
+      if (!e.manifest || !declares(e.manifest)) continue;
       const { status, reason } = this.info(e);
       if (status !== "active") return { plugin: e.name, status, reason };
       // Active, not running: between a reload's (or an enable's) stop and start. Not "unknown" (404).
@@ -241,6 +242,10 @@ export class PluginManager implements PluginHost {
 
   running(name: string): boolean {
     return this.entries.get(name)?.sandbox !== undefined;
+  }
+
+  settled(name: string): Promise<void> {
+    return this.changing.run(name, () => undefined);
   }
 
   get(name: string): PluginInfo | undefined {

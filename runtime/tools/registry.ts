@@ -4,6 +4,7 @@
 // first would otherwise get the other's callers and their arguments) until the operator disables
 // all but one. Arguments are checked against the tool's JSON Schema here, before any tool runs.
 import { Validator, type Schema } from "@cfworker/json-schema";
+import type { MissingCommand } from "../commands/registry.ts";
 import type { ToolSpec } from "../providers/types.ts";
 import { checkThread } from "./check-client.ts";
 import { describeIssues } from "./issues.ts";
@@ -115,6 +116,21 @@ export class ToolRegistry {
   }
   private rival: ((tool: string, plugin: string) => string | undefined) | undefined;
 
+  /**
+   * Tells the registry which plugin declares a tool name it has no live tool for, and why that
+   * plugin does not serve it (failed to load, quarantined, disabled, starting): a call of it is
+   * answered so, not "unknown tool"; one of a starting plugin's waits for its start.
+   */
+  whyMissing(explain: (tool: string) => MissingCommand | undefined): void {
+    this.declarer = explain;
+  }
+  private declarer: ((tool: string) => MissingCommand | undefined) | undefined;
+
+  /** The plugin that declares `name` but does not serve it now, and why (undefined: none does). */
+  notServing(name: string): MissingCommand | undefined {
+    return this.tools.has(name) ? undefined : this.declarer?.(name);
+  }
+
   /** The live tool `name`, unless a plugin that is not running declares it too. */
   get(name: string): Tool | undefined {
     const tool = this.tools.get(name)?.tool;
@@ -128,6 +144,8 @@ export class ToolRegistry {
     const rival = live !== undefined ? this.rival?.(name, live) : undefined;
     if (rival !== undefined) claims.push(rival);
     if (claims.length > 1) return `tool ${name} is declared by plugins ${claims.join(" and ")}; it runs for neither until the operator disables all but one`;
+    const why = this.notServing(name);
+    if (why) return `tool ${name} is a tool of plugin ${why.plugin}, which is ${why.status}${why.reason ? ` (${why.reason})` : ""}`;
     return `unknown tool ${name}`;
   }
 

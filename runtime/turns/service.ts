@@ -67,7 +67,7 @@ export class TurnService {
     /** Plugins' durable system-prompt sections for a session and its compaction predecessors. */
     private readonly promptSections: (sessionIds: readonly string[]) => Array<{ plugin: string; text: string }> = () => [],
     /** Whether a fail-closed guard is running, and its status when it is not. */
-    plugins?: Pick<PluginHost, "get" | "running">,
+    plugins?: Pick<PluginHost, "get" | "running" | "settled">,
   ) {
     const { tool_result_max_bytes, fail_closed } = ctx.config.plugins;
     this.toolDeps = { dispatcher: ctx.dispatcher, tools, maxResultBytes: tool_result_max_bytes, failClosed: new Set(fail_closed), plugins };

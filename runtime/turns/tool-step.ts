@@ -16,6 +16,7 @@ import type { ToolRun } from "./events.ts";
 import { storedText } from "../sessions/stored-text.ts";
 import { log } from "../log.ts";
 import type { PluginHost } from "../plugins/host.ts";
+import { within } from "../util/within.ts";
 
 export interface ToolStepDeps {
   dispatcher: HookDispatcher;
@@ -25,7 +26,21 @@ export interface ToolStepDeps {
   /** plugins.fail_closed */
   failClosed: ReadonlySet<string>;
   /** Whether a fail-closed plugin is running, and its status (active, failed, disabled...) for the message when it is not. */
-  plugins?: Pick<PluginHost, "get" | "running">;
+  plugins?: Pick<PluginHost, "get" | "running" | "settled">;
+}
+
+/**
+ * How long a tool call waits for a plugin it needs (the tool's, a fail-closed guard) that is between
+ * its stop and its start (a reload under `serve --watch`, an enable): a start takes 50-300 ms, a
+ * first compile of a large module longer. Past it the call goes on without the plugin.
+ */
+const STARTING_WAIT_MS = 3_000;
+
+/** Waits (at most STARTING_WAIT_MS) for `plugin` when it is active but not running: starting. */
+async function startOf(deps: ToolStepDeps, plugin: string): Promise<void> {
+  const host = deps.plugins;
+  if (!host || host.running(plugin) || host.get(plugin)?.status !== "active") return;
+  await within(host.settled(plugin), STARTING_WAIT_MS, () => undefined);
 }
 
 export interface ToolCallRequest extends ToolCallContext {
@@ -39,6 +54,8 @@ export async function runToolCall(deps: ToolStepDeps, req: ToolCallRequest): Pro
   // Arguments no tool takes are refused before the guards get them: 3 MB of them ran a guard out of
   // its memory five times, quarantined it, and the tools it blocked ran (an outside probe).
   const oversized = argumentsTooLarge(req.args);
+  // A fail-closed guard that is starting is waited for: judged without it, the call is blocked.
+  if (!oversized && deps.failClosed.size > 0) await Promise.all([...deps.failClosed].map((p) => startOf(deps, p)));
   // Refused, they reach no plugin at all: the later hooks hear of the call with no arguments.
   const verdict: Verdict = oversized ? { blocked: false, args: {}, modified: false, applied: [] } : await guarded(deps, req);
   const args = verdict.blocked ? req.args : verdict.args;
@@ -131,7 +148,12 @@ async function execute(
   call: ToolCallContext & { tool_name: string },
   args: Record<string, unknown>,
 ): Promise<{ status: ToolStatus; error: string | null; result: string }> {
-  const tool = deps.tools.get(call.tool_name);
+  let tool = deps.tools.get(call.tool_name);
+  const starting = tool ? undefined : deps.tools.notServing(call.tool_name);
+  if (starting?.status === "starting") {
+    await startOf(deps, starting.plugin);
+    tool = deps.tools.get(call.tool_name);
+  }
   if (!tool) return failed(deps.tools.missing(call.tool_name));
   const invalid = await deps.tools.check(call.tool_name, args);
   if (invalid) return failed(`invalid arguments for ${call.tool_name}: ${invalid}`);
