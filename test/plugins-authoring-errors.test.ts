@@ -10,6 +10,7 @@ import { bindHostApi } from "../host-api/functions.ts";
 import { PluginKv } from "../host-api/kv.ts";
 import type { PluginCallError } from "../hooks/failures.ts";
 import { runCli } from "../runtime/cli.ts";
+import { parseConfig } from "../runtime/config.ts";
 import { parseManifest } from "../runtime/plugins/manifest.ts";
 import { ToolRegistry, uncheckedKeywords } from "../runtime/tools/registry.ts";
 import { Buffer } from "node:buffer";
@@ -277,6 +278,28 @@ describe("plugin errors name their cause", () => {
       assert.match(out[1]!, /^\d+ \S+ error +failure +command_\w+ failed \(trap\)/);
       assert.equal(await runCli(["plugins", "logs", "eror", "--url", s.url], io), 1);
       assert.match(err.join("\n"), /did you mean errors\?/);
+    });
+
+    // An outside operator probe: a 401 said only "missing bearer token", not which setting sends one.
+    it("hookbox plugins logs against a server with a token names HOOKBOX_API_TOKEN", async () => {
+      const guarded = await startPluginServer({ dir: dir.path, enabled: ["errors"] }, { config: { api_token: "right-token" } });
+      try {
+        for (const [token, hint] of [
+          [undefined, /the server requires a token: set HOOKBOX_API_TOKEN \(or api_token in the config\)/],
+          ["wrong-token", /the token this CLI sends \(api_token \/ HOOKBOX_API_TOKEN\) is not the server's/],
+        ] as const) {
+          const err: string[] = [];
+          const io = { out: () => {}, err: (l: string) => err.push(l) };
+          const config = parseConfig(token ? { api_token: token } : {}, {});
+          assert.equal(await runCli(["plugins", "logs", "errors", "--url", guarded.url], io, { config }), 1);
+          assert.match(err.join("\n"), hint);
+        }
+        const out: string[] = [];
+        const ok = await runCli(["plugins", "logs", "errors", "--url", guarded.url], { out: (l) => out.push(l), err: (l) => out.push(l) }, { config: parseConfig({ api_token: "right-token" }, {}) });
+        assert.equal(ok, 0, out.join("\n"));
+      } finally {
+        await guarded.close();
+      }
     });
 
     // Without --url the list is the CLI process's own: its stats were all zero (an outside operator

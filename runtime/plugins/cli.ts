@@ -164,7 +164,13 @@ async function fromServer(ctx: CliContext, url: string | true, path: string, why
     throw new AppError(503, "unreachable", `no hookbox server at ${base} (${(err as Error).message}); ${why}: start it with hookbox serve, or pass --url`);
   }
   const body = (await res.json().catch(() => ({}))) as { error?: { message?: string } };
-  if (!res.ok) throw new AppError(res.status === 404 ? 404 : 502, "request_failed", body.error?.message ?? `${target}: HTTP ${res.status}`);
+  const said = body.error?.message ?? `${target}: HTTP ${res.status}`;
+  // The server's token is the config's (api_token, HOOKBOX_API_TOKEN) of the process it runs as, not always this one's.
+  if (res.status === 401) {
+    const hint = config.api_token ? "the token this CLI sends (api_token / HOOKBOX_API_TOKEN) is not the server's" : "the server requires a token: set HOOKBOX_API_TOKEN (or api_token in the config) to the server's";
+    throw new AppError(401, "unauthorized", `${said}; ${hint}`);
+  }
+  if (!res.ok) throw new AppError(res.status === 404 ? 404 : 502, "request_failed", said);
   return body;
 }
 
