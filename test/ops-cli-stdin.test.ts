@@ -52,20 +52,30 @@ describe("CLI: session ids from standard input", () => {
 // Found by an outside parity probe: on Node, a database path under /proc spun at full CPU, deaf to
 // SIGTERM (Node's recursive mkdir loops where the kernel answers ENOENT); Deno failed at once.
 describe("CLI: a database folder that cannot be made", () => {
-  it("fails at once, naming the error", () => {
+  const dir = mkdtempSync(join(tmpdir(), "hookbox-cli-proc-"));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(join(dir, "hookbox.config.json"), "{}");
+  const sessionsList = (dbUrl: string) => {
     const argv = "Deno" in globalThis ? ["run", "-A", "runtime/cli.ts", "sessions", "list"] : ["--import", "tsx", "runtime/cli.ts", "sessions", "list"];
-    const dir = mkdtempSync(join(tmpdir(), "hookbox-cli-proc-"));
-    after(() => rmSync(dir, { recursive: true, force: true }));
-    writeFileSync(join(dir, "hookbox.config.json"), "{}");
     const res = spawnSync(process.execPath, argv, {
       cwd: ROOT,
       encoding: "utf8",
       timeout: 60_000,
       killSignal: "SIGKILL",
-      env: { ...process.env, HOOKBOX_CONFIG: join(dir, "hookbox.config.json"), HOOKBOX_DB_URL: "file:/proc/hookbox-nope/x.db", HOOKBOX_LOG: "error" },
+      env: { ...process.env, HOOKBOX_CONFIG: join(dir, "hookbox.config.json"), HOOKBOX_DB_URL: dbUrl, HOOKBOX_LOG: "error" },
     });
     assert.equal(res.signal, null, "it ended by itself");
     assert.equal(res.status, 1, res.stderr);
-    assert.match(res.stderr, /ENOENT.*\/proc\/hookbox-nope/);
+    return res.stderr;
+  };
+
+  it("fails at once, naming the error", () => {
+    assert.match(sessionsList("file:/proc/hookbox-nope/x.db"), /ENOENT.*\/proc\/hookbox-nope/);
+  });
+
+  // A file in the folder's place was taken for the folder; the driver then said only "ConnectionFailed(... 14)".
+  it("a file where the folder should be is named", () => {
+    writeFileSync(join(dir, "data"), "");
+    assert.match(sessionsList(`file:${join(dir, "data", "hookbox.db")}`), new RegExp(`hookbox: ${join(dir, "data")} is a file, not a folder`));
   });
 });

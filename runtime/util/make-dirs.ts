@@ -1,11 +1,16 @@
 // `mkdir -p` one level at a time. Node 20's recursive mkdirSync spins forever (full CPU, deaf to
 // SIGTERM) where the kernel answers ENOENT for a folder whose parent exists (`/proc/x`); this fails
 // there at once with that ENOENT, as Deno's does.
-import { existsSync, mkdirSync } from "node:fs";
+import { mkdirSync, statSync } from "node:fs";
 import { dirname } from "node:path";
 
 export function makeDirs(dir: string): void {
-  if (existsSync(dir)) return;
+  const found = statSync(dir, { throwIfNoEntry: false });
+  // A file in the way was taken for the folder: the database then failed to open, not saying why.
+  if (found) {
+    if (found.isDirectory()) return;
+    throw new Error(`${dir} is a file, not a folder`);
+  }
   const parent = dirname(dir);
   if (parent !== dir) makeDirs(parent);
   try {
