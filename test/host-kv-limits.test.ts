@@ -15,6 +15,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openStorage } from "../runtime/storage/db.ts";
 import { KvStore } from "../runtime/storage/plugin-kv.ts";
+import { isGuardFailure, isQuotaFailure } from "../runtime/storage/guard.ts";
+import { TEST_DBS } from "./helpers/dialects.ts";
 
 const failsAs = (kind: string, pattern: RegExp) => (err: unknown) =>
   err instanceof PluginCallError && err.kind === kind && pattern.test(err.message);
@@ -395,3 +397,50 @@ describe("plugin KV limits", () => {
     assert.deepEqual(db.store.keys("after", "", ""), ["k"], "committed: the commit queue still drains");
   });
 });
+
+// Found by an outside probe with several processes on one sqld: the server refuses a text over ~5 MB,
+// and a call's writes within every limit (4 values of 250,000 control characters, 6 MB of JSON
+// escapes) made one text that size. The commit failed, was taken for a quota failure ("too big", as
+// the quota guard's error read) and the writes were dropped with nothing logged.
+for (const dbKind of TEST_DBS) {
+  describe(`a KV commit larger than a server takes as one text (${dbKind})`, () => {
+    const db = useKvStore(dbKind);
+    const quota = { keys: 100_000, bytes: 64 * 1024 * 1024 };
+
+    it("a call's writes of 6 MB of JSON escapes are committed, and then deleted", async () => {
+      const kv = new PluginKv("escapes", db.store, quota);
+      const value = "\u0001".repeat(250_000);
+      for (let i = 0; i < 4; i++) kv.set("", `big-${i}`, value);
+      await kv.end(true);
+      await db.store.flush();
+      assert.deepEqual(db.errors, []);
+      for (let i = 0; i < 4; i++) assert.equal(db.store.get("escapes", "", `big-${i}`)?.length, 250_000, `big-${i}`);
+      // 2,000 keys of 500 control characters, deleted by two calls: one key list of 6 MB of JSON, sent in parts.
+      const keys = Array.from({ length: 2_000 }, (_, i) => `${"\u0002".repeat(500)}${i}`);
+      for (const part of [keys.slice(0, 1_000), keys.slice(1_000)]) {
+        const add = new PluginKv("escapes", db.store, quota);
+        for (const k of part) add.set("", k, "v");
+        await add.end(true);
+      }
+      await db.store.flush();
+      const count = async () => Number((await db.storage.client.execute("select count(*) as n from plugin_kv where plugin = 'escapes'")).rows[0]!.n);
+      assert.equal(await count(), 2_004);
+      assert.equal(db.store.keys("escapes", "", "", 4 * 1024 * 1024), undefined, "6 MB of JSON is past a 4 MiB answer");
+      const other = new PluginKv("escapes", db.store, quota);
+      for (const k of keys.slice(1_000)) other.delete("", k);
+      other.end(true);
+      const rm = new PluginKv("escapes", db.store, quota);
+      for (const k of keys.slice(0, 1_000)) rm.delete("", k);
+      for (let i = 0; i < 4; i++) rm.delete("", `big-${i}`);
+      await rm.end(true);
+      await db.store.flush();
+      assert.deepEqual(db.errors, []);
+      assert.equal(await count(), 0);
+    });
+
+    it("a text too big for the server is not taken for a quota or guard failure", () => {
+      const err = new Error("SQLITE_TOOBIG: string or blob too big");
+      assert.deepEqual([isQuotaFailure(err), isGuardFailure(err)], [false, false]);
+    });
+  });
+}

@@ -1,11 +1,16 @@
 // A condition a write batch (one transaction) requires: a statement that fails the whole batch when
-// the condition is false, so nothing of it commits. SQLite has no RAISE outside triggers, but it
-// documents abs() of the smallest integer as an "integer overflow" error.
-export const failUnless = (condition: string): string => `select abs(-9223372036854775808) where not (${condition})`;
+// the condition is false, so nothing of it commits. SQLite has no RAISE outside triggers; json_extract
+// with a path that is none fails with "bad JSON path: '<the path>'", and the path is ours: an error
+// no other statement makes. (The quota guard was a blob too large for SQLite, "too big": a libSQL
+// server's own limit on a text gives that error too, and a commit over it was taken for a quota
+// failure, its writes dropped unlogged; an outside probe.)
+const failing = (tag: string) => (condition: string) => `select json_extract('{}', 'hookbox: ${tag}') where not (${condition})`;
+const failedOn = (tag: string) => (err: unknown) => String((err as Error)?.message ?? err).includes(`bad JSON path: 'hookbox: ${tag}'`);
 
+export const failUnless = failing("guard");
 /** True when a batch failed on a failUnless statement. */
-export const isGuardFailure = (err: unknown): boolean => /integer overflow/i.test(String((err as Error)?.message ?? err));
+export const isGuardFailure = failedOn("guard");
 
-/** The same for a quota, told apart by its error: a blob larger than SQLite allows ("too big"). */
-export const failUnlessWithinQuota = (condition: string): string => `select zeroblob(9223372036854775807) where not (${condition})`;
-export const isQuotaFailure = (err: unknown): boolean => /too big/i.test(String((err as Error)?.message ?? err));
+/** The same for a plugin's KV quota, told apart by its own path. */
+export const failUnlessWithinQuota = failing("kv quota");
+export const isQuotaFailure = failedOn("kv quota");

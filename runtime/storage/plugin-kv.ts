@@ -13,7 +13,7 @@ import type { Database } from "./schema.ts";
 import { failUnless, failUnlessWithinQuota, isGuardFailure, isQuotaFailure } from "./guard.ts";
 import { PluginCallError } from "../../hooks/failures.ts";
 import type { SqlArg, SyncReader } from "./sync-reader.ts";
-import { sqlJson } from "./sql-json.ts";
+import { sqlJson, sqlJsonChunks } from "./sql-json.ts";
 import type { BatchItem } from "./file-batch.ts";
 import { DISTINCT_SWEEP_ROWS, KEYS_DELETE_SQL, keyOfIdPrefix, sweepArgs, sweepRows, sweepStep } from "./kv-sweep.ts";
 import { countedDelete, usageOffSql } from "./kv-usage.ts";
@@ -72,9 +72,10 @@ const sweepCountSql = (sweep: KvSweep, hiddenBy: readonly KvSweep[]) => {
 // that matches nothing still read every later key of the scope (100,000 keys: ~57 ms a call).
 const KEY_RANGE = `from plugin_kv where plugin = ?1 and session_id = ?2 and key >= ?3 and key < ?3 || x'F5' and substr(key, 1, length(?3)) = ?3`;
 export const KEYS_SQL = `select json_group_array(key) from (select key ${KEY_RANGE})`;
-// The same, or null when their JSON (each key, its quotes and comma) would pass ?4 bytes: told by
-// one pass over the range before any key is copied out.
-const KEYS_WITHIN_SQL = `select case when (select coalesce(sum(length(cast(key as blob)) + 3), 0) ${KEY_RANGE}) > ?4 then null
+// The same, or null when their JSON (each key quoted and escaped, and its comma) would pass ?4 bytes:
+// told by one pass over the range before any key is copied out. Escapes counted: a key of control
+// characters is six times as long in JSON, past the answer's bound and a libSQL server's ~5 MB text.
+const KEYS_WITHIN_SQL = `select case when (select coalesce(sum(length(cast(json_quote(key) as blob)) + 1), 0) ${KEY_RANGE}) > ?4 then null
   else (select json_group_array(key) from (select key ${KEY_RANGE})) end`;
 // Session-scoped KV of deleted sessions (?: their ids as JSON), through the partial index: each id
 // is one seek there (json_each walked once, CROSS JOIN), and only the keys found go into the list
@@ -455,11 +456,15 @@ export class KvStore implements KvBackend {
       if (!d) deletes.set(scope, (d = { plugin, session, keys: [] }));
       d.keys.push(key);
     }
+    // Each list in texts a libSQL server takes (sqlJsonChunks).
     for (const d of deletes.values()) {
-      const args = [d.plugin, d.session, sqlJson(d.keys)];
-      stmts.push({ sql: DELETE_USAGE_SQL, args }, { sql: KEYS_DELETE_SQL, args });
+      for (const keys of sqlJsonChunks(d.keys)) {
+        const args = [d.plugin, d.session, keys];
+        stmts.push({ sql: DELETE_USAGE_SQL, args }, { sql: KEYS_DELETE_SQL, args });
+      }
     }
-    if (upserts.length > 0) stmts.push({ sql: UPSERT_SQL, args: [sqlJson(upserts), this.opts.now()] });
+    const now = this.opts.now();
+    if (upserts.length > 0) for (const text of sqlJsonChunks(upserts)) stmts.push({ sql: UPSERT_SQL, args: [text, now] });
     for (const { changes } of group) if (changes.quota) stmts.push({ sql: QUOTA_SQL, args: [changes.plugin, changes.quota.keys, changes.quota.bytes] });
     stmts.push({ sql: USAGE_SQL, args: [JSON.stringify([...plugins])] });
     return stmts;
