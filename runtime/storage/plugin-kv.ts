@@ -377,14 +377,19 @@ export class KvStore implements KvBackend {
             plain.push(q);
             continue;
           }
-          if (plain.length > 0) await this.commitGroup(plain);
+          await this.commitEach(plain);
           plain = [];
           await this.commitGroup([q]);
         }
-        if (plain.length > 0) await this.commitGroup(plain);
+        await this.commitEach(plain);
       }
       for (const q of later) await this.commitGroup([q]);
     }
+  }
+
+  /** Commits plain change sets together, or (a conflict no plain set can cause, should it come) one by one: each is settled. */
+  private async commitEach(plain: Queued[]): Promise<void> {
+    if (plain.length > 0 && (await this.commitGroup(plain)) === "conflict") for (const q of plain) await this.commitGroup([q]);
   }
 
   /**
