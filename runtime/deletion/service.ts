@@ -3,8 +3,9 @@
 //   1. picks the seed ids (given, or selected inside the transaction so the choice is consistent),
 //   2. expands them to the cascade closure (child sessions and the compaction chain both ways),
 //      one set-based statement per level of the cascade,
-//   3. deletes messages and sessions set-based and tombstones the ids, in ONE transaction; when no
-//      plugin subscribes to on_session_delete, their plugin KV goes in it too (nobody reads it after),
+//   3. deletes messages and sessions set-based and tombstones the ids, in ONE transaction (on a
+//      libSQL server, one per 10,000 seeds: SERVER_PART_SEEDS); when no plugin subscribes to
+//      on_session_delete, their plugin KV goes in it too (nobody reads it after),
 //   4. after commit, emits on_session_delete once per profile touched, each event with the ids
 //      actually removed in that profile (profile names are sorted; seeds first within each); the
 //      plugins can still read the deleted sessions' KV,
@@ -44,11 +45,17 @@ export interface RemoveResult {
 
 /** Thrown inside a dry run's transaction to roll it back while carrying the result out. */
 class DryRun {
-  constructor(readonly value: { seeds: string[]; rows: Removed }) {}
+  constructor(readonly value: Part) {}
 }
 
 /** What an operation removed (or flipped): id -> profile. */
 type Removed = Map<string, string>;
+
+/** One transaction's seeds, and what it removed. */
+interface Part {
+  seeds: string[];
+  rows: Removed;
+}
 
 export class DeletionService {
   constructor(private readonly ctx: CoreContext) {}
@@ -59,20 +66,26 @@ export class DeletionService {
     // Checked before the transaction: a plugin subscribing meanwhile finds the KV gone, as it would
     // a moment later.
     const kvReadAfter = this.ctx.dispatcher.subscribersOf("on_session_delete").length > 0;
-    const { seeds, rows } = await this.ctx.storage
-      .write(async (trx) => {
-        const seeds = req.select ? await req.select(trx, now) : [...new Set(req.ids ?? [])];
-        const seedJson = JSON.stringify(seeds);
-        const purge = kvReadAfter ? undefined : (idsJson: string) => kv.purgeSessionsIn(trx, idsJson);
-        const rows: Removed =
-          seeds.length === 0 ? new Map() : req.reason === "archive" ? await archiveIn(trx, seedJson, now) : await deleteClosureIn(trx, seedJson, now, purge);
-        if (req.dryRun) throw new DryRun({ seeds, rows });
-        return { seeds, rows };
-      })
-      .catch((err: unknown) => {
-        if (err instanceof DryRun) return err.value;
-        throw err;
-      });
+    // One transaction, choosing and removing at most `most` seeds (none of `tried`) and their cascade.
+    const removing = (tried: ReadonlySet<string>, most: number) => async (trx: Trx): Promise<Part> => {
+      const chosen = req.select ? await req.select(trx, now) : [...new Set(req.ids ?? [])];
+      const seeds = tried.size === 0 && chosen.length <= most ? chosen : chosen.filter((id) => !tried.has(id)).slice(0, most);
+      const seedJson = JSON.stringify(seeds);
+      const purge = kvReadAfter ? undefined : (idsJson: string) => kv.purgeSessionsIn(trx, idsJson);
+      const rows: Removed =
+        seeds.length === 0 ? new Map() : req.reason === "archive" ? await archiveIn(trx, seedJson, now) : await deleteClosureIn(trx, seedJson, now, purge);
+      if (req.dryRun) throw new DryRun({ seeds, rows });
+      return { seeds, rows };
+    };
+    const { seeds, rows, failure }: Part & { failure?: unknown } =
+      this.ctx.storage.url.startsWith("file:") || req.dryRun
+        ? await this.ctx.storage
+            .write(removing(new Set(), Infinity))
+            .catch((err: unknown) => {
+              if (err instanceof DryRun) return err.value;
+              throw err;
+            })
+        : await inParts((tried) => this.ctx.storage.write(removing(tried, SERVER_PART_SEEDS)));
     // Sorted once, as plain strings (a comparator over row objects cost ~3x at 100,000 ids); each
     // profile's list keeps that order.
     const deleted_ids = [...rows.keys()].sort();
@@ -96,20 +109,54 @@ export class DeletionService {
         sessions_dir,
       });
     }
-    if (req.reason === "archive" || !result.fired) return result;
-    if (!kvReadAfter) {
-      kv.forgetUsage();
-      return result;
+    if (req.reason !== "archive" && result.fired) {
+      if (!kvReadAfter) kv.forgetUsage();
+      // The delete is committed and announced: a purge that fails (the database went away) must not
+      // turn it into an error; the sweep purges what is left (the tombstones say what).
+      else {
+        await kv.purgeSessions(result.deleted_ids).catch((err: unknown) => {
+          log("warn", "after-delete KV purge failed; the sweep will finish it", { ids: result.deleted_ids.length, error: (err as Error).message });
+        });
+      }
     }
-    // The delete is committed and announced: a purge that fails (the database went away) must not
-    // turn it into an error; the sweep purges what is left (the tombstones say what).
-    await kv.purgeSessions(result.deleted_ids).catch((err: unknown) => {
-      log("warn", "after-delete KV purge failed; the sweep will finish it", { ids: result.deleted_ids.length, error: (err as Error).message });
-    });
+    // A part failed after others committed: those were announced and purged above; the caller
+    // hears of the failure (a retry removes the rest).
+    if (failure !== undefined) throw failure;
     return result;
   }
 }
 
+/**
+ * Seeds per transaction on a libSQL server. The server ends a transaction that holds its write lock
+ * for more than 5 s while another writer waits, and refuses a text over ~5 MB: a delete of 70,000
+ * sessions under load failed every time (stalling every node's writes meanwhile), one of 80,000
+ * failed on its closure's size (an outside multi-node probe). 10,000 take about a second there.
+ */
+const SERVER_PART_SEEDS = 10_000;
+
+/**
+ * Runs `part` (one transaction removing at most SERVER_PART_SEEDS seeds not `tried` yet, and their
+ * cascade) until no seed is left to try. Each part is whole; an error ends the loop and is returned
+ * with what the parts before it removed.
+ */
+async function inParts(part: (tried: ReadonlySet<string>) => Promise<Part>): Promise<Part & { failure?: unknown }> {
+  const tried = new Set<string>();
+  const seeds: string[] = [];
+  const rows: Removed = new Map();
+  try {
+    for (;;) {
+      const done = await part(tried);
+      if (done.seeds.length === 0) break;
+      for (const id of done.seeds) tried.add(id);
+      seeds.push(...done.seeds);
+      for (const [id, profile] of done.rows) rows.set(id, profile);
+    }
+  } catch (failure) {
+    if (rows.size === 0) throw failure;
+    return { seeds, rows, failure };
+  }
+  return { seeds, rows };
+}
 /** A row's profile as plugins see it: a blank one (legacy rows profile_repair removes) is the root's. */
 const realProfile = (p: string) => (p.trim() === "" ? "default" : p);
 
