@@ -94,6 +94,9 @@ describe("a libSQL server outage under a running hookbox", () => {
     // A full disk refuses the write whole: to retry, as the database's (it was a bare 500 "internal").
     assert.ok(databaseFault(Object.assign(new Error("SQLITE_FULL: database or disk is full"), { code: "SQLITE_FULL" })));
     assert.ok(databaseFault(Object.assign(new Error("SQLITE_IOERR_WRITE: disk I/O error"), { code: "SQLITE_IOERR_WRITE" })));
+    // A libSQL server that ended a transaction holding its lock too long, past the retries: 503 (it was a 500; an outside probe).
+    assert.ok(databaseFault(Object.assign(new Error("TRANSACTION_TIMEOUT: Transaction timed out"), { code: "TRANSACTION_TIMEOUT" })));
+    assert.ok(databaseFault(new Error("SQLITE_UNKNOWN: SQLite error: cannot rollback - no transaction is active")));
     assert.equal(databaseFault(new Error("SQLITE_CONSTRAINT: UNIQUE constraint failed")), undefined);
   });
   // Found by an outside probe: SIGTERM waited for the plugin state sync's read, which a server that
