@@ -438,6 +438,17 @@ for (const dbKind of TEST_DBS) {
       assert.equal(await count(), 0);
     });
 
+    it("the purge after a delete of 150,000 sessions (5.6 MB of ids) removes their KV", async () => {
+      const ids = Array.from({ length: 150_000 }, (_, i) => `s_${i.toString(16).padStart(32, "0")}`);
+      const kv = new PluginKv("purged", db.store, quota);
+      for (const id of [ids[0]!, ids[149_999]!, "s_kept"]) kv.set(id, "k", "v");
+      await kv.end(true);
+      await db.store.flush();
+      await db.store.purgeSessions(ids);
+      const left = await db.storage.client.execute("select session_id from plugin_kv where plugin = 'purged'");
+      assert.deepEqual(left.rows.map((r) => r.session_id), ["s_kept"]);
+    });
+
     it("a text too big for the server is not taken for a quota or guard failure", () => {
       const err = new Error("SQLITE_TOOBIG: string or blob too big");
       assert.deepEqual([isQuotaFailure(err), isGuardFailure(err)], [false, false]);
