@@ -126,6 +126,8 @@ describe("sandboxed calls", () => {
     const { plugin } = await sandbox({ fuel: 2 ** 40 });
     const e = await callFailure(plugin.call("spin", "", Date.now() + 30));
     assert.equal(e.kind, "timeout");
+    // Its fuel counts in the plugin's stats: what it was handed (it was 0; an outside probe).
+    assert.ok((e.fuel ?? 0) > 100_000, `fuel ${e.fuel}`);
   });
 
   it("a deadline passed after host calls ran into the last grant never says more fuel than the budget was handed out", () => {

@@ -192,12 +192,20 @@ export class FuelMeter {
     throw new PluginCallError("fuel", `ran out of fuel (budget ${this.budget} units)`);
   }
 
+  /**
+   * Fuel handed out to the running call so far: what it used, to within the grant its counter still
+   * holds. Host calls charged past the last grant (a debt, pool < 0) are not more than the budget.
+   */
+  handedOut(): number {
+    return Math.min(this.budget - this.pool, this.budget);
+  }
+
   private checkClock(): void {
     const now = this.now();
     if (now > this.deadline) {
-      // What was handed out so far, not what was used: the module's counter holds the rest of a grant.
-      // Host calls charged past the last grant (a debt, pool < 0) are not more than the budget.
-      throw new PluginCallError("timeout", `ran past its deadline (${Math.min(this.budget - this.pool, this.budget)} of ${this.budget} fuel units handed out)`);
+      // A call that timed out counts what it was handed (its stats said 0: an outside probe).
+      this.used = this.handedOut();
+      throw new PluginCallError("timeout", `ran past its deadline (${this.used} of ${this.budget} fuel units handed out)`);
     }
     if (now > this.sliceEnd) throw new SliceExpired();
   }

@@ -432,7 +432,8 @@ export class WasmPlugin {
       throw new PluginCallError("timeout", `${err.message} after an async host call (http:); it is not run again in a worker, which would repeat that call`);
     }
     const e = this.classify(err);
-    e.fuel = this.meter.used;
+    // A call stopped from outside (a worker terminated at its deadline) left no count: what it was handed.
+    e.fuel = e.kind === "timeout" && this.meter.used === 0 ? this.meter.handedOut() : this.meter.used;
     // Any fault may leave the module's globals or heap inconsistent: start the next call fresh.
     // A timed-out worker may be stuck: it is terminated without waiting for it.
     // A call that came back leaves its worker idle: the next instance is built in it.
