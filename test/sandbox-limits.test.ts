@@ -11,7 +11,7 @@ import type { HostBinding } from "../host-api/binding.ts";
 import { WasmPlugin, type SandboxLimits } from "../runtime/sandbox/wasm-plugin.ts";
 import { directCaller } from "../runtime/sandbox/direct-call.ts";
 import { turnEventLoop } from "../runtime/sandbox/inline-slice.ts";
-import { FIRST_BLOCK, FuelMeter, HOST_CALL_FUEL } from "../runtime/sandbox/fuel.ts";
+import { FIRST_BLOCK, FuelMeter, HOST_CALL_FUEL, hostCallCost } from "../runtime/sandbox/fuel.ts";
 import { CallIo } from "../runtime/sandbox/call-io.ts";
 import { blockCopyFunctions, COPY_CHUNK_BYTES } from "../runtime/sandbox/block-copy.ts";
 import type { CallContext } from "@extism/extism";
@@ -156,6 +156,15 @@ describe("sandboxed calls", () => {
     assert.equal(e.kind, "timeout");
     assert.deepEqual(logs, [1]);
     await plugin.close();
+  });
+
+  // Found by an outside probe: a module importing hookbox_kv_set with f64 parameters passed its blocks
+  // as numbers, which the SDK takes as addresses too, and their bytes went uncharged.
+  it("a block named by an f64 argument costs what one named by an i64 does", () => {
+    const ctx = { length: (a: bigint) => (a === FIRST_BLOCK ? 160_000n : 0n) };
+    assert.equal(hostCallCost(ctx, [Number(FIRST_BLOCK), 3]), hostCallCost(ctx, [FIRST_BLOCK, 3n]));
+    assert.equal(hostCallCost(ctx, [FIRST_BLOCK]), HOST_CALL_FUEL + 10_000);
+    assert.equal(hostCallCost(ctx, [1.5, 2 ** 40]), HOST_CALL_FUEL, "no block: an i32 or a fraction");
   });
 
   it("reads the clock at every host API call, every 8th cheap one and a large one", () => {

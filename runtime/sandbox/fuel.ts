@@ -41,9 +41,18 @@ export const FIRST_BLOCK = 1n << 48n;
  */
 export function hostCallCost(ctx: { length(address: bigint): bigint }, args: readonly unknown[]): number {
   let bytes = 0;
-  for (const a of args) if (typeof a === "bigint" && a >= FIRST_BLOCK) bytes += Number(ctx.length(a));
+  for (const a of args) {
+    if (typeof a === "bigint") {
+      if (a >= FIRST_BLOCK) bytes += Number(ctx.length(a));
+    } else if (typeof a === "number" && a >= FIRST_BLOCK_NUMBER && Number.isInteger(a)) {
+      // A module may import a host function with f64 parameters (the SDK takes a number as an
+      // address too): its blocks cost the same (they went free; an outside probe).
+      bytes += Number(ctx.length(BigInt(a)));
+    }
+  }
   return HOST_CALL_FUEL + Math.floor(bytes / 16);
 }
+const FIRST_BLOCK_NUMBER = Number(FIRST_BLOCK);
 
 /** What end() hands the module to keep for its next call: a whole grant of `grantSize`, within the budget. */
 export const keptGrant = (grantSize: number, budget: number): number => Math.min(grantSize, budget);
