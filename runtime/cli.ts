@@ -16,5 +16,7 @@ if (isMain) {
   // Every command but serve finishes what it started on a signal (runtime/cli/interrupt.ts).
   const guard = argv[0] === "serve" ? undefined : guardInterrupts(err);
   const code = await runCli(argv, { out: (l) => console.log(l), err });
+  // A pipe takes stdout asynchronously on Node: exiting at once cut a long answer (--json) at 64 KiB.
+  await Promise.all([process.stdout, process.stderr].map((s) => new Promise<void>((done) => s.write("", () => done()))));
   process.exit(guard?.signal && code === 0 ? 130 : code);
 }

@@ -79,3 +79,26 @@ describe("CLI: a database folder that cannot be made", () => {
     assert.match(sessionsList(`file:${join(dir, "data", "hookbox.db")}`), new RegExp(`hookbox: ${join(dir, "data")} is a file, not a folder`));
   });
 });
+
+// Found by an outside probe: on Node the CLI exited before a pipe had taken its stdout, so a long
+// answer (--json) was cut at 64 KiB; redirected to a file it was whole.
+describe("CLI: a long answer through a pipe", () => {
+  const dir = mkdtempSync(join(tmpdir(), "hookbox-cli-pipe-"));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("comes out whole", () => {
+    writeFileSync(join(dir, "hookbox.config.json"), JSON.stringify({ db_url: `file:${join(dir, "hookbox.db")}`, plugins: { dir: join(ROOT, "plugins-wasm/hostile") } }));
+    // kvflood's fill writes 300 keys of 400 characters: the report lists them (about 140 KB).
+    const runtime = "Deno" in globalThis ? `'${process.execPath}' run -A` : `'${process.execPath}' --import tsx`;
+    const res = spawnSync("bash", ["-c", `${runtime} runtime/cli.ts plugins call kvflood command kvflood fill 0 300 400 --json | cat`], {
+      cwd: ROOT,
+      encoding: "utf8",
+      timeout: 60_000,
+      maxBuffer: 16 * 1024 * 1024,
+      env: { ...process.env, HOOKBOX_CONFIG: join(dir, "hookbox.config.json"), HOOKBOX_LOG: "error" },
+    });
+    assert.equal(res.status, 0, res.stderr);
+    assert.ok(res.stdout.length > 100_000, `${res.stdout.length} characters`);
+    assert.equal(JSON.parse(res.stdout).kv_writes.length, 300);
+  });
+});
