@@ -64,6 +64,32 @@ export interface KvQuota {
  * ":" is the key's last (byIdPrefix true). The backend deletes them with one statement at commit;
  * until then the overlay answers reads through `matches`, so no key list crosses the host.
  */
+/** Ids of one call's sweeps by id prefix whose keys another id names too (PluginKv.overlappingStarts). */
+const MAX_NESTED_RANGES = 8;
+/** Range starts of one call's sweeps by id prefix that may repeat or nest, kept sorted to tell it. */
+const MAX_OVERLAPPING_STARTS = 50_000;
+
+/** Two sorted lists as one sorted list. */
+function mergeSorted(a: readonly string[], b: readonly string[]): string[] {
+  const out: string[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length || j < b.length) out.push(j >= b.length || (i < a.length && a[i]! <= b[j]!) ? a[i++]! : b[j++]!);
+  return out;
+}
+
+/** How many of the sorted starts lie within another or repeat one (have one as a prefix): one pass with a stack of enclosing starts. */
+function nestedRanges(starts: readonly string[]): number {
+  const open: string[] = [];
+  let nested = 0;
+  for (const s of starts) {
+    while (open.length > 0 && !s.startsWith(open[open.length - 1]!)) open.pop();
+    if (open.length > 0) nested++;
+    open.push(s);
+  }
+  return nested;
+}
+
 export class KvSweep {
   /** Built at the first match: most sweeps find nothing stored and are dropped unmatched. */
   private wanted: ReadonlySet<string> | undefined;
@@ -204,6 +230,8 @@ export class PluginKv {
   private readonly unflushed = new Map<string, { value: string | null; gen: number }>();
   /** The running call's sweeps, and those handed to the backend but not yet committed. */
   private pendingSweeps: KvSweep[] | undefined;
+  /** The call's sweeps by id prefix that may overlap: their range starts per scope, sorted (overlappingStarts). */
+  private callRanges: { starts: Map<string, string[]>; indexed: Set<KvSweep> } | undefined;
   private readonly unflushedSweeps = new Set<{ sweep: KvSweep; gen: number }>();
   private gen = 0;
   /** The bytes the call stages (every write, deletes' keys included: what its commit carries; KV_LIMITS.callBytes). */
@@ -460,18 +488,27 @@ export class PluginKv {
     if (this.callSweepBytes > KV_LIMITS.callSweepBytes) {
       throw new PluginCallError("quota", `kv: one call's kv_delete_sessions sweeps may hand over at most ${KV_LIMITS.callSweepBytes} characters of ids in all`);
     }
+    const starts = byIdPrefix ? this.overlappingStarts(session, prefix, idsJson, ids) : undefined;
     const sweep = new KvSweep(session, prefix, idsJson, ids, byIdPrefix);
+    // Its starts join the index once it is staged (one that matches nothing now is dropped).
+    const stage = (gone?: number) => {
+      this.stageSweep(sweep, gone);
+      if (starts) {
+        this.callRanges!.starts.set(session, starts);
+        this.callRanges!.indexed.add(sweep);
+      }
+    };
     if (!counted) {
       // Not counted (the caller does not want the number): counting reads every matching key once
       // more before the delete does (70,000 keys: about a fifth of a bulk clean-up). One seek tells
       // whether anything may match; if not, nothing is staged.
-      if (this.stagedKeys(session, prefix).length > 0 || this.backend.hasPrefix(this.plugin, session, prefix)) this.stageSweep(sweep);
+      if (this.stagedKeys(session, prefix).length > 0 || this.backend.hasPrefix(this.plugin, session, prefix)) stage();
       return -1;
     }
     const gone = this.sweptByCall(sweep);
     // Nothing stored or staged matches: no statement to run at commit.
     if (gone === 0) return 0;
-    this.stageSweep(sweep, gone);
+    stage(gone);
     return gone;
   }
 
@@ -510,6 +547,45 @@ export class PluginKv {
     const stored = unhidden.length === 0 ? new Set<string>() : this.backend.storedAmong(this.plugin, session, unhidden);
     for (const key of matched) gone += Number(this.staged(session, key) !== null) - Number(stored.has(key));
     return gone;
+  }
+
+  /**
+   * Checks that a by-id-prefix sweep's key ranges (the keys starting with prefix + id + ":") do not
+   * repeat or nest those of the call's other such sweeps in the scope beyond MAX_NESTED_RANGES. The
+   * set-based delete walks each id's range, so ranges that repeat or nest (an id and that id + ":" +
+   * more) walk the same keys again on the server's thread (2,000 copies of one range over 6,000
+   * keys: 15 s; an outside probe; copies within one list are dropped as they are read). Told from the
+   * sorted range starts of the call's sweeps that may overlap (at most MAX_OVERLAPPING_STARTS): a
+   * start within another follows it, with only starts within that one between. Returns the starts
+   * with this sweep's, for the index once it is staged; undefined when nothing can overlap.
+   */
+  private overlappingStarts(session: string, prefix: string, idsJson: string, ids: readonly string[]): string[] | undefined {
+    const related = (this.pendingSweeps ?? []).filter((w) => w.byIdPrefix && w.session === session && (w.prefix.startsWith(prefix) || prefix.startsWith(w.prefix)));
+    // Nothing can repeat or nest: no id holds ':' (the list has each id once), no earlier sweep's prefix starts alike.
+    if (!idsJson.includes(":") && related.length === 0) return undefined;
+    const index = (this.callRanges ??= { starts: new Map(), indexed: new Set() });
+    let starts = index.starts.get(session) ?? [];
+    const add = (more: string[]) => {
+      if (starts.length + more.length > MAX_OVERLAPPING_STARTS) {
+        throw new PluginCallError("trap", `kv_delete_sessions: one call's sweeps by id prefix whose ids hold ':' or whose prefixes overlap may name at most ${MAX_OVERLAPPING_STARTS} ids in all`);
+      }
+      starts = mergeSorted(starts, more.sort());
+    };
+    for (const w of related) {
+      if (index.indexed.has(w)) continue;
+      index.indexed.add(w);
+      add([...new Set(w.ids.filter((id) => id !== "").map((id) => w.prefix + id + ":"))]);
+    }
+    index.starts.set(session, starts);
+    // Each id of the list once (the host function's lists are so already: session-ids.ts).
+    add([...new Set(ids.filter((id) => id !== "").map((id) => prefix + id + ":"))]);
+    if (nestedRanges(starts) > MAX_NESTED_RANGES) {
+      throw new PluginCallError(
+        "trap",
+        `kv_delete_sessions: more than ${MAX_NESTED_RANGES} ids of one call's sweeps by id prefix name keys another names too (the same id again, or that id + ":" + more): each walks those keys again; sweep them in separate calls`,
+      );
+    }
+    return starts;
   }
 
   /**
@@ -594,6 +670,7 @@ export class PluginKv {
     this.pending = undefined;
     this.guards = undefined;
     this.pendingSweeps = undefined;
+    this.callRanges = undefined;
     // Counted towards the quota until committed as what the call adds (not what it stages).
     const bytes = Math.max(0, this.callNet.bytes);
     const adds = { keys: Math.max(0, this.callNet.keys), bytes };

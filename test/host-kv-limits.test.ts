@@ -284,6 +284,39 @@ describe("plugin KV limits", () => {
     assert.equal(db.store.usage("quota").keys, 5);
   });
 
+  // Found by an outside hostile-plugin probe: the set-based delete walks each id's keys, and 2,000
+  // copies of one id over 6,000 long keys held the server's thread 15 s (50,000: minutes).
+  it("hookbox_kv_delete_sessions walks an id's keys once: a list's repeats are dropped, and a call's sweeps may repeat or nest ranges at most 8 times", async () => {
+    const kv = new PluginKv("repeats", db.store, { keys: 100, bytes: 1_000_000 });
+    const h = bindHostApi({ plugin: "repeats", grants: grantedOf(["kv"], ["kv"]), kv, readMessages: () => [], log: () => undefined });
+    const ctxWith = (prefix: string, ids: string) => {
+      const blocks = new Map([[1n, ""], [2n, prefix], [3n, ids]]);
+      const bytes = (o: bigint) => new TextEncoder().encode(blocks.get(o)!);
+      return { read: (o: bigint) => ({ text: () => blocks.get(o)!, bytes: () => bytes(o) }), length: (o: bigint) => BigInt(bytes(o).length) } as unknown as CallContext;
+    };
+    const sweep = (prefix: string, ids: string[]) => h.functions.hookbox_kv_delete_sessions!(ctxWith(prefix, JSON.stringify(ids)), 1n, 2n, 3n, 3n);
+    for (const k of ["PX:1", "PX:a:2", "PY:3"]) kv.set("", k, "v");
+    await kv.end(true);
+    await db.store.flush();
+    const staged: string[][] = [];
+    const commit = db.store.commit.bind(db.store);
+    db.store.commit = (changes) => (staged.push(...(changes.sweeps ?? []).map((w) => [...w.ids])), commit(changes));
+    try {
+      sweep("P", Array.from({ length: 2_000 }, () => "X"));
+      await kv.end(true);
+      assert.deepEqual(staged, [["X"]], "one id, walked once");
+      // Nested or repeated ranges across a call's sweeps: 8 are taken, the 9th traps.
+      sweep("P", ["X", "X:a"]); // X:a's keys lie within X's: 1
+      for (let i = 0; i < 7; i++) sweep("P", ["X"]); // 7 repeats: 8
+      assert.throws(() => sweep("PX:", ["a"]), failsAs("trap", /more than 8 ids of one call's sweeps by id prefix name keys another names too/));
+      kv.end(false);
+      await db.store.flush();
+      assert.deepEqual(db.store.keys("repeats", "", ""), ["PX:a:2", "PY:3"], "the first call took PX:1 (PX:a:2 is the id X:a's); the second failed");
+    } finally {
+      db.store.commit = commit;
+    }
+  });
+
   it("hookbox_kv_delete_sessions takes at most MAX_SWEEP_IDS ids a call (the work runs on the host's thread)", () => {
     const kv = new PluginKv("sweeper", db.store, { keys: 100, bytes: 1_000_000 });
     const h = bindHostApi({ plugin: "sweeper", grants: grantedOf(["kv"], ["kv"]), kv, readMessages: () => [], log: () => undefined });
