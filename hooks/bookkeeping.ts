@@ -35,6 +35,8 @@ export class Bookkeeping {
   lastError: string | null = null;
   failingHook: string | null = null;
   readonly cooloffUntil = new Map<HookName, number>();
+  /** Per tool of the plugin: until when it is not offered nor run, after it timed out. */
+  readonly toolCooloffUntil = new Map<string, number>();
   /** Per hook: consecutive failures of that hook alone, and its own quarantine. */
   readonly hookStreak = new Map<HookName, number>();
   readonly hookQuarantine = new Map<HookName, string>();

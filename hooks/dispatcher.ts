@@ -164,6 +164,7 @@ export class HookDispatcher {
     b.quarantined = null;
     b.consecutiveFailures = 0;
     b.cooloffUntil.clear();
+    b.toolCooloffUntil.clear();
     b.hookStreak.clear();
     b.hookQuarantine.clear();
   }
@@ -191,6 +192,25 @@ export class HookDispatcher {
     if (fuel) b.fuelUsed += fuel;
     if (error) this.record(name, b, error);
     else b.ok++;
+  }
+
+  /**
+   * A plugin tool that timed out is neither offered to the model nor run for the cool-off, as a hook
+   * that times out is skipped: a plugin could steer the model into its own stalling tool every turn
+   * (an outside probe: each turn waited out the time limit, the plugin never cooled off). Not a step
+   * towards quarantine: a tool's arguments are its caller's.
+   */
+  coolOffTool(name: string, tool: string): void {
+    this.book(name).toolCooloffUntil.set(tool, this.now() + this.cooloffMs);
+  }
+
+  /** Until when `tool` of plugin `name` cools off (epoch ms), or undefined. */
+  toolCoolingOff(name: string, tool: string): number | undefined {
+    const b = this.books.get(name);
+    const until = b && b.toolCooloffUntil.size > 0 ? b.toolCooloffUntil.get(tool) : undefined;
+    if (until === undefined || until > this.now()) return until;
+    b!.toolCooloffUntil.delete(tool);
+    return undefined;
   }
 
   subscribersOf(hook: HookName): readonly string[] {

@@ -318,6 +318,30 @@ describe("fail-closed pre_tool_call plugins (item 2)", () => {
   });
 });
 
+// Found by an outside hostile-plugin probe: a plugin steering the model into its own tool that never
+// returns held every turn for the tool's time limit, and never cooled off (tool calls do not count
+// towards a quarantine: their arguments are the caller's).
+describe("a plugin tool that times out cools off", () => {
+  it("is not offered nor run for the cool-off; an operator's enable lifts it", async () => {
+    const dir = pluginDir([], ["spintool"]);
+    const s = await startPluginServer({ dir: dir.path, enabled: ["spintool"], limits: { spintool: { fuel: 1e13, timeout_seconds: 1 } } });
+    try {
+      const sid = await newSession(s);
+      const first = await turn(s, sid, "hello");
+      assert.deepEqual(first.tool_calls.map((c: any) => [c.tool_name, c.status]), [["spin", "error"]]);
+      assert.match(first.tool_calls[0].error, /^failed \(timeout\)/);
+      const next = await turn(s, sid, "hello again");
+      assert.deepEqual(next.tool_calls, [], "not offered while it cools off");
+      assert.equal((await pluginInfo(s, "spintool")).status, "active", "no quarantine: a tool's input is its caller's");
+      await s.plugins.enable("spintool");
+      assert.equal((await turn(s, sid, "and again")).tool_calls[0]?.tool_name, "spin", "offered again");
+    } finally {
+      await s.close();
+      dir.remove();
+    }
+  });
+});
+
 // Found by an outside probe of the plugin lifecycle: between a reload's (or an enable's) stop and
 // start, a fail-closed guard counted as "active", so it had no opinion and tool calls it blocks ran;
 // its commands answered 404 unknown_command; and an enable ran a new module under the manifest read

@@ -80,6 +80,18 @@ export class CommandBridge {
     }
   }
 
+  /** A plugin tool's call (its `tool_<name>` export); one that times out cools off (HookDispatcher.coolOffTool). */
+  async runTool(e: PluginEntry, tool: string, input: string): Promise<string | undefined> {
+    const until = this.dispatcher.toolCoolingOff(e.name, tool);
+    if (until !== undefined) throw new Error(`failed (cooloff): tool ${tool} timed out; it is not run until ${new Date(until).toISOString()}`);
+    try {
+      return await this.runExport(e, `tool_${tool}`, input);
+    } catch (err) {
+      if ((err as { kind?: string }).kind === "timeout") this.dispatcher.coolOffTool(e.name, tool);
+      throw err;
+    }
+  }
+
   /**
    * Calls one of the plugin's non-hook exports (a command or a tool) under its limits, counted in
    * its stats; throws "failed (kind): message" when the call fails or the plugin cannot run.

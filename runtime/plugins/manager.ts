@@ -359,7 +359,7 @@ export class PluginManager implements PluginHost {
       }
       // A built-in's tool name fails the load with that reason; one another plugin declares runs for
       // neither (registry.ts): said in the log and both rings, as for commands.
-      for (const tool of pluginTools(e.name, manifest, (fn, input) => this.bridge.runExport(e, fn, input))) {
+      for (const tool of pluginTools(e.name, manifest, (tool, input) => this.bridge.runTool(e, tool, input))) {
         const conflict = this.core.tools.register(tool);
         if (conflict) this.sayConflict(e.name, "tool", conflict.name, conflict.plugins);
         for (const where of uncheckedKeywords(tool.spec.parameters)) {

@@ -10,12 +10,12 @@ import { MAX_SYSTEM_PROMPT_BYTES, type Manifest } from "./manifest.ts";
 /** The KV key (plugin-wide "" scope or a session's) of a plugin's set system-prompt section. */
 export const SYSTEM_PROMPT_KEY = "hookbox.system_prompt";
 
-export function pluginTools(plugin: string, manifest: Manifest, call: (fn: string, input: string) => Promise<string | undefined>): Tool[] {
+export function pluginTools(plugin: string, manifest: Manifest, call: (tool: string, input: string) => Promise<string | undefined>): Tool[] {
   return manifest.tools.map((t) => ({
     spec: { name: t.name, description: t.description, parameters: t.parameters },
     plugin,
     // Output as for commands: a JSON string is the text, {"text"} its text, other JSON compact.
-    run: async (args, ctx) => commandOutput(await call(`tool_${t.name}`, JSON.stringify({ args, ...ctx }))),
+    run: async (args, ctx) => commandOutput(await call(t.name, JSON.stringify({ args, ...ctx }))),
   }));
 }
 

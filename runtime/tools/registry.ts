@@ -149,14 +149,14 @@ export class ToolRegistry {
     return `unknown tool ${name}`;
   }
 
-  /** The tools offered to the model, in name order (stable prompts), but those of plugins `withheld` names. */
-  specs(withheld?: (plugin: string) => boolean): ToolSpec[] {
+  /** The tools offered to the model, in name order (stable prompts), but the plugin tools `withheld` names. */
+  specs(withheld?: (plugin: string, tool: string) => boolean): ToolSpec[] {
     if (!this.specsCache) {
       const tools = [...this.tools.values()].map((e) => e.tool).sort((a, b) => (a.spec.name < b.spec.name ? -1 : 1));
       this.specsCache = { tools, specs: tools.map((t) => t.spec) };
     }
     const { tools, specs } = this.specsCache;
-    const hidden = (t: Tool) => t.plugin !== undefined && (withheld?.(t.plugin) === true || this.rival?.(t.spec.name, t.plugin) !== undefined);
+    const hidden = (t: Tool) => t.plugin !== undefined && (withheld?.(t.plugin, t.spec.name) === true || this.rival?.(t.spec.name, t.plugin) !== undefined);
     return tools.some(hidden) ? tools.filter((t) => !hidden(t)).map((t) => t.spec) : specs;
   }
 

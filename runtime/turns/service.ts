@@ -250,7 +250,9 @@ export class TurnService {
     stream: StreamOptions,
   ): Promise<{ reply: ProviderReply; historyAt: number }> {
     // A quarantined plugin's tools are not offered: each call would fail (its prompt section goes too).
-    const tools = noTools ? [] : this.tools.specs((plugin) => this.ctx.dispatcher.quarantineOf(plugin) !== null);
+    // A quarantined plugin's tools, and one cooling off after a time-out, are not offered.
+    const { dispatcher } = this.ctx;
+    const tools = noTools ? [] : this.tools.specs((plugin, tool) => dispatcher.quarantineOf(plugin) !== null || dispatcher.toolCoolingOff(plugin, tool) !== undefined);
     // Where the stored history starts in the request the reply answers (after the durable section).
     let historyAt = 0;
     // Plugins' durable sections lead every model call of the session (not stored, so no compaction
