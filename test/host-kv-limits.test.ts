@@ -310,6 +310,19 @@ describe("plugin KV limits", () => {
       for (let i = 0; i < 7; i++) sweep("P", ["X"]); // 7 repeats: 8
       assert.throws(() => sweep("PX:", ["a"]), failsAs("trap", /more than 8 ids of one call's sweeps by id prefix name keys another names too/));
       kv.end(false);
+      // A long list split in parts (lib's kvDeleteSessions: 50,000 a host call) is no repeat; nor are
+      // colons written as JSON escapes a way around the count.
+      const many = (from: number) => Array.from({ length: 30_000 }, (_, i) => `s${from + i}`);
+      sweep("P", many(0));
+      sweep("P", many(30_000));
+      for (let i = 0; i < 8; i++) sweep("P", [`s${i}`]);
+      assert.throws(() => sweep("P", ["s9"]), failsAs("trap", /more than 8 ids/));
+      kv.end(false);
+      // "X", "X:a", "X:a:a", ...: 9 ranges within another's, the colons written \u003a.
+      const nestedJson = `[${Array.from({ length: 10 }, (_, i) => `"X${"\\u003aa".repeat(i)}"`).join(",")}]`;
+      assert.ok(!nestedJson.includes(":"));
+      assert.throws(() => h.functions.hookbox_kv_delete_sessions!(ctxWith("P", nestedJson), 1n, 2n, 3n, 3n), failsAs("trap", /more than 8 ids/));
+      kv.end(false);
       await db.store.flush();
       assert.deepEqual(db.store.keys("repeats", "", ""), ["PX:a:2", "PY:3"], "the first call took PX:1 (PX:a:2 is the id X:a's); the second failed");
     } finally {
@@ -469,6 +482,22 @@ for (const dbKind of TEST_DBS) {
       await db.store.flush();
       assert.deepEqual(db.errors, []);
       assert.equal(await count(), 0);
+    });
+
+    // Found by a review: the guards' list went whole, and its failure failed the other plugins' writes of the group.
+    it("a call's 1,800 kv_cas guards of long keys (5.4 MB of JSON) commit, with another plugin's write of the same group", async () => {
+      const cas = new PluginKv("guards", db.store, quota);
+      const other = new PluginKv("bystander", db.store, quota);
+      const keys = Array.from({ length: 1_800 }, (_, i) => `${"\u0002".repeat(500)}${i}`);
+      for (const k of keys) assert.equal(cas.cas("", k, undefined, "v"), true);
+      const guarded = cas.end(true);
+      other.set("", "mine", "kept");
+      other.end(true);
+      await guarded;
+      await db.store.flush();
+      assert.deepEqual(db.errors, []);
+      assert.equal(db.store.get("bystander", "", "mine"), "kept");
+      assert.equal(db.store.get("guards", "", keys[1_799]!), "v");
     });
 
     it("the purge after a delete of 150,000 sessions (5.6 MB of ids) removes their KV", async () => {

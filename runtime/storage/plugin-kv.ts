@@ -75,7 +75,7 @@ export const KEYS_SQL = `select json_group_array(key) from (select key ${KEY_RAN
 // The same, or null when their JSON (each key quoted and escaped, and its comma) would pass ?4 bytes:
 // told by one pass over the range before any key is copied out. Escapes counted: a key of control
 // characters is six times as long in JSON, past the answer's bound and a libSQL server's ~5 MB text.
-const KEYS_WITHIN_SQL = `select case when (select coalesce(sum(length(cast(json_quote(key) as blob)) + 1), 0) ${KEY_RANGE}) > ?4 then null
+const KEYS_WITHIN_SQL = `select case when (select coalesce(sum(length(cast(json_quote(key) as blob)) + 1), 0) + 1 ${KEY_RANGE}) > ?4 then null
   else (select json_group_array(key) from (select key ${KEY_RANGE})) end`;
 // Session-scoped KV of deleted sessions (?: their ids as JSON), through the partial index: each id
 // is one seek there (json_each walked once, CROSS JOIN), and only the keys found go into the list
@@ -372,7 +372,7 @@ export class KvStore implements KvBackend {
       // One that fails must fail its own change set only: then the others go again, in their
       // order, each guarded one alone and the plain ones between two of them together (a
       // plugin's plain set queued after its guarded one must not be committed before it).
-      if ((await this.commitGroup(now)) === "conflict") {
+      if ((await this.commitGroup(now)) === "split") {
         let plain: Queued[] = [];
         for (const q of now) {
           if (!checked(q)) {
@@ -389,17 +389,18 @@ export class KvStore implements KvBackend {
     }
   }
 
-  /** Commits plain change sets together, or (a conflict no plain set can cause, should it come) one by one: each is settled. */
+  /** Commits plain change sets together, or, when that fails, one by one: each is settled. */
   private async commitEach(plain: Queued[]): Promise<void> {
-    if (plain.length > 0 && (await this.commitGroup(plain)) === "conflict") for (const q of plain) await this.commitGroup([q]);
+    if (plain.length > 0 && (await this.commitGroup(plain)) === "split") for (const q of plain) await this.commitGroup([q]);
   }
 
   /**
-   * Commits the group's change sets in one batch and settles each of them; never throws. A guard
-   * that failed in a group of several sets settles none of them: "conflict", for commitQueued to
-   * tell which one.
+   * Commits the group's change sets in one batch and settles each of them; never throws. A group of
+   * several sets that failed settles none of them: "split", for commitQueued to tell which one (a
+   * guard, or a set the database refused: one plugin's set too large for a server must not fail the
+   * others'; a review).
    */
-  private async commitGroup(group: Queued[]): Promise<"conflict" | undefined> {
+  private async commitGroup(group: Queued[]): Promise<"split" | undefined> {
     const plugins = new Set(group.map((q) => q.changes.plugin));
     try {
       const stmts = this.statementsOf(group);
@@ -414,7 +415,7 @@ export class KvStore implements KvBackend {
     } catch (err) {
       const overQuota = isQuotaFailure(err);
       const conflict = overQuota || isGuardFailure(err);
-      if (conflict && group.length > 1) return "conflict";
+      if (group.length > 1) return "split";
       if (!conflict) this.opts.onError([...plugins], err);
       // The usage this process knew was behind: read it again at the next check.
       if (overQuota) for (const p of plugins) this.usageOf.delete(p);
@@ -495,7 +496,8 @@ function guardStatements(plugin: string, guards: KvChangeSet["guards"] = []): Ba
   const short = guards.filter((g) => g[2] === null || g[2].length <= GUARD_VALUE_IN_SET_CHARS);
   const inSet = short.length > GUARDS_ONE_BY_ONE ? short : [];
   const alone = inSet.length === 0 ? guards : guards.filter((g) => g[2] !== null && g[2].length > GUARD_VALUE_IN_SET_CHARS);
-  const stmts: BatchItem[] = inSet.length > 0 ? [{ sql: GUARDS_SQL, args: [plugin, sqlJson(inSet.map((g) => g.slice(0, 3)))] }] : [];
+  // In parts a libSQL server takes (sqlJsonChunks): every part must hold, as the whole list had to.
+  const stmts: BatchItem[] = inSet.length > 0 ? sqlJsonChunks(inSet.map((g) => g.slice(0, 3))).map((json) => ({ sql: GUARDS_SQL, args: [plugin, json] })) : [];
   for (const [session, key, expected] of alone) {
     stmts.push(expected === null ? { sql: GUARD_ABSENT_SQL, args: [plugin, session, key] } : { sql: GUARD_PRESENT_SQL, args: [plugin, session, key, expected] });
   }
@@ -513,6 +515,7 @@ function bySize(queued: readonly Queued[]): Queued[][] {
     let bytes = 0;
     for (const [session, key, value] of q.changes.writes) bytes += session.length + key.length + (value?.length ?? 0);
     for (const sweep of q.changes.sweeps ?? []) bytes += sweep.idsJson.length;
+    for (const [session, key, value] of q.changes.guards) bytes += session.length + key.length + (value?.length ?? 0);
     if (size + bytes > BATCH_BYTES) {
       groups.push([]);
       size = 0;
