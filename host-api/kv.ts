@@ -64,10 +64,21 @@ export interface KvQuota {
  * ":" is the key's last (byIdPrefix true). The backend deletes them with one statement at commit;
  * until then the overlay answers reads through `matches`, so no key list crosses the host.
  */
-/** Ids of one call's sweeps by id prefix whose keys another id names too (PluginKv.overlappingStarts). */
+/** Ids of one call's sweeps by id prefix whose keys another id names too (PluginKv.rangeCheck). */
 const MAX_NESTED_RANGES = 8;
-/** Range starts of one call's sweeps by id prefix that may repeat or nest, kept sorted to tell it. */
-const MAX_OVERLAPPING_STARTS = 50_000;
+/**
+ * Range starts of one call's sweeps by id prefix whose ids hold ':' or whose prefixes start alike,
+ * kept sorted to tell a nesting: each such sweep merges and walks them (bounded host work).
+ */
+const MAX_OVERLAPPING_STARTS = 10_000;
+
+/** Whether an id holds ':' (decoded: "\\u003a" in the plugin's JSON is one too), cached per list. */
+const colonIn = new WeakMap<readonly string[], boolean>();
+function holdsColon(ids: readonly string[]): boolean {
+  let known = colonIn.get(ids);
+  if (known === undefined) colonIn.set(ids, (known = ids.some((id) => id.includes(":"))));
+  return known;
+}
 
 /** Two sorted lists as one sorted list. */
 function mergeSorted(a: readonly string[], b: readonly string[]): string[] {
@@ -230,8 +241,11 @@ export class PluginKv {
   private readonly unflushed = new Map<string, { value: string | null; gen: number }>();
   /** The running call's sweeps, and those handed to the backend but not yet committed. */
   private pendingSweeps: KvSweep[] | undefined;
-  /** The call's sweeps by id prefix that may overlap: their range starts per scope, sorted (overlappingStarts). */
-  private callRanges: { starts: Map<string, string[]>; indexed: Set<KvSweep> } | undefined;
+  /**
+   * The call's sweeps by id prefix that may overlap (rangeCheck): the ids per scope and prefix (ids
+   * without ':'), the range starts per scope, sorted (the others), the sweeps indexed, the repeats.
+   */
+  private callRanges: { ids: Map<string, Set<string>>; starts: Map<string, string[]>; indexed: Set<KvSweep>; repeats: number } | undefined;
   private readonly unflushedSweeps = new Set<{ sweep: KvSweep; gen: number }>();
   private gen = 0;
   /** The bytes the call stages (every write, deletes' keys included: what its commit carries; KV_LIMITS.callBytes). */
@@ -488,13 +502,13 @@ export class PluginKv {
     if (this.callSweepBytes > KV_LIMITS.callSweepBytes) {
       throw new PluginCallError("quota", `kv: one call's kv_delete_sessions sweeps may hand over at most ${KV_LIMITS.callSweepBytes} characters of ids in all`);
     }
-    const starts = byIdPrefix ? this.overlappingStarts(session, prefix, idsJson, ids) : undefined;
+    const indexRanges = byIdPrefix ? this.rangeCheck(session, prefix, ids) : undefined;
     const sweep = new KvSweep(session, prefix, idsJson, ids, byIdPrefix);
-    // Its starts join the index once it is staged (one that matches nothing now is dropped).
+    // Its ranges join the index once it is staged (one that matches nothing now is dropped).
     const stage = (gone?: number) => {
       this.stageSweep(sweep, gone);
-      if (starts) {
-        this.callRanges!.starts.set(session, starts);
+      if (indexRanges) {
+        indexRanges();
         this.callRanges!.indexed.add(sweep);
       }
     };
@@ -550,42 +564,56 @@ export class PluginKv {
   }
 
   /**
-   * Checks that a by-id-prefix sweep's key ranges (the keys starting with prefix + id + ":") do not
-   * repeat or nest those of the call's other such sweeps in the scope beyond MAX_NESTED_RANGES. The
-   * set-based delete walks each id's range, so ranges that repeat or nest (an id and that id + ":" +
-   * more) walk the same keys again on the server's thread (2,000 copies of one range over 6,000
-   * keys: 15 s; an outside probe; copies within one list are dropped as they are read). Told from the
-   * sorted range starts of the call's sweeps that may overlap (at most MAX_OVERLAPPING_STARTS): a
-   * start within another follows it, with only starts within that one between. Returns the starts
-   * with this sweep's, for the index once it is staged; undefined when nothing can overlap.
+   * Checks that a by-id-prefix sweep's key ranges (the keys starting with prefix + id + ":") repeat
+   * or nest those of the call's other such sweeps in the scope at most MAX_NESTED_RANGES times in
+   * all. The set-based delete walks each id's range, so ranges that repeat or nest (an id and that
+   * id + ":" + more) walk the same keys again on the server's thread (2,000 copies of one range over
+   * 6,000 keys: 15 s; an outside probe; copies within one list are dropped as they are read).
+   * Sweeps of one prefix whose ids hold no ':' (a long list split in parts) can only repeat ids: told
+   * by a set of the ids. Otherwise from the sorted range starts of the call's related sweeps (at most
+   * MAX_OVERLAPPING_STARTS): a start within another follows it, with only starts within that one
+   * between. Returns what the index takes once the sweep is staged.
    */
-  private overlappingStarts(session: string, prefix: string, idsJson: string, ids: readonly string[]): string[] | undefined {
+  private rangeCheck(session: string, prefix: string, ids: readonly string[]): (() => void) | undefined {
     const related = (this.pendingSweeps ?? []).filter((w) => w.byIdPrefix && w.session === session && (w.prefix.startsWith(prefix) || prefix.startsWith(w.prefix)));
-    // Nothing can repeat or nest: no id holds ':' (the list has each id once), no earlier sweep's prefix starts alike.
-    if (!idsJson.includes(":") && related.length === 0) return undefined;
-    const index = (this.callRanges ??= { starts: new Map(), indexed: new Set() });
+    const colon = holdsColon(ids);
+    if (!colon && related.length === 0) return undefined;
+    const index = (this.callRanges ??= { ids: new Map(), starts: new Map(), indexed: new Set(), repeats: 0 });
+    const tooMany = (n: number) => {
+      if (n <= MAX_NESTED_RANGES) return;
+      throw new PluginCallError(
+        "trap",
+        `kv_delete_sessions: more than ${MAX_NESTED_RANGES} ids of one call's sweeps by id prefix name keys another names too (the same id again, or that id + ":" + more): each walks those keys again; sweep them in separate calls`,
+      );
+    };
+    if (!colon && related.every((w) => w.prefix === prefix && !holdsColon(w.ids))) {
+      const key = `${session}\u0000${prefix}`;
+      const seen = index.ids.get(key) ?? new Set(related.flatMap((w) => w.ids));
+      let repeats = index.repeats;
+      for (const id of ids) if (seen.has(id)) tooMany(++repeats);
+      return () => {
+        for (const id of ids) seen.add(id);
+        index.ids.set(key, seen);
+        index.repeats = repeats;
+      };
+    }
     let starts = index.starts.get(session) ?? [];
-    const add = (more: string[]) => {
+    const add = (list: readonly string[], at: string) => {
+      const more = [...new Set(list.filter((id) => id !== "").map((id) => at + id + ":"))];
       if (starts.length + more.length > MAX_OVERLAPPING_STARTS) {
-        throw new PluginCallError("trap", `kv_delete_sessions: one call's sweeps by id prefix whose ids hold ':' or whose prefixes overlap may name at most ${MAX_OVERLAPPING_STARTS} ids in all`);
+        throw new PluginCallError("trap", `kv_delete_sessions: one call's sweeps by id prefix whose ids hold ':' or whose prefixes start alike may name at most ${MAX_OVERLAPPING_STARTS} ids in all`);
       }
       starts = mergeSorted(starts, more.sort());
     };
     for (const w of related) {
       if (index.indexed.has(w)) continue;
       index.indexed.add(w);
-      add([...new Set(w.ids.filter((id) => id !== "").map((id) => w.prefix + id + ":"))]);
+      add(w.ids, w.prefix);
     }
     index.starts.set(session, starts);
-    // Each id of the list once (the host function's lists are so already: session-ids.ts).
-    add([...new Set(ids.filter((id) => id !== "").map((id) => prefix + id + ":"))]);
-    if (nestedRanges(starts) > MAX_NESTED_RANGES) {
-      throw new PluginCallError(
-        "trap",
-        `kv_delete_sessions: more than ${MAX_NESTED_RANGES} ids of one call's sweeps by id prefix name keys another names too (the same id again, or that id + ":" + more): each walks those keys again; sweep them in separate calls`,
-      );
-    }
-    return starts;
+    add(ids, prefix);
+    tooMany(nestedRanges(starts) + index.repeats);
+    return () => void index.starts.set(session, starts);
   }
 
   /**
