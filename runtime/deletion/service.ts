@@ -51,10 +51,11 @@ class DryRun {
 /** What an operation removed (or flipped): id -> profile. */
 type Removed = Map<string, string>;
 
-/** One transaction's seeds, and what it removed. */
+/** One transaction's seeds, what it removed, and the seeds chosen for later transactions. */
 interface Part {
   seeds: string[];
   rows: Removed;
+  rest?: string[];
 }
 
 export class DeletionService {
@@ -66,26 +67,27 @@ export class DeletionService {
     // Checked before the transaction: a plugin subscribing meanwhile finds the KV gone, as it would
     // a moment later.
     const kvReadAfter = this.ctx.dispatcher.subscribersOf("on_session_delete").length > 0;
-    // One transaction, choosing and removing at most `most` seeds (none of `tried`) and their cascade.
-    const removing = (tried: ReadonlySet<string>, most: number) => async (trx: Trx): Promise<Part> => {
-      const chosen = req.select ? await req.select(trx, now) : [...new Set(req.ids ?? [])];
-      const seeds = tried.size === 0 && chosen.length <= most ? chosen : chosen.filter((id) => !tried.has(id)).slice(0, most);
+    // One transaction removing at most `most` seeds and their cascade: the seeds are chosen in the
+    // first one (`rest` undefined), the later ones take the rest of that choice.
+    const removing = (rest: readonly string[] | undefined, most: number) => async (trx: Trx): Promise<Part> => {
+      const chosen = rest ?? (req.select ? await req.select(trx, now) : [...new Set(req.ids ?? [])]);
+      const seeds = chosen.slice(0, most);
       const seedJson = JSON.stringify(seeds);
       const purge = kvReadAfter ? undefined : (idsJson: string) => kv.purgeSessionsIn(trx, idsJson);
       const rows: Removed =
         seeds.length === 0 ? new Map() : req.reason === "archive" ? await archiveIn(trx, seedJson, now) : await deleteClosureIn(trx, seedJson, now, purge);
       if (req.dryRun) throw new DryRun({ seeds, rows });
-      return { seeds, rows };
+      return { seeds, rows, rest: chosen.slice(seeds.length) };
     };
     const { seeds, rows, failure }: Part & { failure?: unknown } =
       this.ctx.storage.url.startsWith("file:") || req.dryRun
         ? await this.ctx.storage
-            .write(removing(new Set(), Infinity))
+            .write(removing(undefined, Infinity))
             .catch((err: unknown) => {
               if (err instanceof DryRun) return err.value;
               throw err;
             })
-        : await inParts((tried) => this.ctx.storage.write(removing(tried, SERVER_PART_SEEDS)));
+        : await inParts((rest) => this.ctx.storage.write(removing(rest, SERVER_PART_SEEDS)));
     // Sorted once, as plain strings (a comparator over row objects cost ~3x at 100,000 ids); each
     // profile's list keeps that order.
     const deleted_ids = [...rows.keys()].sort();
@@ -135,28 +137,28 @@ export class DeletionService {
 const SERVER_PART_SEEDS = 10_000;
 
 /**
- * Runs `part` (one transaction removing at most SERVER_PART_SEEDS seeds not `tried` yet, and their
- * cascade) until no seed is left to try. Each part is whole; an error ends the loop and is returned
- * with what the parts before it removed.
+ * Runs `part` (one transaction removing at most SERVER_PART_SEEDS seeds and their cascade; the first
+ * chooses the seeds, each later one takes the rest of that choice) until no seed is left. Each part
+ * is whole; an error ends the loop and is returned with what the parts before it removed.
  */
-async function inParts(part: (tried: ReadonlySet<string>) => Promise<Part>): Promise<Part & { failure?: unknown }> {
-  const tried = new Set<string>();
+async function inParts(part: (rest: readonly string[] | undefined) => Promise<Part>): Promise<Part & { failure?: unknown }> {
   const seeds: string[] = [];
   const rows: Removed = new Map();
+  let rest: readonly string[] | undefined;
   try {
-    for (;;) {
-      const done = await part(tried);
-      if (done.seeds.length === 0) break;
-      for (const id of done.seeds) tried.add(id);
+    do {
+      const done = await part(rest);
       seeds.push(...done.seeds);
       for (const [id, profile] of done.rows) rows.set(id, profile);
-    }
+      rest = done.rest ?? [];
+    } while (rest.length > 0);
   } catch (failure) {
     if (rows.size === 0) throw failure;
     return { seeds, rows, failure };
   }
   return { seeds, rows };
 }
+
 /** A row's profile as plugins see it: a blank one (legacy rows profile_repair removes) is the root's. */
 const realProfile = (p: string) => (p.trim() === "" ? "default" : p);
 
