@@ -77,6 +77,8 @@ describe("CLI: a database folder that cannot be made", () => {
   it("a file where the folder should be is named", () => {
     writeFileSync(join(dir, "data"), "");
     assert.match(sessionsList(`file:${join(dir, "data", "hookbox.db")}`), new RegExp(`hookbox: ${join(dir, "data")} is a file, not a folder`));
+    // Deeper: the file is a parent of the folder (the lookup says ENOTDIR there).
+    assert.match(sessionsList(`file:${join(dir, "data", "sub", "hookbox.db")}`), new RegExp(`hookbox: ${join(dir, "data")} is a file, not a folder`));
   });
 });
 

@@ -65,7 +65,7 @@ export function databaseFault(err: unknown): string | undefined {
   // (it was a bare 500 "internal error" while /readyz said ready; an outside probe).
   // A libSQL server that ended a transaction it judged too long (another writer waited for its lock
   // past 5 s), retried until the retries' budget ran out, is one too (it was a 500 "internal").
-  return /fetch failed|ECONNREFUSED|ECONNRESET|HRANA_WEBSOCKET_ERROR|SERVER_ERROR|SQLITE_BUSY|database is locked|database read (failed|timed out|refused)|SQLITE_FULL|database or disk is full|SQLITE_IOERR|disk I\/O error|TRANSACTION_TIMEOUT|TRANSACTION_CLOSED|no transaction is active|stream expired/i.test(text)
+  return /fetch failed|ECONNREFUSED|ECONNRESET|HRANA_WEBSOCKET_ERROR|SERVER_ERROR|SQLITE_BUSY|database is locked|database read (failed|timed out|refused)|SQLITE_FULL|database or disk is full|SQLITE_IOERR|disk I\/O error|TRANSACTION_TIMEOUT|TRANSACTION_CLOSED|cannot rollback - no transaction is active|stream expired/i.test(text)
     ? String(e?.message ?? err).slice(0, 300)
     : undefined;
 }

@@ -80,16 +80,20 @@ export class PluginManager implements PluginHost {
     return undefined;
   }
 
-  /** The plugin whose manifest `declares` a command or tool while it is not running, with its status. */
+  /**
+   * The plugin whose manifest `declares` a command or tool while it is not running, with its status;
+   * one that is starting first (a call waits for it), whatever a disabled one declares too.
+   */
   private declaring(declares: (m: NonNullable<Entry["manifest"]>) => boolean): MissingCommand | undefined {
+    let first: MissingCommand | undefined;
     for (const e of this.entries.values()) {
       if (!e.manifest || !declares(e.manifest)) continue;
       const { status, reason } = this.info(e);
-      if (status !== "active") return { plugin: e.name, status, reason };
+      if (status !== "active") first ??= { plugin: e.name, status, reason };
       // Active, not running: between a reload's (or an enable's) stop and start. Not "unknown" (404).
-      if (!e.sandbox) return { plugin: e.name, status: "starting", reason: "being loaded; retry in a moment" };
+      else if (!e.sandbox) return { plugin: e.name, status: "starting", reason: "being loaded; retry in a moment" };
     }
-    return undefined;
+    return first;
   }
 
   async start(): Promise<void> {

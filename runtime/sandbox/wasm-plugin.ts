@@ -429,7 +429,7 @@ export class WasmPlugin {
       // Run again, it would repeat what the async host call did outside (an http: request): the
       // call fails instead (at most once), and the plugin's next calls run in a worker.
       this.demote(`a call of ${this.opts.name}`);
-      throw new PluginCallError("timeout", `${err.message} after an async host call (http:); it is not run again in a worker, which would repeat that call`);
+      throw Object.assign(new PluginCallError("timeout", `${err.message} after an async host call (http:); it is not run again in a worker, which would repeat that call`), { fuel: this.meter.handedOut() });
     }
     const e = this.classify(err);
     // A call stopped from outside (a worker terminated at its deadline) left no count: what it was handed.

@@ -5,7 +5,7 @@ import { mkdirSync, statSync } from "node:fs";
 import { dirname } from "node:path";
 
 export function makeDirs(dir: string): void {
-  const found = statSync(dir, { throwIfNoEntry: false });
+  const found = statOrNothing(dir);
   // A file in the way was taken for the folder: the database then failed to open, not saying why.
   if (found) {
     if (found.isDirectory()) return;
@@ -18,5 +18,15 @@ export function makeDirs(dir: string): void {
   } catch (err) {
     // Made meanwhile by another process starting on the same path.
     if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+  }
+}
+
+/** The entry at `path`, or undefined when there is none; a file in place of a parent folder (ENOTDIR) is told when the walk reaches it. */
+function statOrNothing(path: string): ReturnType<typeof statSync> {
+  try {
+    return statSync(path, { throwIfNoEntry: false });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOTDIR") return undefined;
+    throw err;
   }
 }
