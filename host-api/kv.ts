@@ -26,12 +26,19 @@ const REMEMBERED_READS = 32_000;
 
 /** Distinct earlier sweeps (prefix and mode) a counted sweep's count may leave out (sweepsHiding). */
 const MAX_HIDING_SWEEPS = 32;
+/** A guard's expected value up to this long goes into the commit's JSON (plugin-kv.ts GUARD_VALUE_IN_SET_CHARS). */
+const GUARD_VALUE_CHARS_IN_JSON = 256;
 /**
  * Ids of those earlier sweeps, in all: each counted sweep merges them again and its count checks
  * its keys against every one of them, on the server's thread (64 counted sweeps of 7,812 ids, each
  * hidden by all before it, held the thread 2 s a host call).
  */
 const MAX_HIDING_IDS = 50_000;
+/**
+ * ... and characters of their ids: long ids made each counted sweep merge and hand SQL 16 MB again,
+ * 120-170 ms of the thread a host call (an outside probe).
+ */
+const MAX_HIDING_CHARS = 2 * 1024 * 1024;
 
 /**
  * Within this share of its quota a plugin's commits check the quota in the database too (a call
@@ -262,6 +269,10 @@ export class PluginKv {
   private creditChecked: Set<string> | undefined;
   /** Ids the call's sweeps named (KV_LIMITS.callSweepIds). */
   private callSweepIds = 0;
+  /** Bytes of the keys (and short expected values) the call guards: its commit's guard list (KV_LIMITS.callBytes). */
+  private callGuardBytes = 0;
+  /** kv_delete_sessions host calls the call made (KV_LIMITS.callSweeps). */
+  private callSweepCalls = 0;
   /** Characters of the ids' JSON the call's sweeps handed over (KV_LIMITS.callSweepBytes). */
   private callSweepBytes = 0;
   /** Keys and bytes of this plugin's earlier calls whose writes are not committed yet (slots of `unflushed` holding a value). */
@@ -489,8 +500,10 @@ export class PluginKv {
   deleteForSessions(session: string, prefix: string, idsJson: string, ids: readonly string[], byIdPrefix: boolean, counted = true): number {
     checkScope(session);
     checkPrefix(prefix);
-    if ((this.pendingSweeps?.length ?? 0) >= KV_LIMITS.callSweeps) {
-      throw new PluginCallError("quota", `kv: one call may stage at most ${KV_LIMITS.callSweeps} kv_delete_sessions sweeps (give one sweep all its ids)`);
+    // Every such host call counts, staged or not: a counted one that matches nothing still reads
+    // (and may merge the call's earlier sweeps): 200 of them held the thread for seconds (an outside probe).
+    if (++this.callSweepCalls > KV_LIMITS.callSweeps) {
+      throw new PluginCallError("quota", `kv: one call may make at most ${KV_LIMITS.callSweeps} kv_delete_sessions calls (give one sweep all its ids)`);
     }
     // Counted whether or not the sweep is staged: the ids are looked up either way.
     this.callSweepIds += ids.length;
@@ -633,9 +646,13 @@ export class PluginKv {
       throw new PluginCallError("trap", `kv_delete_sessions: a counted sweep after more than ${MAX_HIDING_SWEEPS} other prefixes swept and not yet committed; sweep uncounted (mode bit 1)`);
     }
     let hidingIds = 0;
-    for (const ws of groups.values()) for (const w of ws) hidingIds += w.ids.length;
-    if (hidingIds > MAX_HIDING_IDS) {
-      throw new PluginCallError("trap", `kv_delete_sessions: a counted sweep after sweeps of more than ${MAX_HIDING_IDS} ids in all under overlapping prefixes, not yet committed; sweep uncounted (mode bit 1), or give one sweep all the ids`);
+    let hidingChars = 0;
+    for (const ws of groups.values()) for (const w of ws) (hidingIds += w.ids.length), (hidingChars += w.idsJson.length);
+    if (hidingIds > MAX_HIDING_IDS || hidingChars > MAX_HIDING_CHARS) {
+      throw new PluginCallError(
+        "trap",
+        `kv_delete_sessions: a counted sweep after sweeps of more than ${MAX_HIDING_IDS} ids (or ${MAX_HIDING_CHARS} characters of ids) in all under overlapping prefixes, not yet committed; sweep uncounted (mode bit 1), or give one sweep all the ids`,
+      );
     }
     return [...groups.values()].map((ws) => {
       if (ws.length === 1) return ws[0]!;
@@ -708,7 +725,9 @@ export class PluginKv {
     this.slotNet = undefined;
     this.creditChecked = undefined;
     this.callSweepIds = 0;
+    this.callSweepCalls = 0;
     this.callSweepBytes = 0;
+    this.callGuardBytes = 0;
     if (!ok || (pending.size === 0 && sweeps.length === 0)) return undefined;
     // Counted towards the quota until committed: the backend's usage has them from then on.
     this.inFlight.bytes += bytes;
@@ -782,6 +801,10 @@ export class PluginKv {
     if (!guards.has(s) && !this.pending?.has(s)) {
       // Each guard is held until the commit, which checks each: bounded like the call's writes.
       if (guards.size >= KV_LIMITS.callGuards) throw new PluginCallError("quota", `kv: one call may guard (kv_cas, kv_incr) at most ${KV_LIMITS.callGuards} keys`);
+      // Its key (and a short expected value) go into the commit's JSON like a write's: the same bound
+      // (32,000 guards on keys of 512 control characters made a 150 MB text: 1-3 s of the thread).
+      this.callGuardBytes += utf8Length(session) + utf8Length(key) + (value !== undefined && value.length <= GUARD_VALUE_CHARS_IN_JSON ? utf8Length(value) : 0);
+      if (this.callGuardBytes > KV_LIMITS.callBytes) throw new PluginCallError("quota", `kv: one call may guard (kv_cas, kv_incr) keys of at most ${KV_LIMITS.callBytes} bytes in all`);
       guards.set(s, [value ?? null, this.pendingSweeps?.length ?? 0]);
     }
     return value;

@@ -330,6 +330,32 @@ describe("plugin KV limits", () => {
     }
   });
 
+  // Found by an outside probe of host work: 32,000 kv_cas guards on absent keys of 512 control
+  // characters made a commit text of 150 MB (1-3 s of the thread, uncharged); 200 counted sweeps that
+  // matched nothing, each merging 16 MB of earlier sweeps' ids, held it for seconds.
+  it("guarded keys count towards a call's bytes; every kv_delete_sessions call counts towards its 64; a counted sweep is hidden by at most 2 Mi characters of ids", async () => {
+    const guards = new PluginKv("guards-bytes", db.store, { keys: 100_000, bytes: 64_000_000 });
+    const long = (i: number) => `${"\u0001".repeat(500)}${i}`;
+    let made = 0;
+    assert.throws(() => {
+      for (; made < 32_000; made++) guards.cas("", long(made), "x", undefined);
+    }, failsAs("quota", /may guard \(kv_cas, kv_incr\) keys of at most 1048576 bytes in all/));
+    assert.ok(made > 2_000 && made < 2_100, `${made} guards`);
+    guards.end(false);
+    const sweeps = new PluginKv("sweep-calls", db.store, { keys: 100, bytes: 1_000_000 });
+    for (let i = 0; i < 64; i++) assert.equal(sweeps.deleteForSessions("", "p", '["a"]', ["a"], true), 0, "matches nothing: not staged");
+    assert.throws(() => sweeps.deleteForSessions("", "p", '["a"]', ["a"], true), failsAs("quota", /at most 64 kv_delete_sessions calls/));
+    sweeps.end(false);
+    const hiding = new PluginKv("sweep-hiding", db.store, { keys: 100, bytes: 1_000_000 });
+    hiding.set("", "pa:1", "v");
+    await hiding.end(true);
+    await db.store.flush();
+    const ids = Array.from({ length: 7_000 }, (_, i) => `${"i".repeat(320)}${i}`);
+    hiding.deleteForSessions("", "p", JSON.stringify(ids), ids, false, false); // 2.3 Mi characters, uncounted
+    assert.throws(() => hiding.deleteForSessions("", "p", '["a"]', ["a"], true), failsAs("trap", /or 2097152 characters of ids/));
+    hiding.end(false);
+  });
+
   it("hookbox_kv_delete_sessions takes at most MAX_SWEEP_IDS ids a call (the work runs on the host's thread)", () => {
     const kv = new PluginKv("sweeper", db.store, { keys: 100, bytes: 1_000_000 });
     const h = bindHostApi({ plugin: "sweeper", grants: grantedOf(["kv"], ["kv"]), kv, readMessages: () => [], log: () => undefined });
@@ -363,7 +389,7 @@ describe("plugin KV limits", () => {
     // Every read of a call checks its staged sweeps: a call may stage KV_LIMITS.callSweeps of them.
     kv.set("", "entry:a", "v");
     for (let i = 0; i < KV_LIMITS.callSweeps; i++) kv.deleteForSessions("", "entry:", '["b"]', ["b"], false, false);
-    assert.throws(() => kv.deleteForSessions("", "entry:", '["b"]', ["b"], false, false), failsAs("quota", /at most 64 kv_delete_sessions sweeps/));
+    assert.throws(() => kv.deleteForSessions("", "entry:", '["b"]', ["b"], false, false), failsAs("quota", /at most 64 kv_delete_sessions calls/));
     kv.end(false);
     // And their ids in all: each is a lookup in the commit's statements.
     const many = Array.from({ length: KV_LIMITS.callSweepIds / 4 }, (_, i) => `s${i}`);
@@ -419,7 +445,7 @@ describe("plugin KV limits", () => {
       return kv.deleteForSessions("", "q", JSON.stringify(ids), ids, false);
     };
     for (let i = 0; i < 5; i++) assert.equal(sweepOf(i), 1);
-    assert.throws(() => sweepOf(5), failsAs("trap", /after sweeps of more than 50000 ids in all/));
+    assert.throws(() => sweepOf(5), failsAs("trap", /after sweeps of more than 50000 ids/));
     // Uncounted, the same sweep goes.
     const ids = ["5"];
     assert.equal(kv.deleteForSessions("", "q", JSON.stringify(ids), ids, false, false), -1);
@@ -485,11 +511,13 @@ for (const dbKind of TEST_DBS) {
     });
 
     // Found by a review: the guards' list went whole, and its failure failed the other plugins' writes of the group.
-    it("a call's 1,800 kv_cas guards of long keys (5.4 MB of JSON) commit, with another plugin's write of the same group", async () => {
+    it("a call's 1,900 kv_cas guards of long keys (5.7 MB of JSON) commit, with another plugin's write of the same group", async () => {
       const cas = new PluginKv("guards", db.store, quota);
       const other = new PluginKv("bystander", db.store, quota);
-      const keys = Array.from({ length: 1_800 }, (_, i) => `${"\u0002".repeat(500)}${i}`);
-      for (const k of keys) assert.equal(cas.cas("", k, undefined, "v"), true);
+      // Guards of absent keys (each cas fails): 1 MB of keys, the most a call may guard, is 5.7 MB of JSON.
+      const keys = Array.from({ length: 1_900 }, (_, i) => `${"\u0002".repeat(500)}${i}`);
+      for (const k of keys) assert.equal(cas.cas("", k, "x", "y"), false);
+      cas.set("", "k", "v");
       const guarded = cas.end(true);
       other.set("", "mine", "kept");
       other.end(true);
@@ -497,7 +525,7 @@ for (const dbKind of TEST_DBS) {
       await db.store.flush();
       assert.deepEqual(db.errors, []);
       assert.equal(db.store.get("bystander", "", "mine"), "kept");
-      assert.equal(db.store.get("guards", "", keys[1_799]!), "v");
+      assert.equal(db.store.get("guards", "", "k"), "v");
     });
 
     it("the purge after a delete of 150,000 sessions (5.6 MB of ids) removes their KV", async () => {
