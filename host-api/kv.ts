@@ -520,10 +520,7 @@ export class PluginKv {
     // Its ranges join the index once it is staged (one that matches nothing now is dropped).
     const stage = (gone?: number) => {
       this.stageSweep(sweep, gone);
-      if (indexRanges) {
-        indexRanges();
-        this.callRanges!.indexed.add(sweep);
-      }
+      indexRanges?.(sweep);
     };
     if (!counted) {
       // Not counted (the caller does not want the number): counting reads every matching key once
@@ -587,7 +584,7 @@ export class PluginKv {
    * MAX_OVERLAPPING_STARTS): a start within another follows it, with only starts within that one
    * between. Returns what the index takes once the sweep is staged.
    */
-  private rangeCheck(session: string, prefix: string, ids: readonly string[]): (() => void) | undefined {
+  private rangeCheck(session: string, prefix: string, ids: readonly string[]): ((sweep: KvSweep) => void) | undefined {
     const related = (this.pendingSweeps ?? []).filter((w) => w.byIdPrefix && w.session === session && (w.prefix.startsWith(prefix) || prefix.startsWith(w.prefix)));
     const colon = holdsColon(ids);
     if (!colon && related.length === 0) return undefined;
@@ -601,12 +598,12 @@ export class PluginKv {
     };
     if (!colon && related.every((w) => w.prefix === prefix && !holdsColon(w.ids))) {
       const key = `${session}\u0000${prefix}`;
-      const seen = index.ids.get(key) ?? new Set(related.flatMap((w) => w.ids));
+      let seen = index.ids.get(key);
+      if (!seen) index.ids.set(key, (seen = new Set(related.flatMap((w) => w.ids))));
       let repeats = index.repeats;
       for (const id of ids) if (seen.has(id)) tooMany(++repeats);
       return () => {
         for (const id of ids) seen.add(id);
-        index.ids.set(key, seen);
         index.repeats = repeats;
       };
     }
@@ -626,7 +623,10 @@ export class PluginKv {
     index.starts.set(session, starts);
     add(ids, prefix);
     tooMany(nestedRanges(starts) + index.repeats);
-    return () => void index.starts.set(session, starts);
+    return (sweep) => {
+      index.starts.set(session, starts);
+      index.indexed.add(sweep);
+    };
   }
 
   /**

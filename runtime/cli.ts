@@ -15,10 +15,10 @@ if (isMain) {
   const err = (l: string) => console.error(l);
   // Every command but serve finishes what it started on a signal (runtime/cli/interrupt.ts).
   const guard = argv[0] === "serve" ? undefined : guardInterrupts(err);
+  // A reader gone (| head -c1: EPIPE) is no error of the command's.
+  for (const s of [process.stdout, process.stderr]) s.on("error", () => {});
   const code = await runCli(argv, { out: (l) => console.log(l), err });
   // A pipe takes stdout asynchronously on Node: exiting at once cut a long answer (--json) at 64 KiB.
-  // A reader gone meanwhile (| head -c1: EPIPE) is no error of the command's.
-  for (const s of [process.stdout, process.stderr]) s.on("error", () => {});
   await Promise.all([process.stdout, process.stderr].map((s) => new Promise<void>((done) => s.write("", () => done()))));
   process.exit(guard?.signal && code === 0 ? 130 : code);
 }

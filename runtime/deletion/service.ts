@@ -67,10 +67,11 @@ export class DeletionService {
     // Checked before the transaction: a plugin subscribing meanwhile finds the KV gone, as it would
     // a moment later.
     const kvReadAfter = this.ctx.dispatcher.subscribersOf("on_session_delete").length > 0;
-    // One transaction removing at most `most` seeds and their cascade: the seeds are chosen in the
-    // first one (`rest` undefined), the later ones take the rest of that choice.
-    const removing = (rest: readonly string[] | undefined, most: number) => async (trx: Trx): Promise<Part> => {
-      const chosen = rest ?? (req.select ? await req.select(trx, now) : [...new Set(req.ids ?? [])]);
+    // One transaction removing at most `most` seeds and their cascade. Given ids are taken in turn
+    // (`rest`: those left); a sweep's are chosen again in each, none `tried` before: a session
+    // that stopped matching meanwhile (a new message) stays, as in one transaction.
+    const removing = (tried: ReadonlySet<string>, rest: readonly string[] | undefined, most: number) => async (trx: Trx): Promise<Part> => {
+      const chosen = req.select ? (await req.select(trx, now)).filter((id) => !tried.has(id)) : (rest ?? [...new Set(req.ids ?? [])]);
       const seeds = chosen.slice(0, most);
       const seedJson = JSON.stringify(seeds);
       const purge = kvReadAfter ? undefined : (idsJson: string) => kv.purgeSessionsIn(trx, idsJson);
@@ -82,12 +83,12 @@ export class DeletionService {
     const { seeds, rows, failure }: Part & { failure?: unknown } =
       this.ctx.storage.url.startsWith("file:") || req.dryRun
         ? await this.ctx.storage
-            .write(removing(undefined, Infinity))
+            .write(removing(new Set(), undefined, Infinity))
             .catch((err: unknown) => {
               if (err instanceof DryRun) return err.value;
               throw err;
             })
-        : await inParts((rest) => this.ctx.storage.write(removing(rest, SERVER_PART_SEEDS)));
+        : await inParts((tried, rest) => this.ctx.storage.write(removing(tried, rest, SERVER_PART_SEEDS)));
     // Sorted once, as plain strings (a comparator over row objects cost ~3x at 100,000 ids); each
     // profile's list keeps that order.
     const deleted_ids = [...rows.keys()].sort();
@@ -137,17 +138,19 @@ export class DeletionService {
 const SERVER_PART_SEEDS = 10_000;
 
 /**
- * Runs `part` (one transaction removing at most SERVER_PART_SEEDS seeds and their cascade; the first
- * chooses the seeds, each later one takes the rest of that choice) until no seed is left. Each part
- * is whole; an error ends the loop and is returned with what the parts before it removed.
+ * Runs `part` (one transaction removing at most SERVER_PART_SEEDS seeds and their cascade, none of
+ * `tried`; `rest`: what the last one left of its choice) until a part leaves none. Each part is
+ * whole; an error ends the loop and is returned with what the parts before it removed.
  */
-async function inParts(part: (rest: readonly string[] | undefined) => Promise<Part>): Promise<Part & { failure?: unknown }> {
+async function inParts(part: (tried: ReadonlySet<string>, rest: readonly string[] | undefined) => Promise<Part>): Promise<Part & { failure?: unknown }> {
+  const tried = new Set<string>();
   const seeds: string[] = [];
   const rows: Removed = new Map();
   let rest: readonly string[] | undefined;
   try {
     do {
-      const done = await part(rest);
+      const done = await part(tried, rest);
+      for (const id of done.seeds) tried.add(id);
       seeds.push(...done.seeds);
       for (const [id, profile] of done.rows) rows.set(id, profile);
       rest = done.rest ?? [];

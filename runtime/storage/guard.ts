@@ -5,8 +5,11 @@
 // server's own limit on a text gives that error too, and a commit over it was taken for a quota
 // failure, its writes dropped unlogged; an outside probe.)
 const failing = (tag: string) => (condition: string) => `select json_extract('{}', 'hookbox: ${tag}') where not (${condition})`;
-// By the path alone: SQLite's wording around it changed ("JSON path error near ..." before 3.45).
-const failedOn = (tag: string) => (err: unknown) => String((err as Error)?.message ?? err).includes(`'hookbox: ${tag}'`);
+// By the path in SQLite's error about it, whose wording changed ("JSON path error near ..." before 3.45).
+const failedOn = (tag: string) => {
+  const pattern = new RegExp(`JSON path[^']*'hookbox: ${tag}'`);
+  return (err: unknown) => pattern.test(String((err as Error)?.message ?? err));
+};
 
 export const failUnless = failing("guard");
 /** True when a batch failed on a failUnless statement. */

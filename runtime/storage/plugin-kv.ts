@@ -383,22 +383,28 @@ export class KvStore implements KvBackend {
           plain = [];
           await this.commitGroup([q]);
         }
-        await this.commitEach(plain);
+        await this.commitEach(plain, now.length);
       }
       for (const q of later) await this.commitGroup([q]);
     }
   }
 
-  /** Commits plain change sets together, or, when that fails, one by one: each is settled. */
-  private async commitEach(plain: Queued[]): Promise<void> {
-    if (plain.length > 0 && (await this.commitGroup(plain)) === "split") for (const q of plain) await this.commitGroup([q]);
+  /**
+   * Commits plain change sets together, or, when that fails for one's size, one by one: each is
+   * settled. `failedAs`: the size of the group that just failed; plain sets that were all of it go
+   * one by one at once (the same batch would fail again).
+   */
+  private async commitEach(plain: Queued[], failedAs = 0): Promise<void> {
+    if (plain.length === 0) return;
+    if (plain.length !== failedAs && (await this.commitGroup(plain)) !== "split") return;
+    for (const q of plain) await this.commitGroup([q]);
   }
 
   /**
    * Commits the group's change sets in one batch and settles each of them; never throws. A group of
-   * several sets that failed settles none of them: "split", for commitQueued to tell which one (a
-   * guard, or a set the database refused: one plugin's set too large for a server must not fail the
-   * others'; a review).
+   * several sets that failed on a guard, or on one set's size (one plugin's set too large for a
+   * server must not fail the others'; a review), settles none of them: "split", for commitQueued to
+   * tell which one.
    */
   private async commitGroup(group: Queued[]): Promise<"split" | undefined> {
     const plugins = new Set(group.map((q) => q.changes.plugin));
@@ -415,7 +421,10 @@ export class KvStore implements KvBackend {
     } catch (err) {
       const overQuota = isQuotaFailure(err);
       const conflict = overQuota || isGuardFailure(err);
-      if (group.length > 1) return "split";
+      // A guard, or one set the database refused for its size: the others may well commit. Any
+      // other failure (the database unreachable, an answer lost after a commit) fails them all, as
+      // running them again could apply a set twice.
+      if (group.length > 1 && (conflict || isTooBig(err))) return "split";
       if (!conflict) this.opts.onError([...plugins], err);
       // The usage this process knew was behind: read it again at the next check.
       if (overQuota) for (const p of plugins) this.usageOf.delete(p);
@@ -478,6 +487,9 @@ export class KvStore implements KvBackend {
     return stmts;
   }
 }
+
+/** A text or batch a libSQL server (or SQLite) refused for its size. */
+const isTooBig = (err: unknown): boolean => /too big|TOOBIG|too large/i.test(String((err as Error)?.message ?? err));
 
 /** A change set's guards by how many of its sweeps precede them. */
 function byAfterSweeps(guards: KvChangeSet["guards"]): Map<number, KvChangeSet["guards"]> {
