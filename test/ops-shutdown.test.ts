@@ -139,12 +139,21 @@ describe("graceful shutdown on SIGTERM", () => {
       signal("SIGINT");
     };
     const logs = () => out.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l));
+    /** The rows of one query of the server's database file (after it stopped: what reached the disk). */
+    const rows = async (sql: string) => {
+      const db = createClient({ url: `file:${dbFile}` });
+      try {
+        return (await db.execute(sql)).rows;
+      } finally {
+        db.close();
+      }
+    };
     const cleanup = async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
       await exited;
       rmSync(dir, { recursive: true, force: true });
     };
-    return { child, url, port: Number(new URL(url).port), dbFile, exited, out: () => out, logs, post, turnsInFlight, signal, interruptTwice, cleanup };
+    return { child, url, port: Number(new URL(url).port), exited, out: () => out, logs, rows, post, turnsInFlight, signal, interruptTwice, cleanup };
   }
 
   for (const [name, command, args] of LAUNCHERS) {
@@ -170,15 +179,10 @@ describe("graceful shutdown on SIGTERM", () => {
 
         // Everything those turns did is in the database: both messages of each, and the KV the
         // plugin wrote in post_llm_call during the drain (flushed before the database closed).
-        const db = createClient({ url: `file:${h.dbFile}` });
-        try {
-          const msgs = await db.execute("select session_id, count(*) as n from messages group by session_id");
-          assert.deepEqual(new Map(msgs.rows.map((r) => [String(r.session_id), Number(r.n)])), new Map(ids.map((id) => [id, 2])));
-          const kv = await db.execute("select value from plugin_kv where plugin = 'sidecar-index' and value like '%\"llm_calls\":1%'");
-          assert.equal(kv.rows.length, N, "each session's post_llm_call KV write is on disk");
-        } finally {
-          db.close();
-        }
+        const msgs = await h.rows("select session_id, count(*) as n from messages group by session_id");
+        assert.deepEqual(new Map(msgs.map((r) => [String(r.session_id), Number(r.n)])), new Map(ids.map((id) => [id, 2])));
+        const kv = await h.rows("select value from plugin_kv where plugin = 'sidecar-index' and value like '%\"llm_calls\":1%'");
+        assert.equal(kv.length, N, "each session's post_llm_call KV write is on disk");
       } finally {
         await h.cleanup();
       }
@@ -213,15 +217,10 @@ describe("graceful shutdown on SIGTERM", () => {
       assert.equal(await h.exited, 0, h.out());
       const http = h.logs().find((l) => l.msg === "http server stopped");
       assert.deepEqual([http?.drained, http?.dropped], [2, 0], h.out());
-      const db = createClient({ url: `file:${h.dbFile}` });
-      try {
-        const msgs = await db.execute("select session_id, count(*) as n from messages group by session_id");
-        assert.deepEqual(new Map(msgs.rows.map((r) => [String(r.session_id), Number(r.n)])), new Map(ids.map((id) => [id, 2])));
-        const kv = await db.execute("select value from plugin_kv where plugin = 'sidecar-index' and value like '%\"llm_calls\":1%'");
-        assert.equal(kv.rows.length, 2, "each turn's post_llm_call ran (plugins still open) and its KV write is on disk");
-      } finally {
-        db.close();
-      }
+      const msgs = await h.rows("select session_id, count(*) as n from messages group by session_id");
+      assert.deepEqual(new Map(msgs.map((r) => [String(r.session_id), Number(r.n)])), new Map(ids.map((id) => [id, 2])));
+      const kv = await h.rows("select value from plugin_kv where plugin = 'sidecar-index' and value like '%\"llm_calls\":1%'");
+      assert.equal(kv.length, 2, "each turn's post_llm_call ran (plugins still open) and its KV write is on disk");
     } finally {
       await h.cleanup();
     }
@@ -265,13 +264,8 @@ describe("graceful shutdown on SIGTERM", () => {
       upstream.release();
       assert.equal(await h.exited, 0, h.out());
       assert.equal(await answer, 0, "its connection was dropped");
-      const db = createClient({ url: `file:${h.dbFile}` });
-      try {
-        const row = await db.execute("select status from idempotency where key = 'dropped-1'");
-        assert.deepEqual(row.rows.map((r) => Number(r.status)), [200], "the answer is stored: a retry with the key gets it");
-      } finally {
-        db.close();
-      }
+      const row = await h.rows("select status from idempotency where key = 'dropped-1'");
+      assert.deepEqual(row.map((r) => Number(r.status)), [200], "the answer is stored: a retry with the key gets it");
     } finally {
       await h.cleanup();
     }
