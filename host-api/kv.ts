@@ -26,8 +26,11 @@ const REMEMBERED_READS = 32_000;
 
 /** Distinct earlier sweeps (prefix and mode) a counted sweep's count may leave out (sweepsHiding). */
 const MAX_HIDING_SWEEPS = 32;
-/** A guard's expected value up to this long goes into the commit's JSON (plugin-kv.ts GUARD_VALUE_IN_SET_CHARS). */
-const GUARD_VALUE_CHARS_IN_JSON = 256;
+/**
+ * A guard expecting a value up to this long is checked within the commit's one JSON list of guards
+ * (runtime/storage/plugin-kv.ts); a longer one by a statement of its own.
+ */
+export const GUARD_VALUE_IN_SET_CHARS = 256;
 /**
  * Ids of those earlier sweeps, in all: each counted sweep merges them again and its count checks
  * its keys against every one of them, on the server's thread (64 counted sweeps of 7,812 ids, each
@@ -65,12 +68,6 @@ export interface KvQuota {
   bytes: number;
 }
 
-/**
- * A set-based delete staged by deleteForSessions: the keys of scope `session` that belong to the
- * sessions `ids`, i.e. `prefix + id` (byIdPrefix false) or `prefix + id + ":" + suffix` where that
- * ":" is the key's last (byIdPrefix true). The backend deletes them with one statement at commit;
- * until then the overlay answers reads through `matches`, so no key list crosses the host.
- */
 /** Ids of one call's sweeps by id prefix whose keys another id names too (PluginKv.rangeCheck). */
 const MAX_NESTED_RANGES = 8;
 /**
@@ -108,6 +105,12 @@ function nestedRanges(starts: readonly string[]): number {
   return nested;
 }
 
+/**
+ * A set-based delete staged by deleteForSessions: the keys of scope `session` that belong to the
+ * sessions `ids`, i.e. `prefix + id` (byIdPrefix false) or `prefix + id + ":" + suffix` where that
+ * ":" is the key's last (byIdPrefix true). The backend deletes them with one statement at commit;
+ * until then the overlay answers reads through `matches`, so no key list crosses the host.
+ */
 export class KvSweep {
   /** Built at the first match: most sweeps find nothing stored and are dropped unmatched. */
   private wanted: ReadonlySet<string> | undefined;
@@ -803,7 +806,7 @@ export class PluginKv {
       if (guards.size >= KV_LIMITS.callGuards) throw new PluginCallError("quota", `kv: one call may guard (kv_cas, kv_incr) at most ${KV_LIMITS.callGuards} keys`);
       // Its key (and a short expected value) go into the commit's JSON like a write's: the same bound
       // (32,000 guards on keys of 512 control characters made a 150 MB text: 1-3 s of the thread).
-      this.callGuardBytes += utf8Length(session) + utf8Length(key) + (value !== undefined && value.length <= GUARD_VALUE_CHARS_IN_JSON ? utf8Length(value) : 0);
+      this.callGuardBytes += utf8Length(session) + utf8Length(key) + (value !== undefined && value.length <= GUARD_VALUE_IN_SET_CHARS ? utf8Length(value) : 0);
       if (this.callGuardBytes > KV_LIMITS.callBytes) throw new PluginCallError("quota", `kv: one call may guard (kv_cas, kv_incr) keys of at most ${KV_LIMITS.callBytes} bytes in all`);
       guards.set(s, [value ?? null, this.pendingSweeps?.length ?? 0]);
     }

@@ -113,14 +113,13 @@ export class DeletionService {
       });
     }
     if (req.reason !== "archive" && result.fired) {
-      if (!kvReadAfter) kv.forgetUsage();
       // The delete is committed and announced: a purge that fails (the database went away) must not
       // turn it into an error; the sweep purges what is left (the tombstones say what).
-      else {
+      if (kvReadAfter) {
         await kv.purgeSessions(result.deleted_ids).catch((err: unknown) => {
           log("warn", "after-delete KV purge failed; the sweep will finish it", { ids: result.deleted_ids.length, error: (err as Error).message });
         });
-      }
+      } else kv.forgetUsage();
     }
     // A part failed after others committed: those were announced and purged above; the caller
     // hears of the failure (a retry removes the rest).

@@ -7,7 +7,7 @@
 // (tombstoned) session are dropped.
 import { CompiledQuery, type Transaction } from "kysely";
 import { setImmediate } from "node:timers";
-import { KV_LIMITS, KvConflictError, KvQuotaError, KvSweep, type KvBackend, type KvChangeSet, type KvUsage } from "../../host-api/kv.ts";
+import { GUARD_VALUE_IN_SET_CHARS, KV_LIMITS, KvConflictError, KvQuotaError, KvSweep, type KvBackend, type KvChangeSet, type KvUsage } from "../../host-api/kv.ts";
 import type { Storage } from "./db.ts";
 import type { Database } from "./schema.ts";
 import { failUnless, failUnlessWithinQuota, isGuardFailure, isQuotaFailure } from "./guard.ts";
@@ -95,8 +95,6 @@ const GUARDS_SQL = failUnless(`not exists (select 1 from json_each(?2) g where c
     else not exists (select 1 from plugin_kv k where k.plugin = ?1 and k.session_id = g.value ->> 0 and k.key = g.value ->> 1 and k.value = g.value ->> 2) end)`);
 /** Up to this many guards are checked one statement each (a turn's kv_incr or kv_cas: no JSON to build or parse). */
 const GUARDS_ONE_BY_ONE = 4;
-/** A guard expecting a longer value is checked by a statement of its own. */
-const GUARD_VALUE_IN_SET_CHARS = 256;
 const USAGE_SQL = `select plugin, keys, bytes from plugin_kv_usage where plugin in (select value from json_each(?1))`;
 // After the batch's writes: the plugin's stored usage (kept by triggers, every process's writes
 // included) within its quota (?2 keys, ?3 bytes), else the whole batch fails (KvQuotaError).
