@@ -71,9 +71,8 @@ export interface KvQuota {
 /** Ids of one call's sweeps by id prefix whose keys another id names too (PluginKv.rangeCheck). */
 const MAX_NESTED_RANGES = 8;
 /**
- * Range starts of one call's sweeps by id prefix whose ids hold ':' (and of those whose prefixes
- * start alike with theirs), kept sorted to tell a nesting: each such sweep merges and walks them
- * (bounded host work). Ids without ':' are told by sets (withinOthers).
+ * Range starts of one call's sweeps by id prefix whose ids hold ':' or whose prefixes start alike,
+ * kept sorted to tell a nesting: each such sweep merges and walks them (bounded host work).
  */
 const MAX_OVERLAPPING_STARTS = 10_000;
 
@@ -92,39 +91,6 @@ function mergeSorted(a: readonly string[], b: readonly string[]): string[] {
   let j = 0;
   while (i < a.length || j < b.length) out.push(j >= b.length || (i < a.length && a[i]! <= b[j]!) ? a[i++]! : b[j++]!);
   return out;
-}
-
-/** Ids a call's sweeps by id prefix with ids holding no ':' may check against its others (a set lookup each). */
-const MAX_RELATED_LOOKUPS = 2 * KV_LIMITS.callSweepIds;
-
-/**
- * For ids that hold no ':' (session ids): tells `counted` of each range of the sweep (`prefix`,
- * `ids`) that repeats or lies within one of another sweep's (`other`, `otherIds`), or holds some of
- * them (their number). A range starts at prefix + id + ":". One prefix: the same id again. Prefixes
- * P and P + rest: P + a + ":" holds P + rest + b + ":" when a + ":" starts rest + b + ":", i.e. a is
- * rest's part before its first ':' (then it holds every b's range), or, rest holding no ':', a =
- * rest + b. One lookup per id of the sweep, none per id of the other. An empty id has no range.
- */
-function withinOthers(prefix: string, ids: readonly string[], other: string, otherIds: ReadonlySet<string>, counted: (n: number) => void): void {
-  if (other === prefix) {
-    for (const id of ids) if (id !== "" && otherIds.has(id)) counted(1);
-    return;
-  }
-  const mineIsShorter = prefix.length < other.length;
-  const rest = mineIsShorter ? other.slice(prefix.length) : prefix.slice(other.length);
-  const colon = rest.indexOf(":");
-  if (colon >= 0) {
-    const head = rest.slice(0, colon);
-    if (head === "") return;
-    if (mineIsShorter ? ids.includes(head) : otherIds.has(head)) {
-      counted(mineIsShorter ? [...otherIds].filter((b) => b !== "").length : ids.filter((b) => b !== "").length);
-    }
-    return;
-  }
-  for (const id of ids) {
-    if (id === "") continue;
-    if (mineIsShorter ? id.length > rest.length && id.startsWith(rest) && otherIds.has(id.slice(rest.length)) : otherIds.has(rest + id)) counted(1);
-  }
 }
 
 /** How many of the sorted starts lie within another or repeat one (have one as a prefix): one pass with a stack of enclosing starts. */
@@ -289,7 +255,7 @@ export class PluginKv {
    * The call's sweeps by id prefix that may overlap (rangeCheck): the ids per scope and prefix (ids
    * without ':'), the range starts per scope, sorted (the others), the sweeps indexed, the repeats.
    */
-  private callRanges: { ids: Map<string, Set<string>>; starts: Map<string, string[]>; indexed: Set<KvSweep>; repeats: number; lookups: number } | undefined;
+  private callRanges: { ids: Map<string, Set<string>>; starts: Map<string, string[]>; indexed: Set<KvSweep>; repeats: number } | undefined;
   private readonly unflushedSweeps = new Set<{ sweep: KvSweep; gen: number }>();
   private gen = 0;
   /** The bytes the call stages (every write, deletes' keys included: what its commit carries; KV_LIMITS.callBytes). */
@@ -616,17 +582,16 @@ export class PluginKv {
    * all. The set-based delete walks each id's range, so ranges that repeat or nest (an id and that
    * id + ":" + more) walk the same keys again on the server's thread (2,000 copies of one range over
    * 6,000 keys: 15 s; an outside probe; copies within one list are dropped as they are read).
-   * Sweeps whose ids hold no ':' (session ids; a long list split in parts, or one list swept under
-   * two prefixes that start alike) are told by a set of each prefix's ids (withinOthers), each id
-   * looked up once per related prefix. Otherwise from the sorted range starts of the call's related
-   * sweeps (at most MAX_OVERLAPPING_STARTS): a start within another follows it, with only starts
-   * within that one between. Returns what the index takes once the sweep is staged.
+   * Sweeps of one prefix whose ids hold no ':' (a long list split in parts) can only repeat ids: told
+   * by a set of the ids. Otherwise from the sorted range starts of the call's related sweeps (at most
+   * MAX_OVERLAPPING_STARTS): a start within another follows it, with only starts within that one
+   * between. Returns what the index takes once the sweep is staged.
    */
   private rangeCheck(session: string, prefix: string, ids: readonly string[]): ((sweep: KvSweep) => void) | undefined {
     const related = (this.pendingSweeps ?? []).filter((w) => w.byIdPrefix && w.session === session && (w.prefix.startsWith(prefix) || prefix.startsWith(w.prefix)));
     const colon = holdsColon(ids);
     if (!colon && related.length === 0) return undefined;
-    const index = (this.callRanges ??= { ids: new Map(), starts: new Map(), indexed: new Set(), repeats: 0, lookups: 0 });
+    const index = (this.callRanges ??= { ids: new Map(), starts: new Map(), indexed: new Set(), repeats: 0 });
     const tooMany = (n: number) => {
       if (n <= MAX_NESTED_RANGES) return;
       throw new PluginCallError(
@@ -634,25 +599,14 @@ export class PluginKv {
         `kv_delete_sessions: more than ${MAX_NESTED_RANGES} ids of one call's sweeps by id prefix name keys another names too (the same id again, or that id + ":" + more): each walks those keys again; sweep them in separate calls`,
       );
     };
-    if (!colon && related.every((w) => !holdsColon(w.ids))) {
-      // Each prefix's ids as a set, made from its sweeps at its first use in the call.
-      const idsOf = (p: string) => {
-        const key = `${session}\u0000${p}`;
-        let set = index.ids.get(key);
-        if (!set) index.ids.set(key, (set = new Set(related.filter((w) => w.prefix === p).flatMap((w) => w.ids))));
-        return set;
-      };
+    if (!colon && related.every((w) => w.prefix === prefix && !holdsColon(w.ids))) {
+      const key = `${session}\u0000${prefix}`;
+      let seen = index.ids.get(key);
+      if (!seen) index.ids.set(key, (seen = new Set(related.flatMap((w) => w.ids))));
       let repeats = index.repeats;
-      for (const other of new Set(related.map((w) => w.prefix))) {
-        index.lookups += ids.length;
-        if (index.lookups > MAX_RELATED_LOOKUPS) {
-          throw new PluginCallError("trap", `kv_delete_sessions: one call's sweeps by id prefix whose prefixes start alike are checked against each other: at most ${MAX_RELATED_LOOKUPS} ids in all; sweep them in separate calls`);
-        }
-        withinOthers(prefix, ids, other, idsOf(other), (n) => tooMany((repeats += n)));
-      }
+      for (const id of ids) if (seen.has(id)) tooMany(++repeats);
       return () => {
-        const mine = idsOf(prefix);
-        for (const id of ids) mine.add(id);
+        for (const id of ids) seen.add(id);
         index.repeats = repeats;
       };
     }
@@ -660,7 +614,7 @@ export class PluginKv {
     const add = (list: readonly string[], at: string) => {
       const more = [...new Set(list.filter((id) => id !== "").map((id) => at + id + ":"))];
       if (starts.length + more.length > MAX_OVERLAPPING_STARTS) {
-        throw new PluginCallError("trap", `kv_delete_sessions: one call's sweeps by id prefix whose ids hold ':' (with those whose prefixes start alike) may name at most ${MAX_OVERLAPPING_STARTS} ids in all`);
+        throw new PluginCallError("trap", `kv_delete_sessions: one call's sweeps by id prefix whose ids hold ':' or whose prefixes start alike may name at most ${MAX_OVERLAPPING_STARTS} ids in all`);
       }
       starts = mergeSorted(starts, more.sort());
     };
