@@ -2,6 +2,7 @@
 const LEVELS = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 } as const;
 export type { LogLevel } from "../hooks/logger.ts";
 import type { LogLevel } from "../hooks/logger.ts";
+import { printable } from "./util/printable.ts";
 
 /** HOOKBOX_LOG's level, and what is wrong with it when it names none (the default is used then). */
 export function logThreshold(raw = globalThis.process?.env?.HOOKBOX_LOG ?? ""): { level: number; problem?: string } {
@@ -22,7 +23,9 @@ export function setLogLevel(level: keyof typeof LEVELS): void {
 export function log(level: LogLevel, msg: string, fields: Record<string, unknown> = {}): void {
   if (LEVELS[level] < minLevel) return;
   try {
-    process.stderr.write(JSON.stringify({ t: new Date().toISOString(), level, msg, ...fields }) + "\n");
+    // JSON.stringify escapes C0 controls only: a plugin's C1 controls (U+009B opens a terminal
+    // sequence), bidi overrides and line separators in its log lines or errors are escaped too.
+    process.stderr.write(printable(JSON.stringify({ t: new Date().toISOString(), level, msg, ...fields })) + "\n");
   } catch {
     // stderr is gone (Deno throws where Node emits 'error', below): the line is lost, not the process.
   }

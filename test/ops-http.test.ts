@@ -5,7 +5,7 @@ import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { createApp } from "../runtime/http/app.ts";
-import { setLogLevel } from "../runtime/log.ts";
+import { log, setLogLevel } from "../runtime/log.ts";
 import { parseExposition } from "./helpers/prometheus.ts";
 import { startPluginServer, SEED_DIR, newSession, turn, type PluginServer } from "./helpers/plugins.ts";
 import { startTestServer } from "./helpers/server.ts";
@@ -106,6 +106,25 @@ describe("operations endpoints", () => {
     assert.ok(entry, lines.join(""));
     assert.deepEqual({ method: entry.method, route: entry.route, status: entry.status, path: entry.path }, { method: "GET", route: "/v1/sessions", status: 200, path: "/v1/sessions" });
     assert.equal(typeof entry.ms, "number");
+  });
+
+  // Found by an outside probe: a plugin's log line or error with U+009B (a terminal's CSI), U+202E
+  // or U+2028 reached stderr raw (JSON.stringify escapes C0 controls only).
+  it("writes log lines whose characters that act on a terminal are escaped, and that parse back to the same text", () => {
+    const lines: string[] = [];
+    const write = process.stderr.write;
+    setLogLevel("info");
+    process.stderr.write = ((chunk: string) => (lines.push(String(chunk)), true)) as typeof process.stderr.write;
+    const text = "a\u009b2Jb\u202ec\u2028d\u0085e\u001b[31mf\u007f";
+    try {
+      log("info", "plugin log", { plugin: "p", line: text });
+    } finally {
+      process.stderr.write = write;
+      setLogLevel("silent");
+    }
+    assert.equal(lines.length, 1);
+    assert.doesNotMatch(lines[0]!.slice(0, -1), /[\u0000-\u001f\u007f-\u009f\u202e\u2028]/);
+    assert.equal(JSON.parse(lines[0]!).line, text);
   });
 
   it("publishes a valid OpenAPI 3.1 document with exactly the app's routes and the validating schemas", async () => {

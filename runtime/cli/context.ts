@@ -35,19 +35,6 @@ export const wholeNumber =
     return n;
   };
 
-// C0 and C1 controls, DEL, the line and paragraph separators, and the bidirectional marks,
-// overrides and isolates (they reorder what follows).
-const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g;
-
-/**
- * `text` (a plugin's log line or error, a stored message) for one line of a terminal (or, with
- * `keepLines`, for several: an answer), each control character as its \uXXXX escape. Raw, a
- * plugin's ESC sequences cleared the screen or set the clipboard, and a newline forged an output
- * line (an outside probe).
- */
-export const printable = (text: string, keepLines = false): string =>
-  text.replace(UNPRINTABLE, (c) => (keepLines && (c === "\n" || c === "\t") ? c : `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`));
-
 /** Argument parser: a session id as the API takes one (another is a usage error, as the API's 400 `invalid_id`). */
 export function sessionId(value: string): string {
   if (!v.is(Id, value)) throw new InvalidArgumentError(`not a session id: ids are 1-128 chars of [A-Za-z0-9_-]`);

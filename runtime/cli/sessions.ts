@@ -10,7 +10,8 @@ import type { RemoveResult } from "../deletion/service.ts";
 import type { SweepName, SweepParams } from "../maintenance/sweeps.ts";
 import { pageCursor } from "../sessions/service.ts";
 import { messageView, sessionView } from "../sessions/view.ts";
-import { ageInDays, positiveNumber, printable, sessionId, sessionIds, wholeNumber, type CliContext } from "./context.ts";
+import { ageInDays, positiveNumber, sessionId, sessionIds, wholeNumber, type CliContext } from "./context.ts";
+import { printable } from "../util/printable.ts";
 import { TurnMessageText } from "../http/sessions.ts";
 import { check, Profile } from "../http/validate.ts";
 

@@ -12,7 +12,7 @@ import { HOOK_NAMES, isHookName, payloadSchema, SCHEMA_VERSION, type HookName } 
 import { PluginCallError } from "../../hooks/failures.ts";
 import type { Config } from "../config.ts";
 import { createCore } from "../core.ts";
-import { printable } from "../cli/context.ts";
+import { printable } from "../util/printable.ts";
 import { AppError } from "../errors.ts";
 import { suggest } from "../util/suggest.ts";
 import { readManifest, scanPluginDir } from "./loader.ts";
