@@ -40,6 +40,7 @@ const MAX_SESSION_ID_BYTES = 256;
  * plugin's memory (a manifest may ask for 64 MiB): 51 MB of keys held the thread for 2.7 s.
  */
 export const MAX_ANSWER_BYTES = 4 * 1024 * 1024;
+const encoder = new TextEncoder();
 const ANSWER_CAP_TEXT = `the most one answer may hold (the plugin's memory allowance, at most ${MAX_ANSWER_BYTES})`;
 
 // A block's size is checked before it is decoded (readText): the KV limits bound every argument.
@@ -57,7 +58,7 @@ export interface HostContext {
   kv: PluginKv;
   /**
    * sessions:read: the last `limit` messages of a session, oldest first (a synchronous read);
-   * undefined when their contents hold more than `maxBytes`.
+   * undefined when their JSON (the answer) would hold more than `maxBytes`.
    */
   readMessages(sessionId: string, limit: number, maxBytes: number): Array<{ role: string; content: string }> | undefined;
   /** The most a host function may answer in one call (the plugin's memory allowance), bytes. */
@@ -157,7 +158,11 @@ export function bindHostApi(h: HostContext): HostBinding {
           const why = await refusal(url, endpoint);
           if (why) throw new PluginCallError("denied", `hookbox_http: ${why}`);
         }
-        return ctx.store(JSON.stringify(await fetchLimited(req.output, plugin, deadline)));
+        // The body is bounded (MAX_HTTP_RESPONSE_BYTES), its JSON up to six times that (control
+        // characters escaped): the answer is held to the cap as every other one (an outside probe).
+        const answer = encoder.encode(JSON.stringify(await fetchLimited(req.output, plugin, deadline)));
+        if (answer.length > answerCap) throw new PluginCallError("memory", `hookbox_http: the response's JSON holds ${answer.length} bytes, more than ${ANSWER_CAP_TEXT}`);
+        return ctx.store(answer);
       };
       return fetched();
     },

@@ -216,6 +216,7 @@ describe("async host functions (plugin runs in a worker)", () => {
         return res.end();
       }
       if (req.url === "/slow") return void setTimeout(() => res.end("too late"), 8_000).unref(); // past the plugin's 2 s
+      if (req.url === "/controls") return res.end("\u0001".repeat(1024 * 1024 - 1024)); // six bytes each in JSON
       if (req.url === "/who") return res.end(`sent by ${req.headers["hookbox-plugin"]}`);
       res.end("hello from the granted host");
     });
@@ -304,10 +305,26 @@ describe("async host functions (plugin runs in a worker)", () => {
     assert.equal((await command(s, "httpsnoop", { raw_args: `http://127.0.0.1:${port}/small` })).status, 200);
   });
 
+  // Found by an outside probe: 1 MiB of control characters became 6 MB of answer per request.
+  it("holds a response's JSON to the answer cap: a body within 1 MiB whose escapes pass 4 MiB fails as memory", async () => {
+    const res = await command(s, "httpsnoop", { raw_args: `http://127.0.0.1:${port}/controls` });
+    assert.match(JSON.stringify(res.body), /\(memory\): hookbox_http: the response's JSON holds \d+ bytes, more than the most one answer may hold/);
+    assert.equal((await command(s, "httpsnoop", { raw_args: `http://127.0.0.1:${port}/small` })).status, 200);
+  });
+
   it("fails as memory, before reading them, when the messages it asks for hold more than its memory allowance", async () => {
     // Read and encoded whole first, 1,000 messages of 300 KB held the server's thread for seconds.
     const sid = await newSession(s);
     await seed(s.core, sid, Array.from({ length: 60 }, (_, i) => ["user", `${i} ${"x".repeat(10_000)}`] as [string, string]));
+    const res = await command(s, "ungranted", { raw_args: "sessions", session_id: sid });
+    assert.match(JSON.stringify(res.body), /\(memory\): the last 100 messages of s_\w+ hold more than 524288 bytes/);
+  });
+
+  // Found by an outside probe: the bound was the contents' raw bytes, and 4 MB of control
+  // characters made a 24 MB answer (each \u0001 six bytes of JSON) built on the host's thread.
+  it("fails as memory, before reading them, when the messages' JSON would pass its memory allowance though their text does not", async () => {
+    const sid = await newSession(s);
+    await seed(s.core, sid, Array.from({ length: 60 }, (_, i) => ["user", `${i} ${"\u0001".repeat(4_000)}`] as [string, string]));
     const res = await command(s, "ungranted", { raw_args: "sessions", session_id: sid });
     assert.match(JSON.stringify(res.body), /\(memory\): the last 100 messages of s_\w+ hold more than 524288 bytes/);
   });

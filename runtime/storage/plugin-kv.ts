@@ -20,10 +20,16 @@ import { countedDelete, usageOffSql } from "./kv-usage.ts";
 
 const USAGE_TTL_MS = 1000;
 
-// Bytes of the contents of a session's last ?2 messages (?1 the session): the seq of the ?2-th
-// newest bounds the range (all of them when there are fewer).
-const RECENT_BYTES_SQL = `select coalesce(sum(octet_length(content)), 0) from messages where session_id = ?1
+// A session's last ?2 messages (?1 the session): the seq of the ?2-th newest bounds the range (all
+// of them when there are fewer).
+const RECENT = `from messages where session_id = ?1
   and seq >= coalesce((select seq from messages where session_id = ?1 order by seq desc limit 1 offset ?2 - 1), 0)`;
+// The bytes of their JSON answer ([{"role":..,"content":..},..], each text quoted and escaped, at
+// least as long as JSON.stringify makes it), or null when their contents alone pass ?3: told by the
+// rows' headers first (octet_length reads no content), then by the escaped texts, at most ?3 bytes
+// of them read. Raw bytes alone let 4 MB of control characters make a 24 MB answer (an outside probe).
+const RECENT_JSON_BYTES_SQL = `select case when (select coalesce(sum(octet_length(content)), 0) ${RECENT}) > ?3 then null
+  else (select coalesce(sum(length(cast(json_quote(content) as blob)) + length(cast(json_quote(role) as blob)) + 21), 0) + 2 ${RECENT}) end`;
 
 // Deleted keys: one KEYS_DELETE_SQL per (plugin, scope) after this (a key list probes the primary
 // key directly; a row-value IN over all three columns was twice as slow at 70,000 keys). The keys
@@ -237,15 +243,15 @@ export class KvStore implements KvBackend {
   }
 
   /**
-   * sessions:read for plugins: the last `limit` messages of a session, oldest first, read
-   * synchronously on the same connection as KV (a WASM call cannot await).
-   */
-  /**
-   * The session's last `limit` messages, oldest first; undefined when their contents hold more than
-   * `maxBytes` (UTF-8), told before any content is read: octet_length() reads a row's header only.
+   * sessions:read for plugins: the session's last `limit` messages, oldest first, read synchronously
+   * on the same connection as KV (a WASM call cannot await); undefined when their JSON would hold
+   * more than `maxBytes` (UTF-8), told before any content is copied out (RECENT_JSON_BYTES_SQL).
    */
   recentMessages(sessionId: string, limit: number, maxBytes = Infinity): Array<{ role: string; content: string }> | undefined {
-    if (maxBytes !== Infinity && Number(this.readOne(RECENT_BYTES_SQL, [sessionId, limit])?.[0] ?? 0) > maxBytes) return undefined;
+    if (maxBytes !== Infinity) {
+      const bytes = this.readOne(RECENT_JSON_BYTES_SQL, [sessionId, limit, maxBytes])?.[0];
+      if (bytes === null || Number(bytes ?? 0) > maxBytes) return undefined;
+    }
     const rows = this.read("select role, content from messages where session_id = ? order by seq desc limit ?", [sessionId, limit]);
     return rows.reverse().map((r) => ({ role: String(r[0]), content: String(r[1]) }));
   }
