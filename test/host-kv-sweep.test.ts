@@ -320,6 +320,55 @@ for (const dbKind of TEST_DBS) {
         await assertUsageTrue(db, plugin);
       }
     });
+
+    // Found by an outside probe: each tombstone was looked up once per recorded pattern in one
+    // statement, so 32 patterns whose keys were never there made a sweep after a bulk delete of
+    // 100,000 sessions hold the thread 7 s. Each pattern now goes per key or per deleted session,
+    // whichever are fewer: both plans must remove what the pattern's sweep would, nothing else.
+    it("the maintenance sweep applies each recorded pattern per key or per deleted session, whichever are fewer, removing what the sweep would", async () => {
+      const patterns: Array<[prefix: string, byIdPrefix: boolean]> = [["e:", false], ["t:", true], ["t:a", true], ["", false]];
+      const ids = ["a", "b", "a:b", "", "é", "😀x", ":x", "a:", "a:1"];
+      const deleted = ["a", "a:b", "é", ":x", "a:", "a:1"];
+      const keysFor = (fillers: number) => [
+        ...patterns.flatMap(([prefix]) => ids.flatMap((id) => ["", ":1", ":x:2", ":"].map((tail) => prefix + id + tail))),
+        ...Array.from({ length: fillers }, (_, i) => `e:f${i}`),
+        ...Array.from({ length: fillers }, (_, i) => `t:f${i}:1`),
+      ];
+      const left = (keys: string[]) => [...new Set(keys)].filter((k) => !patterns.some(([prefix, by]) => new KvSweep("", prefix, JSON.stringify(deleted), deleted, by).matches("", k))).sort();
+      const tombstone = (list: string[]) =>
+        db.storage.client.execute({ sql: "insert into session_tombstones (id, deleted_at) select value, ? from json_each(?) where true on conflict do nothing", args: [Date.now() - 20 * 60_000, JSON.stringify(list)] });
+      const prepare = async (plugin: string, fillers: number) => {
+        const kv = new PluginKv(plugin, db.store, { keys: 10_000, bytes: 10_000_000 });
+        // A sweep that removes something records its pattern.
+        for (const [prefix, by] of patterns) {
+          kv.set("", prefix + "rec" + (by ? ":1" : ""), "v");
+          kv.end(true);
+          await db.store.flush();
+          assert.equal(kv.deleteForSessions("", prefix, '["rec"]', ["rec"], by), 1);
+          kv.end(true);
+          await db.store.flush();
+        }
+        const keys = keysFor(fillers).filter((k) => k !== "");
+        for (const k of keys) kv.set("", k, "v");
+        kv.end(true);
+        await db.store.flush();
+        return keys;
+      };
+      const { KvStore } = await import("../runtime/storage/plugin-kv.ts");
+      const sweepFresh = () => KvStore.open(db.storage, { now: () => Date.now(), onError: () => undefined }).sweep(600_000);
+      // Many keys, 6 deleted sessions: per deleted session.
+      const many = await prepare("pattern-many-keys", 300);
+      await tombstone(deleted);
+      assert.ok((await sweepFresh()) > 0);
+      assert.deepEqual(db.store.keys("pattern-many-keys", "", ""), left(many));
+      await assertUsageTrue(db, "pattern-many-keys");
+      // Few keys, 500 more deleted sessions: per key.
+      const few = await prepare("pattern-few-keys", 0);
+      await tombstone(Array.from({ length: 500 }, (_, i) => `gone${i}`));
+      assert.ok((await sweepFresh()) > 0);
+      assert.deepEqual(db.store.keys("pattern-few-keys", "", ""), left(few));
+      await assertUsageTrue(db, "pattern-few-keys");
+    });
   });
 }
 

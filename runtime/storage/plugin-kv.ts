@@ -112,16 +112,36 @@ const MAX_SWEEP_PATTERNS = 32;
 const PATTERN_SQL = `insert into kv_sweep_patterns (plugin, session_id, prefix, by_id_prefix)
   select ?1, ?2, ?3, ?4 where (select count(*) from kv_sweep_patterns where plugin = ?1) < ${MAX_SWEEP_PATTERNS}
   on conflict do nothing`;
-// Plugin-wide (or any scope's) keys the recorded patterns give for sessions deleted in [?1, ?2):
-// what a plugin's own clean-up missed (a write of another process that committed after it).
-const PATTERN_ROWS = `(select p.plugin, p.session_id, p.prefix || t.id from kv_sweep_patterns p cross join session_tombstones t
-    where p.by_id_prefix = 0 and t.deleted_at >= ?1 and t.deleted_at < ?2
-  union all
-  select k.plugin, k.session_id, k.key from kv_sweep_patterns p cross join session_tombstones t cross join plugin_kv k
-    where p.by_id_prefix = 1 and t.deleted_at >= ?1 and t.deleted_at < ?2 and k.plugin = p.plugin and k.session_id = p.session_id
-      and ${keyOfIdPrefix("k.key", "p.prefix", "t.id")})`;
-// Two patterns can give the same key: each row is read once through IN.
-const PATTERN_KV_ROWS = `from plugin_kv k where (k.plugin, k.session_id, k.key) in ${PATTERN_ROWS}`;
+// The recorded patterns, each applied on its own by the sweep (PATTERN_ROWS) to the sessions deleted
+// in a window: what a plugin's own clean-up missed (a write of another process that committed after it).
+const PATTERNS_SQL = "select plugin, session_id, prefix, by_id_prefix from kv_sweep_patterns order by plugin, session_id, prefix";
+const TOMBSTONES_IN_SQL = "select count(*) from session_tombstones where deleted_at >= ?1 and deleted_at < ?2";
+// Keys of a pattern's scope (?3 plugin, ?4 scope) under its prefix (?5): at most ?6 counted.
+const UNDER_PREFIX = `k.plugin = ?3 and k.session_id = ?4 and k.key >= ?5 and k.key < ?5 || x'F5' and substr(k.key, 1, length(?5)) = ?5`;
+const KEYS_UNDER_SQL = `select count(*) from (select 1 from plugin_kv k where ${UNDER_PREFIX} limit ?6)`;
+// A key's id under a by-id-prefix pattern: between the prefix and the key's last ':' (rtrim drops
+// the key's trailing characters that are not ':').
+const ID_BEFORE_LAST_COLON = `substr(k.key, length(?5) + 1, length(rtrim(k.key, replace(k.key, ':', ''))) - length(?5) - 1)`;
+const IN_WINDOW = "t.deleted_at >= ?1 and t.deleted_at < ?2";
+/**
+ * The rows one pattern (?3 plugin, ?4 scope, ?5 prefix) gives for the sessions deleted in [?1, ?2),
+ * for countedDelete, by the cheaper of two plans: one lookup per tombstone of the window (few
+ * deleted sessions), or one per key under the prefix (few keys). Each tombstone looked up once per
+ * pattern in one statement, 32 patterns of keys that were never there made a sweep after a bulk
+ * delete of 100,000 sessions hold the server's thread 7 s (an outside probe).
+ */
+const PATTERN_ROWS = {
+  exact: {
+    byTombstone: `from plugin_kv k where k.plugin = ?3 and k.session_id = ?4 and k.key in (select ?5 || t.id from session_tombstones t where ${IN_WINDOW})`,
+    byKey: `from plugin_kv k where ${UNDER_PREFIX} and exists (select 1 from session_tombstones t where t.id = substr(k.key, length(?5) + 1) and ${IN_WINDOW})`,
+  },
+  byIdPrefix: {
+    byTombstone: `from plugin_kv k where k.plugin = ?3 and k.session_id = ?4 and k.key in (select j.key from session_tombstones t cross join plugin_kv j
+      where ${IN_WINDOW} and j.plugin = ?3 and j.session_id = ?4 and ${keyOfIdPrefix("j.key", "?5", "t.id")})`,
+    byKey: `from plugin_kv k where ${UNDER_PREFIX} and instr(substr(k.key, length(?5) + 1), ':') > 0
+      and exists (select 1 from session_tombstones t where t.id = ${ID_BEFORE_LAST_COLON} and ${IN_WINDOW})`,
+  },
+};
 // Session-scoped KV of sessions deleted before ?1 (the tombstones say which).
 const TOMBSTONED_ROWS = `from plugin_kv k where k.session_id <> '' and k.session_id in (select id from session_tombstones where deleted_at < ?1)`;
 // A session deleted without KV has no tombstone; a write that raced its delete is an orphan (?1: not updated since).
@@ -327,10 +347,12 @@ export class KvStore implements KvBackend {
     // looked up once per recorded pattern, so a bulk delete is not walked again every hour.
     const from = this.sweptUntil ?? 0;
     const until = now - graceMs;
+    // The patterns first, each in a transaction of its own (the thread is handed back between them),
+    // before the tombstones they need can expire below.
+    let removed = await this.sweepPatterns(from, until);
     const deletes: Array<[rows: string, args: number[]]> = [
       [TOMBSTONED_ROWS, [now - graceMs]],
       [ORPHAN_ROWS, [now - graceMs]],
-      [PATTERN_KV_ROWS, [from, until]],
     ];
     const results = await this.storage.batch([
       ...deletes.flatMap(([rows, args]) => countedDelete(rows).map((sql) => ({ sql, args }))),
@@ -338,8 +360,36 @@ export class KvStore implements KvBackend {
     ]);
     this.sweptUntil = Math.max(from, until);
     this.usageOf.clear();
-    // Each delete follows its usage statement: results 1, 3, 5.
-    return deletes.reduce((n, _, i) => n + (results[2 * i + 1]?.rowsAffected ?? 0), 0);
+    // Each delete follows its usage statement: results 1, 3.
+    for (let i = 0; i < deletes.length; i++) removed += results[2 * i + 1]?.rowsAffected ?? 0;
+    return removed;
+  }
+
+  /**
+   * Each recorded pattern applied to the sessions deleted in [from, until), by the cheaper plan
+   * (PATTERN_ROWS): its work is at most about twice the smaller of the window's tombstones and the
+   * pattern's keys. A pattern with no key left (a plugin that stopped using it, or was removed)
+   * costs one seek. Returns the rows removed.
+   */
+  private async sweepPatterns(from: number, until: number): Promise<number> {
+    if (!(until > from)) return 0;
+    const tombstones = Number((await this.storage.client.execute({ sql: TOMBSTONES_IN_SQL, args: [from, until] })).rows[0]?.[0] ?? 0);
+    if (tombstones === 0) return 0;
+    const patterns = (await this.storage.client.execute(PATTERNS_SQL)).rows;
+    let removed = 0;
+    for (const row of patterns) {
+      const args = [from, until, String(row[0]), String(row[1]), String(row[2])];
+      const keys = Number((await this.storage.client.execute({ sql: KEYS_UNDER_SQL, args: [...args, tombstones + 1] })).rows[0]?.[0] ?? 0);
+      if (keys === 0) continue;
+      const plans = Number(row[3]) === 1 ? PATTERN_ROWS.byIdPrefix : PATTERN_ROWS.exact;
+      const [usage, del] = countedDelete(keys <= tombstones ? plans.byKey : plans.byTombstone);
+      const results = await this.storage.batch([
+        { sql: usage, args },
+        { sql: del, args },
+      ]);
+      removed += results[1]?.rowsAffected ?? 0;
+    }
+    return removed;
   }
 
   private async drain(): Promise<void> {
