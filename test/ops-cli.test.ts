@@ -123,6 +123,9 @@ describe("hookbox CLI (operator)", () => {
     assert.match(none.out, /^nothing compacted \(empty\): .*kept as they are/);
     assert.equal((await cli("sessions", "show", "s_missing2")).code, 1);
     assert.equal((await cli("turn", "s_missing3", "hello")).code, 1);
+    // An unknown /command is an answer (the API's 404), not a crash of the CLI (an outside probe).
+    const unknown = await cli("turn", s, "/nosuch");
+    assert.deepEqual([unknown.code, unknown.err.trim()], [1, "hookbox: unknown command /nosuch; /commands lists them"]);
     // The message rules of POST .../turns: nothing is stored for an empty or overlong message.
     const empty = await cli("turn", s, "");
     assert.equal(empty.code, 2, "bad input to the command: a usage error");

@@ -278,6 +278,12 @@ describe("plugin errors name their cause", () => {
       assert.match(out[1]!, /^\d+ \S+ error +failure +command_\w+ failed \(trap\)/);
       assert.equal(await runCli(["plugins", "logs", "eror", "--url", s.url], io), 1);
       assert.match(err.join("\n"), /did you mean errors\?/);
+      assert.doesNotMatch(err.join("\n"), /shows the stack/, "a plugin not found is an answer, not a crash");
+      // The CLI takes what the server takes (an outside probe: --since 1000000000 passed here, the
+      // server answered 400, and the CLI exited 1, not 2 as bad input does).
+      err.length = 0;
+      assert.equal(await runCli(["plugins", "logs", "errors", "--url", s.url, "--since", "1000000000"], io), 2);
+      assert.match(err.join("\n"), /--since.*from 0 to 999999999/);
     });
 
     // An outside operator probe: a 401 said only "missing bearer token", not which setting sends one.

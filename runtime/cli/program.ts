@@ -7,6 +7,8 @@ import { Command, CommanderError } from "commander";
 import { ConfigError, loadConfig, type Config } from "../config.ts";
 import { createCore, type Core, type PluginHostFactory } from "../core.ts";
 import { AppError } from "../errors.ts";
+import { CommandError } from "../commands/registry.ts";
+import { PluginNotFoundError } from "../plugins/host.ts";
 import { log } from "../log.ts";
 import { VERSION } from "../version.ts";
 import { startPluginHost } from "../plugins/manager.ts";
@@ -91,7 +93,9 @@ export async function runCli(argv: string[], io: CliIO, opts: CliOptions = {}): 
       if (running) io.err(hint(running));
       return 2;
     }
-    if (err instanceof AppError || err instanceof ConfigError) {
+    // What the API answers as a command's or a plugin's error (an unknown /command, a plugin not
+    // found) is an answer, not a crash of the CLI: no stack to look for.
+    if (err instanceof AppError || err instanceof ConfigError || err instanceof CommandError || err instanceof PluginNotFoundError) {
       io.err(`hookbox: ${err.message}`);
       return 1;
     }

@@ -9,6 +9,7 @@ import { suggest } from "../util/suggest.ts";
 import { SWEEP_NAMES } from "../maintenance/sweeps.ts";
 import { sourceOf } from "../sessions/view.ts";
 import { Id, QueryInt, check, noQuery, readBody, readQuery } from "./validate.ts";
+import { MAX_LOG_SEQ } from "../plugins/logs.ts";
 
 const Days = v.pipe(v.number(), v.minValue(0), v.maxValue(MAX_AGE_DAYS));
 const DryRun = v.optional(v.boolean());
@@ -22,7 +23,7 @@ export const MAINTENANCE = {
 } as const;
 const Task = v.picklist(Object.keys(MAINTENANCE) as Array<keyof typeof MAINTENANCE>);
 /** GET /v1/plugins/:name/logs: entries after seq `since` (for tailing), newest `limit`. */
-export const LogsQuery = v.strictObject({ since: v.optional(QueryInt(0, 999_999_999)), limit: v.optional(QueryInt(1, 1000)) });
+export const LogsQuery = v.strictObject({ since: v.optional(QueryInt(0, MAX_LOG_SEQ)), limit: v.optional(QueryInt(1, 1000)) });
 export const CommandName = v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/i, "command names are [a-z0-9_-]"));
 // The caller's identity (source, platform) is the session's: a body that could claim them could
 // claim another user's and pass plugins.command_users. Without a session a command runs anonymous.

@@ -12,7 +12,7 @@ import { join, resolve } from "node:path";
 import { wholeNumber } from "../cli/context.ts";
 import { printable } from "../util/printable.ts";
 import { callPlugin, formatCallReport, type CallTarget } from "./call.ts";
-import type { PluginLogEntry } from "./logs.ts";
+import { MAX_LOG_SEQ, type PluginLogEntry } from "./logs.ts";
 import { buildPlugins, pluginNameProblem, scaffoldPlugin, SCAFFOLD_LANGS, type ScaffoldLang } from "./scaffold.ts";
 
 /** Registers the `plugins` subcommands on `plugins` (the `hookbox plugins` command). */
@@ -139,7 +139,7 @@ function registerAuthorCommands(plugins: Command, ctx: CliContext): void {
     .description("a plugin's log ring from a running server (its log lines, stdout/stderr, failed calls)")
     .argument("<name>")
     .option("--url <url>", "the server (default: http://HOST:PORT of the config)")
-    .option("--since <seq>", "only entries after this sequence number", wholeNumber(0))
+    .option("--since <seq>", "only entries after this sequence number", wholeNumber(0, MAX_LOG_SEQ))
     .option("--limit <n>", "newest n entries", wholeNumber(1, 1000))
     .option("--json", "print JSON")
     .action(async (name: string, o: { url?: string; since?: number; limit?: number; json?: boolean }) => {
@@ -171,7 +171,8 @@ async function fromServer(ctx: CliContext, url: string | true, path: string, why
     const hint = config.api_token ? "the token this CLI sends (api_token / HOOKBOX_API_TOKEN) is not the server's" : "the server requires a token: set HOOKBOX_API_TOKEN (or api_token in the config) to the server's";
     throw new AppError(401, "unauthorized", `${said}; ${hint}`);
   }
-  if (!res.ok) throw new AppError(res.status === 404 ? 404 : 502, "request_failed", said);
+  // A 400 is this command's bad input (exit 2, as a usage error), a 404 is "not found" (exit 1).
+  if (!res.ok) throw new AppError(res.status === 404 || res.status === 400 ? res.status : 502, "request_failed", said);
   return body;
 }
 

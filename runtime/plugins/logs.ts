@@ -18,6 +18,8 @@ export interface PluginLogEntry {
 /** Entries kept per plugin (older ones are dropped first) and the longest message kept. */
 export const LOG_RING_SIZE = 500;
 export const MAX_LOG_MESSAGE_CHARS = 2000;
+/** The largest `since` a query may give (the API's and the CLI's bound alike). */
+export const MAX_LOG_SEQ = 999_999_999;
 
 export class PluginLogRing {
   private readonly entries: PluginLogEntry[] = [];
