@@ -160,6 +160,15 @@ describe("streamed turns with the local provider", () => {
     const bad = await fetch(`${s.url}/v1/sessions/${sid}/turns`, { method: "POST", headers: { accept: "text/event-stream", "content-type": "application/json" }, body: "{}" });
     assert.equal(bad.status, 400);
     await bad.body?.cancel();
+    // A /command streams only its answer: an unknown one is a plain 404, as without streaming (it
+    // was a 200 stream with an error event; an outside probe); a known one is its answer event.
+    const open = await newSession(s);
+    const unknown = await postStreamedTurn(s.url, open, "/nosuch");
+    assert.equal(unknown.status, 404);
+    assert.equal(((await unknown.json()) as { error: { code: string } }).error.code, "unknown_command");
+    const known = await allEvents(await postStreamedTurn(s.url, open, "/commands"));
+    assert.deepEqual(known.map((e) => e.event), ["answer"]);
+    assert.equal((known[0]!.data as { type: string }).type, "command");
   });
 });
 

@@ -9,7 +9,8 @@ import { notFound } from "../errors.ts";
 import { pageCursor } from "../sessions/service.ts";
 import { messageView, sessionView } from "../sessions/view.ts";
 import { methodNotAllowedResponse } from "./errors.ts";
-import { streamTurn, wantsEventStream } from "./turn-stream.ts";
+import { streamCommand, streamTurn, wantsEventStream } from "./turn-stream.ts";
+import { parseSlash } from "../commands/registry.ts";
 import { Id, Platform, Profile, QueryBool, QueryInt, SourceInput, noQuery, readBody, readId, readQuery } from "./validate.ts";
 
 export const CreateBody = v.strictObject({
@@ -103,6 +104,7 @@ export function sessionRoutes(core: Core, work: InFlight): Hono {
       // what goes wrong once the turn runs is the stream's `error` event.
       const session = await core.sessions.turnSession(id);
       if (session.ended_at !== null) throw await core.sessions.endedConflict(session);
+      if (parseSlash(body.message)) return streamCommand(c, core, id, body.message);
       return streamTurn(c, core, id, body.message, work);
     }
     return c.json(await core.turns.run(id, body.message));

@@ -19,6 +19,16 @@ export function wantsEventStream(c: Context): boolean {
   });
 }
 
+/**
+ * A streamed turn that is a /command: it streams nothing but its answer, so it runs before the
+ * stream starts, and a command refused or failed (unknown: 404, forbidden: 403) answers plain JSON
+ * as a turn not streamed does (it was a 200 stream holding an `error` event; an outside probe).
+ */
+export async function streamCommand(c: Context, core: Core, sessionId: string, message: string): Promise<Response> {
+  const answer = await core.turns.run(sessionId, message);
+  return streamSSE(c, (stream) => stream.writeSSE({ event: "answer", data: JSON.stringify(answer), id: "1" }));
+}
+
 /** `work` counts the turn until its end (a shutdown waits for it, whether or not the client stays). */
 export function streamTurn(c: Context, core: Core, sessionId: string, message: string, work: InFlight): Response {
   return streamSSE(c, (stream) => work.track(streamEvents(c, core, sessionId, message, stream)));
