@@ -337,6 +337,7 @@ export class PluginManager implements PluginHost {
     const limits = e.limits!;
     let sandbox: WasmPlugin | undefined;
     try {
+      for (const t of manifest.tools) this.core.tools.refuseBuiltinName(t.name);
       const instance = await createPluginInstance(
         { name: e.name, path: e.path, manifest, limits, grants: e.grants },
         {

@@ -59,15 +59,21 @@ export class ToolRegistry {
   }
 
   /**
+   * Throws ToolNameTaken, as register would, for a plugin tool named as a built-in: a plugin's load
+   * checks it first, so that reason is said before any other (a missing tool_ export).
+   */
+  refuseBuiltinName(name: string): void {
+    if (this.tools.get(name)?.tool.plugin === undefined && this.tools.has(name)) throw nameTaken(name, undefined);
+  }
+
+  /**
    * Registers a tool. A built-in's name cannot be taken (throws ToolNameTaken). A plugin tool whose
    * name another plugin declares too is live for neither: the conflict is returned.
    */
   register(tool: Tool): ToolConflict | undefined {
     const name = tool.spec.name;
     const owner = this.tools.get(name)?.tool;
-    if (owner && (!owner.plugin || !tool.plugin)) {
-      throw new ToolNameTaken(`tool "${name}" is already declared by ${owner.plugin ? `plugin ${owner.plugin}` : "the core (built-in)"}`);
-    }
+    if (owner && (!owner.plugin || !tool.plugin)) throw nameTaken(name, owner.plugin);
     // draft 2020-12, short-circuit off: every issue is reported back to the model at once.
     // A plugin's schema is checked without the keywords whose check has no bound (see schemaProblem),
     // in the check thread: what the check costs is the plugin's to choose (check-client.ts).
@@ -350,3 +356,6 @@ function walkSchema(schema: unknown): string | { unchecked: string[] } {
   };
   return walk(schema, "#", 0) ?? { unchecked };
 }
+
+const nameTaken = (name: string, plugin: string | undefined) =>
+  new ToolNameTaken(`tool "${name}" is already declared by ${plugin ? `plugin ${plugin}` : "the core (built-in)"}`);
