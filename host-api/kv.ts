@@ -185,7 +185,7 @@ export interface KvBackend {
 /** A commit refused because the plugin's usage, with its writes, would pass its quota (another process wrote meanwhile). */
 export class KvQuotaError extends Error {
   constructor(readonly plugin: string) {
-    super(`${STORED_QUOTA_TEXT}${plugin} reached: writes committed meanwhile (by another process) took what was left`);
+    super(`${STORED_QUOTA_TEXT}${plugin} reached: writes committed meanwhile (by another process) took what was left (plugins.kv_quota)`);
     this.name = "KvQuotaError";
   }
 }
@@ -363,7 +363,7 @@ export class PluginKv {
     if (this.passes(usage, s, next)) {
       throw new PluginCallError(
         "quota",
-        `${STORED_QUOTA_TEXT}${this.plugin} reached (${usage.keys} keys, ${usage.bytes} bytes stored, ${this.inFlight.keys + Math.max(0, this.callNet.keys)} keys being written; limits ${this.quota.keys} keys, ${this.quota.bytes} bytes)`,
+        `${STORED_QUOTA_TEXT}${this.plugin} reached (${usage.keys} keys, ${usage.bytes} bytes stored, ${this.inFlight.keys + Math.max(0, this.callNet.keys)} keys being written; limits ${this.quota.keys} keys, ${this.quota.bytes} bytes: plugins.kv_quota)`,
       );
     }
     this.account(s, next);

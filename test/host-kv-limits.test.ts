@@ -195,7 +195,7 @@ describe("plugin KV limits", () => {
     kv.set("s1", "f:1", "rewritten");
     kv.set("s1", "f:18", "new"); // 19 keys
     kv.set("s1", "f:19", "new"); // 20 keys: the quota
-    assert.throws(() => kv.set("s1", "f:20", "new"), failsAs("quota", /kv quota of order reached \(18 keys, .* 2 keys being written/));
+    assert.throws(() => kv.set("s1", "f:20", "new"), failsAs("quota", /kv quota of order reached \(18 keys, .* 2 keys being written; limits 20 keys, \d+ bytes: plugins.kv_quota\)/));
     kv.end(true);
     await db.store.flush();
     assert.equal(db.store.usage("order").keys, 20);

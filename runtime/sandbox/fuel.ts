@@ -110,6 +110,8 @@ export class FuelMeter {
     readonly budget: number,
     private readonly memoryPages: number,
     private readonly now: () => number = Date.now,
+    /** The call's time limit, for the message of a call past it. */
+    private readonly timeoutMs?: number,
   ) {}
 
   /**
@@ -198,7 +200,8 @@ export class FuelMeter {
 
   private outOfFuel(): never {
     this.used = this.budget;
-    throw new PluginCallError("fuel", `ran out of fuel (budget ${this.budget} units)`);
+    // Says which setting to change, as a plugin author reads it in the call's failure.
+    throw new PluginCallError("fuel", `ran out of fuel (budget ${this.budget} units: limits.fuel of its manifest, or the operator's plugins.limits)`);
   }
 
   /**
@@ -214,7 +217,8 @@ export class FuelMeter {
     if (now > this.deadline) {
       // A call that timed out counts what it was handed (its stats said 0: an outside probe).
       this.used = this.handedOut();
-      throw new PluginCallError("timeout", `ran past its deadline (${this.used} of ${this.budget} fuel units handed out)`);
+      const limit = this.timeoutMs === undefined ? "its time limit" : `its time limit of ${this.timeoutMs} ms`;
+      throw new PluginCallError("timeout", `ran past ${limit} (limits.timeout_seconds; ${this.used} of ${this.budget} fuel units handed out)`);
     }
     if (now > this.sliceEnd) throw new SliceExpired();
   }

@@ -161,7 +161,7 @@ export class WasmPlugin {
   private startsInWorker = false;
 
   constructor(private readonly opts: SandboxOptions) {
-    this.meter = new FuelMeter(opts.limits.fuel, opts.limits.memoryPages);
+    this.meter = new FuelMeter(opts.limits.fuel, opts.limits.memoryPages, Date.now, opts.limits.timeoutMs);
     this.hostCalls = new HostCalls(this.meter, () => this.instanceInWorker);
     this.io = new CallIo(() => this.memory, opts.limits.maxOutputBytes, (units) => this.meter.charge(units));
     const imports = WebAssembly.Module.imports(opts.module);
@@ -454,7 +454,7 @@ export class WasmPlugin {
   private withinDeadline<T>(call: Promise<T>, deadline: number, what = "its worker was terminated"): Promise<T> {
     call.catch(() => undefined); // settles after the race was lost: nothing to report
     return within(call, Math.min(Math.max(0, deadline - Date.now()) + WORKER_GRACE_MS, MAX_TIMER_MS), (): never => {
-      throw new PluginCallError("timeout", `did not answer within ${this.opts.limits.timeoutMs} ms (${what})`);
+      throw new PluginCallError("timeout", `did not answer within its time limit of ${this.opts.limits.timeoutMs} ms (limits.timeout_seconds; ${what})`);
     });
   }
 
