@@ -168,7 +168,7 @@ describe("plugin endpoints over a plugin host", () => {
   let t: TestServer;
   const info = (name: string, status: PluginInfo["status"]): PluginInfo => ({
     name, version: "1.0.0", description: null, hooks: ["post_compaction"], unknown_hooks: [], unknown_fields: [], tools: [], system_prompt: false, commands: [],
-    capabilities: { requested: [], granted: [], ungranted: [] }, status, reason: status === "active" ? null : "disabled by operator", stats: null,
+    capabilities: { requested: [], granted: [], ungranted: [] }, limits: null, status, reason: status === "active" ? null : "disabled by operator", stats: null,
   });
   before(async () => {
     const state = new Map([["memo", info("memo", "active")]]);

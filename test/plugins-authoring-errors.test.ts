@@ -213,6 +213,28 @@ describe("plugin errors name their cause", () => {
     }
   });
 
+  // An outside operator probe: limits above the manifest's ceilings were capped without a word,
+  // and the limits a plugin runs under were shown nowhere.
+  it("a manifest limit above its ceiling is capped with a warning in the plugin's log; the effective limits are in its info", async () => {
+    const dir = pluginDir();
+    dir.write("greedy", { name: "greedy", version: "1.0.0", hooks: [], limits: { fuel: 99_999_999_999, memory_pages: 5000, timeout_seconds: 999 } }, readFileSync(join(HOSTILE_DIR, "counter", "plugin.wasm")));
+    const s = await startPluginServer({ dir: dir.path, enabled: ["greedy"] });
+    try {
+      const info = (await s.api("GET", "/v1/plugins/greedy")).body.plugin;
+      assert.equal(info.status, "active");
+      assert.deepEqual(info.limits, { fuel: 1_000_000_000, memory_pages: 1024, max_output_bytes: 65_536, timeout_seconds: 30 });
+      const logs = ((await s.api("GET", "/v1/plugins/greedy/logs")).body.logs as Array<{ level: string; message: string }>).map((l) => [l.level, l.message]);
+      assert.deepEqual(logs, [
+        ["warn", "manifest limits.fuel 99999999999 is above its ceiling: 1000000000 applies (the operator's plugins.limits may set more)"],
+        ["warn", "manifest limits.memory_pages 5000 is above its ceiling: 1024 applies (the operator's plugins.limits may set more)"],
+        ["warn", "manifest limits.timeout_seconds 999 is above plugins.hook_callback_timeout: 30 applies (the operator's plugins.limits may set more)"],
+      ]);
+    } finally {
+      await s.close();
+      dir.remove();
+    }
+  });
+
   describe("over HTTP", () => {
     let s: PluginServer;
     let dir: PluginDir;

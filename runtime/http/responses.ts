@@ -107,6 +107,7 @@ export const RESPONSE_COMPONENTS = {
     system_prompt: bool,
     commands: array(object({ name: str, description: str, sensitive: bool })),
     capabilities: object({ requested: array(str), granted: array(str), ungranted: array(str) }),
+    limits: { oneOf: [{ type: "null" }, object({ fuel: num, memory_pages: int, max_output_bytes: int, timeout_seconds: num })] },
     status: choice(PLUGIN_STATUSES),
     reason: nullable("string"),
     stats: {

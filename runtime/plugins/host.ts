@@ -23,6 +23,8 @@ export interface PluginInfo {
   commands: Array<{ name: string; description: string; sensitive: boolean }>;
   /** `ungranted`: requested, and granted nothing of by the operator (plugins.grants): its calls that need them fail as denied. */
   capabilities: { requested: string[]; granted: string[]; ungranted: string[] };
+  /** The limits its calls run under (the operator's over the manifest's, capped, over the defaults); null when its manifest failed. */
+  limits: { fuel: number; memory_pages: number; max_output_bytes: number; timeout_seconds: number } | null;
   status: PluginStatus;
   /** Why the plugin is not active (load error, quarantine reason, "disabled by config", ...). */
   reason: string | null;

@@ -19,3 +19,24 @@ export function effectiveLimits(name: string, manifest: PluginLimits, config: Co
     timeoutMs: Math.round(timeoutSeconds * 1000),
   };
 }
+
+/**
+ * What the manifest asks for above its ceiling and does not get (the operator's plugins.limits not
+ * setting it), one sentence each: said in the plugin's log at load, as a capped limit was silent (an
+ * outside operator probe).
+ */
+export function cappedLimits(name: string, manifest: PluginLimits, config: Config): string[] {
+  const op = ownValue(config.plugins.limits, name) ?? {};
+  const notes: string[] = [];
+  for (const k of Object.keys(MANIFEST_CEILING) as Array<keyof typeof MANIFEST_CEILING>) {
+    const asked = manifest[k];
+    if (op[k] === undefined && asked !== undefined && asked > MANIFEST_CEILING[k]) {
+      notes.push(`manifest limits.${k} ${asked} is above its ceiling: ${MANIFEST_CEILING[k]} applies (the operator's plugins.limits may set more)`);
+    }
+  }
+  const hookTimeout = config.plugins.hook_callback_timeout;
+  if (op.timeout_seconds === undefined && manifest.timeout_seconds !== undefined && manifest.timeout_seconds > hookTimeout) {
+    notes.push(`manifest limits.timeout_seconds ${manifest.timeout_seconds} is above plugins.hook_callback_timeout: ${hookTimeout} applies (the operator's plugins.limits may set more)`);
+  }
+  return notes;
+}

@@ -18,7 +18,7 @@ import { CommandBridge } from "./command-bridge.ts";
 import type { PluginEntry } from "./entry.ts";
 import { PluginNotFoundError, type PluginHost, type PluginInfo } from "./host.ts";
 import { createPluginInstance } from "./instance.ts";
-import { effectiveLimits } from "./limits.ts";
+import { cappedLimits, effectiveLimits } from "./limits.ts";
 import { readManifest, scanPluginDir } from "./loader.ts";
 import { PluginLogs, type PluginLogEntry } from "./logs.ts";
 import { pluginTools, sectionOf, SYSTEM_PROMPT_KEY } from "./plugin-api.ts";
@@ -307,6 +307,10 @@ export class PluginManager implements PluginHost {
       e.manifest = readManifest(e.path, e.name);
       e.grants = grantedOf(e.manifest.capabilities, ownValue(config.plugins.grants, e.name));
       e.limits = effectiveLimits(e.name, e.manifest.limits, config);
+      for (const note of cappedLimits(e.name, e.manifest.limits, config)) {
+        this.logRings.of(e.name).push("warn", "log", note);
+        log("warn", note, { plugin: e.name });
+      }
     } catch (err) {
       // Nothing of the files read before stays (version, hooks, commands and grants shown with
       // "failed"), as at a start whose manifest fails.

@@ -35,6 +35,7 @@ export function pluginInfo(e: PluginEntry, config: Config, dispatcher: HookDispa
     system_prompt: m?.system_prompt !== undefined,
     commands: m ? m.commands.map((c) => ({ name: c.name, description: c.description, sensitive: c.sensitive })) : [],
     capabilities: { requested: m ? [...m.capabilities] : [], granted: [...e.grants.list], ungranted: e.grants.ungranted },
+    limits: e.limits ? { fuel: e.limits.fuel, memory_pages: e.limits.memoryPages, max_output_bytes: e.limits.maxOutputBytes, timeout_seconds: e.limits.timeoutMs / 1000 } : null,
     status,
     reason,
     stats,
