@@ -18,7 +18,7 @@ const Seconds = v.pipe(v.number(), v.minValue(0.001), v.maxValue(86_400));
 export const RESERVED_NAMES: ReadonlySet<string> = new Set(["constructor", "prototype", "__proto__"]);
 export const notReserved = (what: string) => v.check((n: string) => !RESERVED_NAMES.has(n), (i) => `"${String(i.input)}" cannot name a ${what} (every JavaScript object has a member of that name)`);
 
-export const PluginName = v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "plugin names are lowercase [a-z0-9_-], at most 64 chars"), notReserved("plugin"));
+export const PluginName = v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "plugin names are lowercase [a-z0-9_-], starting with a letter or digit, at most 64 chars"), notReserved("plugin"));
 
 const CAPABILITY_EXAMPLES = ["kv", "sessions:read", "http:example.com"];
 /** A granted capability: "kv", "sessions:read" or "http:<host>"; anything else is refused with a suggestion. */

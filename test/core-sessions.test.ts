@@ -201,6 +201,11 @@ describe("plugin endpoints over a plugin host", () => {
     assert.equal((await t.api("GET", "/v1/plugins/memo")).body.plugin.reason, "disabled by operator");
     assert.equal((await t.api("POST", "/v1/plugins/memo/enable")).body.plugin.status, "active");
     assert.equal((await t.api("POST", "/v1/plugins/other/enable")).status, 404);
+    // A query is refused; the body is pointed at only where it takes options (this one takes none).
+    const force = await t.api("POST", "/v1/plugins/memo/enable?force=1");
+    assert.deepEqual([force.status, force.body.error.message], [400, 'invalid query: POST /v1/plugins/memo/enable takes no query parameters (got "force")']);
+    const turn = await t.api("POST", "/v1/sessions/s_x/turns?stream=1", { message: "hi" });
+    assert.match(turn.body.error.message, /takes no query parameters \(got "stream"\); its options go in the JSON body$/);
   });
 });
 

@@ -59,7 +59,10 @@ export function noQuery(c: Context, hint = ""): void {
 
 /** Parses and validates the JSON body (an empty body counts as {}); the route takes no query. */
 export async function readBody<S extends v.GenericSchema>(c: Context, schema: S): Promise<v.InferOutput<S>> {
-  noQuery(c, "; its options go in the JSON body");
+  // Pointing at the body helps only where the body takes something (enable?force=1 was told to
+  // put its options there, which take none; an outside probe).
+  const entries = (schema as { entries?: object }).entries;
+  noQuery(c, entries && Object.keys(entries).length === 0 ? "" : "; its options go in the JSON body");
   // A client that hangs up while sending fails the read with ECONNRESET or "aborted": its own doing,
   // not the database's (which that error text was taken for: a 503 and an error-level log line).
   const text = await c.req.text().catch((err: unknown) => {

@@ -23,8 +23,11 @@ export interface Scaffolded {
 }
 
 /** What is wrong with `name` as a new plugin's name, or undefined. */
-export const pluginNameProblem = (name: string): string | undefined =>
-  v.is(PluginName, name) ? undefined : `"${name}" is not a plugin name: lowercase [a-z0-9_-], at most 64 chars`;
+export const pluginNameProblem = (name: string): string | undefined => {
+  // The schema's own reason: a name of the right letters can still be reserved ("constructor").
+  const checked = v.safeParse(PluginName, name);
+  return checked.success ? undefined : `"${name}" is not a plugin name: ${checked.issues[0].message}`;
+};
 
 export function scaffoldPlugin(pluginsDir: string, name: string, lang: ScaffoldLang): Scaffolded {
   const problem = pluginNameProblem(name);
