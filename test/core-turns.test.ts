@@ -72,7 +72,7 @@ for (const db of TEST_DBS) {
         calc.body.tool_calls.map((r: any) => ({ tool_name: r.tool_name, args: r.args, result: r.result, status: r.status, error: r.error })),
         [{ tool_name: "calculator", args: { expression: "(2 + 3) * 4" }, result: "(2 + 3) * 4 = 20", status: "ok", error: null }],
       );
-      assert.match(calc.body.reply, /returned \(2 \+ 3\) \* 4 = 20/);
+      assert.match(calc.body.reply, /returned \(2 \+ 3\) \* 4 = 20\.$/);
       assert.deepEqual(rec.of("pre_tool_call").map((e) => [e.tool_name, e.args]), [["calculator", { expression: "(2 + 3) * 4" }]]);
       assert.deepEqual(rec.of("post_tool_call").map((e) => [e.session_id, e.result]), [[id, "(2 + 3) * 4 = 20"]]);
       const clock = await t.api("POST", `/v1/sessions/${id}/turns`, { message: "what time is it?" });

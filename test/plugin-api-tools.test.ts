@@ -74,6 +74,7 @@ describe("plugin tools (item 1)", () => {
       const t = await turn(s, sid, `use tool text_stats ${args}`);
       assert.equal(t.tool_calls[0].status, "error", args);
       assert.match(t.tool_calls[0].error, /invalid arguments for text_stats/, args);
+      assert.doesNotMatch(t.reply, /\.\.$/, "a result that ends its sentence gets no second period");
     }
     assert.equal(((await pluginInfo(s, "text-stats")).stats?.calls ?? 0), calls, "the plugin never ran");
   });

@@ -63,7 +63,8 @@ export class LocalProvider implements Provider {
     const last = messages.at(-1);
     const base = { tool_calls: [], usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } };
     if (!last) return { ...base, content: "Hello." };
-    if (last.role === "tool") return { ...base, content: `The ${last.name ?? "tool"} tool returned ${last.content}.` };
+    // A result that ends its own sentence gets no second period (an outside probe saw "..").
+    if (last.role === "tool") return { ...base, content: `The ${last.name ?? "tool"} tool returned ${last.content}${/[.!?]$/.test(last.content) ? "" : "."}` };
     const use = USE_TOOL.exec(last.content);
     if (use && tools.has(use[1]!)) {
       return { ...base, content: "", tool_calls: [{ id: "call_1", name: use[1]!, args: toolArgs(use[2]) }] };
