@@ -281,6 +281,13 @@ describe("configuration (operator)", () => {
     assert.deepEqual(logThreshold("WARN"), logThreshold("warn"));
   });
 
+  it("`hookbox config --env` lists every variable: the process's two, then each setting's", async () => {
+    const out: string[] = [];
+    assert.equal(await runCli(["config", "--env"], { out: (l) => out.push(l), err: (l) => out.push(l) }), 0);
+    assert.deepEqual(out.slice(0, 2).map((l) => l.split("\t")[0]), ["HOOKBOX_CONFIG", "HOOKBOX_LOG"]);
+    assert.ok(out.includes("HOOKBOX_PLUGINS_KV_QUOTA_KEYS\tplugins.kv_quota.keys"));
+  });
+
   it("`hookbox config` prints the effective configuration with secrets masked", async () => {
     const config = parseConfig(
       { db_url: "libsql://user:pw@db.example:8080?authToken=abc", provider: { type: "openai", base_url: "http://127.0.0.1:1/v1", model: "m" } },
