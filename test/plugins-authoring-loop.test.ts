@@ -114,11 +114,13 @@ describe("hookbox plugins new -> build -> load -> call", () => {
 
   it("plugins call runs a hook with a payload file; failures, typos and non-subscribers are explained", async () => {
     const payload = join(dir, "payload.json");
-    writeFileSync(payload, JSON.stringify({ session_id: "s-42", platform: "cli" }));
+    writeFileSync(payload, JSON.stringify({ session_id: "s-42", platform: "cli", bogus: 1 }));
     const r = await cli("plugins", "call", "my-as", "on_session_start", "--payload", payload);
     assert.equal(r.code, 0, r.err);
     assert.match(r.out, /my-as on_session_start: ok/);
-    assert.match(r.out, /payload warning: profile: /, "fields the catalogue requires are pointed out");
+    // Said as a reader needs it (an outside probe saw `Invalid key: Expected "profile" but received undefined`, and no word of "bogus").
+    assert.match(r.out, /payload warning: profile: missing required field "profile"/, "fields the catalogue requires are pointed out");
+    assert.match(r.out, /payload warning: bogus: unknown field "bogus"; allowed: hook, schema_version, session_id/, "a field the hook does not have too");
     assert.match(r.out, /info +log +session started: s-42 on cli/);
     const failed = await cli("plugins", "call", "my-as", "command", "my_as", "fail");
     assert.equal(failed.code, 1);

@@ -15,6 +15,7 @@ import { createCore } from "../core.ts";
 import { printable } from "../util/printable.ts";
 import { AppError } from "../errors.ts";
 import { suggest } from "../util/suggest.ts";
+import { describeIssue } from "../util/schema-walk.ts";
 import { readManifest, scanPluginDir } from "./loader.ts";
 import type { PluginLogEntry } from "./logs.ts";
 import { startPluginHost, type PluginManager } from "./manager.ts";
@@ -63,8 +64,16 @@ export async function callPlugin(config: Config, name: string, target: CallTarge
       throw new AppError(400, "bad_request", `${name} does not subscribe to ${hook} (its hooks: ${manifest.hooks.join(", ") || "none"})`);
     }
     const full = { hook, schema_version: SCHEMA_VERSION, ...jsonObject(target.payload, "payload") };
-    const check = v.safeParse(payloadSchema(hook), full);
-    if (!check.success) for (const i of check.issues) payload_warnings.push(`${v.getDotPath(i) ?? "(root)"}: ${i.message}`);
+    // Strict here: a field the hook does not have is a typo to point out (a running hook may get
+    // fields a plugin does not know yet, so the catalogue's own schema lets them through).
+    const schema = v.strictObject(payloadSchema(hook).entries);
+    const check = v.safeParse(schema, full);
+    if (!check.success) {
+      for (const i of check.issues) {
+        const d = describeIssue(schema, i);
+        payload_warnings.push(`${d.path || "(root)"}: ${d.message}`);
+      }
+    }
     fn = hook;
     input = JSON.stringify(full);
   } else if (target.kind === "tool") {
