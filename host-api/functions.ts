@@ -135,7 +135,7 @@ export function bindHostApi(h: HostContext): HostBinding {
       // Checked before the contents are read: reading and encoding hundreds of MB would hold the
       // thread for seconds.
       const messages = h.readMessages(id, n, answerCap);
-      if (!messages) throw new PluginCallError("memory", `the last ${n} messages of ${id} hold more than ${answerCap} bytes, ${ANSWER_CAP_TEXT}`);
+      if (!messages) throw new PluginCallError("memory", `the last ${n} messages of ${id} hold more than ${answerCap} bytes (as JSON), ${ANSWER_CAP_TEXT}`);
       return ctx.store(JSON.stringify(messages));
     },
     hookbox_http(ctx: CallContext, request: bigint) {

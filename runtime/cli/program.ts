@@ -10,6 +10,7 @@ import { AppError } from "../errors.ts";
 import { CommandError } from "../commands/registry.ts";
 import { PluginNotFoundError } from "../plugins/host.ts";
 import { log } from "../log.ts";
+import { printable } from "../util/printable.ts";
 import { VERSION } from "../version.ts";
 import { startPluginHost } from "../plugins/manager.ts";
 import { registerPluginCommands } from "../plugins/cli.ts";
@@ -83,24 +84,24 @@ export async function runCli(argv: string[], io: CliIO, opts: CliOptions = {}): 
   } catch (err) {
     if (err instanceof CommanderError) return err.code === "commander.helpDisplayed" || err.code === "commander.version" ? 0 : 2;
     if (err instanceof UsageError) {
-      io.err(`hookbox: ${err.message}`);
+      io.err(`hookbox: ${printable(err.message, true)}`);
       if (running) io.err(hint(running));
       return 2;
     }
     // What the API answers 400 (a bad cursor, an unknown hook) is bad input to the command: a usage error.
     if (err instanceof AppError && err.status === 400) {
-      io.err(`hookbox: ${err.message}`);
+      io.err(`hookbox: ${printable(err.message, true)}`);
       if (running) io.err(hint(running));
       return 2;
     }
     // What the API answers as a command's or a plugin's error (an unknown /command, a plugin not
     // found) is an answer, not a crash of the CLI: no stack to look for.
     if (err instanceof AppError || err instanceof ConfigError || err instanceof CommandError || err instanceof PluginNotFoundError) {
-      io.err(`hookbox: ${err.message}`);
+      io.err(`hookbox: ${printable(err.message, true)}`);
       return 1;
     }
     log("debug", "command failed", { error: (err as Error).stack ?? String(err) });
-    io.err(`hookbox: ${(err as Error).message ?? String(err)} (HOOKBOX_LOG=debug shows the stack)`);
+    io.err(`hookbox: ${printable((err as Error).message ?? String(err), true)} (HOOKBOX_LOG=debug shows the stack)`);
     return 1;
   } finally {
     if (opened) await opened.then((c) => c.close()).catch(() => {});

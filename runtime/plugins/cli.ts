@@ -8,12 +8,12 @@ import { AppError } from "../errors.ts";
 import { suggest } from "../util/suggest.ts";
 import { PluginNotFoundError, type PluginInfo } from "./host.ts";
 import { existsSync, readFileSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { wholeNumber } from "../cli/context.ts";
 import { printable } from "../util/printable.ts";
 import { callPlugin, formatCallReport, type CallTarget } from "./call.ts";
 import { MAX_LOG_SEQ, type PluginLogEntry } from "./logs.ts";
-import { BUILD_SCRIPT, buildPlugins, pluginNameProblem, scaffoldPlugin, SCAFFOLD_LANGS, type ScaffoldLang } from "./scaffold.ts";
+import { buildPlugins, pluginNameProblem, scaffoldPlugin, SCAFFOLD_LANGS, type ScaffoldLang } from "./scaffold.ts";
 
 /** Registers the `plugins` subcommands on `plugins` (the `hookbox plugins` command). */
 export function registerPluginCommands(plugins: Command, ctx: CliContext): void {
@@ -103,11 +103,6 @@ function registerAuthorCommands(plugins: Command, ctx: CliContext): void {
       const dir = ctx.config().plugins.dir;
       // A name is first the plugin the server runs (plugins.dir), not a same-named one in plugins-wasm.
       const inDir = (n: string) => (!n.includes("/") && existsSync(join(dir, n, "manifest.json")) ? join(dir, n) : n);
-      // Neither a folder nor a plugin of plugins-wasm: not found, said before any build starts (it
-      // was "build failed; the plugin keeps no plugin.wasm until it builds"; an outside probe).
-      const unknown = names.filter((n) => !existsSync(inDir(n)) && (n.includes("/") || !existsSync(join(dirname(BUILD_SCRIPT), n))));
-      const where = resolve(dir) === dirname(BUILD_SCRIPT) ? dir : `${dir} or plugins-wasm`;
-      if (unknown.length > 0) throw new AppError(404, "not_found", `no plugin ${unknown.join(", ")}: neither a folder nor a plugin of ${where}`);
       build(ctx, names.length ? names.map(inDir) : [dir]);
     });
   plugins
@@ -197,6 +192,9 @@ async function readPayload(from: string): Promise<string> {
 function build(ctx: CliContext, paths: string[]): void {
   const r = buildPlugins(paths);
   for (const line of r.output.split("\n")) if (line) ctx.io.out(printable(line));
+  // A plugin that is not there is not found, nothing was built (it said "build failed; the plugin
+  // keeps no plugin.wasm until it builds"; an outside probe).
+  if (r.notFound) throw new AppError(404, "not_found", "no such plugin (see above): nothing was built");
   if (!r.ok) throw new AppError(422, "build_failed", "build failed (see above); the plugin keeps no plugin.wasm until it builds");
 }
 

@@ -51,10 +51,11 @@ export function scaffoldPlugin(pluginsDir: string, name: string, lang: ScaffoldL
 }
 
 /** Runs plugins-wasm/build.mjs on plugin folders (in a child process of the same runtime). */
-export function buildPlugins(paths: string[]): { ok: boolean; output: string } {
+/** `notFound`: an argument named no plugin (build.mjs exits 2 then, before building anything). */
+export function buildPlugins(paths: string[]): { ok: boolean; notFound: boolean; output: string } {
   const deno = (globalThis as { Deno?: unknown }).Deno !== undefined;
   const args = deno ? ["run", "-A", BUILD_SCRIPT, ...paths] : [BUILD_SCRIPT, ...paths];
   const r = spawnSync(process.execPath, args, { encoding: "utf8" });
   const output = `${r.stdout ?? ""}${r.stderr ?? ""}${r.error ? r.error.message : ""}`.trim();
-  return { ok: r.status === 0, output };
+  return { ok: r.status === 0, notFound: r.status === 2, output };
 }
