@@ -26,10 +26,13 @@ const RECENT = `from messages where session_id = ?1
   and seq >= coalesce((select seq from messages where session_id = ?1 order by seq desc limit 1 offset ?2 - 1), 0)`;
 // The bytes of their JSON answer ([{"role":..,"content":..},..], each text quoted and escaped, at
 // least as long as JSON.stringify makes it), or null when their contents alone pass ?3: told by the
-// rows' headers first (octet_length reads no content), then by the escaped texts, at most ?3 bytes
-// of them read. Raw bytes alone let 4 MB of control characters make a 24 MB answer (an outside probe).
-const RECENT_JSON_BYTES_SQL = `select case when (select coalesce(sum(octet_length(content)), 0) ${RECENT}) > ?3 then null
-  else (select coalesce(sum(length(cast(json_quote(content) as blob)) + length(cast(json_quote(role) as blob)) + 21), 0) + 2 ${RECENT}) end`;
+// rows' headers first (octet_length reads no content). A byte is at most six in JSON (\u0001), so
+// while six times the raw bytes fit, that bound is the answer (a turn's read of 20 messages costs
+// no content pass); only near ?3 are the escaped texts summed, at most ?3 bytes of them read. Raw
+// bytes alone let 4 MB of control characters make a 24 MB answer (an outside probe).
+const RECENT_JSON_BYTES_SQL = `select case when r.raw > ?3 then null when r.bound <= ?3 then r.bound
+  else (select coalesce(sum(length(cast(json_quote(content) as blob)) + length(cast(json_quote(role) as blob)) + 21), 0) + 2 ${RECENT}) end
+  from (select coalesce(sum(octet_length(content)), 0) as raw, coalesce(sum(6 * (octet_length(content) + octet_length(role)) + 25), 0) + 2 as bound ${RECENT}) r`;
 
 // Deleted keys: one KEYS_DELETE_SQL per (plugin, scope) after this (a key list probes the primary
 // key directly; a row-value IN over all three columns was twice as slow at 70,000 keys). The keys
