@@ -79,7 +79,8 @@ const sweepCountSql = (sweep: KvSweep, hiddenBy: readonly KvSweep[]) => {
 // keeps LIKE's wildcards out. As ONE JSON string: 10,000 rows as JS values cost more than the read.
 // The range's end is the prefix followed by byte F5, which no UTF-8 text holds: without it a prefix
 // that matches nothing still read every later key of the scope (100,000 keys: ~57 ms a call).
-const KEY_RANGE = `from plugin_kv where plugin = ?1 and session_id = ?2 and key >= ?3 and key < ?3 || x'F5' and substr(key, 1, length(?3)) = ?3`;
+const keysUnder = (key: string, prefix: string) => `${key} >= ${prefix} and ${key} < ${prefix} || x'F5' and substr(${key}, 1, length(${prefix})) = ${prefix}`;
+const KEY_RANGE = `from plugin_kv where plugin = ?1 and session_id = ?2 and ${keysUnder("key", "?3")}`;
 export const KEYS_SQL = `select json_group_array(key) from (select key ${KEY_RANGE})`;
 // The same, or null when their JSON (each key quoted and escaped, and its comma) would pass ?4 bytes:
 // told by one pass over the range before any key is copied out. Escapes counted: a key of control
@@ -120,7 +121,7 @@ const PATTERN_SQL = `insert into kv_sweep_patterns (plugin, session_id, prefix, 
 const PATTERNS_SQL = "select plugin, session_id, prefix, by_id_prefix from kv_sweep_patterns order by plugin, session_id, prefix";
 const TOMBSTONES_IN_SQL = "select count(*) from session_tombstones where deleted_at >= ?1 and deleted_at < ?2";
 // Keys of a pattern's scope (?3 plugin, ?4 scope) under its prefix (?5): at most ?6 counted.
-const UNDER_PREFIX = `k.plugin = ?3 and k.session_id = ?4 and k.key >= ?5 and k.key < ?5 || x'F5' and substr(k.key, 1, length(?5)) = ?5`;
+const UNDER_PREFIX = `k.plugin = ?3 and k.session_id = ?4 and ${keysUnder("k.key", "?5")}`;
 const KEYS_UNDER_SQL = `select count(*) from (select 1 from plugin_kv k where ${UNDER_PREFIX} limit ?6)`;
 // A key's id under a by-id-prefix pattern: between the prefix and the key's first ':' after it,
 // for a key with no ':' past that one. A tombstone's id is a session id, which holds no ':', so
@@ -141,7 +142,7 @@ const IN_WINDOW = "t.deleted_at >= ?1 and t.deleted_at < ?2";
 const PATTERN_ROWS = {
   exact: {
     byTombstone: `from plugin_kv k where k.plugin = ?3 and k.session_id = ?4 and k.key in (select ?5 || t.id from session_tombstones t where ${IN_WINDOW})`,
-    byKey: `from plugin_kv k where ${UNDER_PREFIX} and exists (select 1 from session_tombstones t where t.id = substr(k.key, length(?5) + 1) and ${IN_WINDOW})`,
+    byKey: `from plugin_kv k where ${UNDER_PREFIX} and exists (select 1 from session_tombstones t where t.id = ${AFTER_PREFIX} and ${IN_WINDOW})`,
   },
   byIdPrefix: {
     byTombstone: `from plugin_kv k where k.plugin = ?3 and k.session_id = ?4 and k.key in (select j.key from session_tombstones t cross join plugin_kv j
