@@ -118,14 +118,12 @@ function boundsOf(sweep: KvSweep): [string, string] | undefined {
   return lo === undefined ? undefined : [lo, hi!];
 }
 
-// The scope's keys in [?3, ?4] (at most ?5) as one text: their number and bytes, then each key,
-// U+0001 before each. Not JSON: escaping and parsing 10,000 keys cost twice what reading them does.
-// A key holding U+0001 (no key holds NUL, which the driver would cut the text at) makes more parts
-// than keys: then the caller reads no further.
+// The scope's keys in [?3, ?4] (at most ?5): their number, bytes, and the keys themselves as one
+// JSON array (no per-key sizes: a range that holds only matched keys needs their total alone).
 const RANGE_KEYS_SQL = withinBytes(
   5,
   6,
-  `select count(*) || ' ' || coalesce(sum(b), 0) || char(1) || coalesce(group_concat(key, char(1)), '') from (select key, ${ROW_BYTES("plugin_kv")} as b ${rangeOf(5)})`,
+  `select json_array(count(*), coalesce(sum(b), 0), coalesce(json_group_array(key), '[]')) from (select key, ${ROW_BYTES("plugin_kv")} as b ${rangeOf(5)})`,
 );
 
 /**
@@ -149,10 +147,9 @@ function wholeRange(conn: BatchConnection, plugin: string, sweep: KvSweep, most:
   const limit = byIdPrefix ? most : ids.length;
   const text = conn.all(RANGE_KEYS_SQL, [...range, limit + 1, KEYS_READ_BYTES])[0]?.[0];
   if (text == null) return undefined;
-  const [counts, ...keys] = String(text).split("\u0001");
-  const [n, bytes] = counts!.split(" ").map(Number) as [number, number];
+  const [n, bytes, keys] = JSON.parse(String(text)) as [number, number, string[]];
   if (n === 0) return 0;
-  if (n > limit || keys.length !== n) return undefined;
+  if (n > limit) return undefined;
   // Keys come in key order and the ids in the same order (every key of the range starts with the
   // prefix its bounds share): each key's id is the current id or a later one. A key of no id, or
   // one out of that order, leaves the sweep to the general path. By id prefix, a key with no ':'
