@@ -205,7 +205,7 @@ for (const dbKind of TEST_DBS) {
         ...ids.flatMap((id) => [`task:${id}:1`, `task:${id}:2`, `task:${id}:x:3`]),
         ...ids.slice(0, 1_000).flatMap((id) => [`job:${id}:1`, `job:${id}:2`]),
         "entry:", "entry:s00100x", "task:s00100", "task:s00100;", "job:s00700", "entry:s02550x", "pfx:a:1", "pfx:a!:1", "pfx:b!:1", "pfx:b:1", "xa:1", "xab:1", "xabz", "xb:1",
-        "sep:a", "sep:a\u0001sep:b", "sep:b", "sq:a:1", "sq:a:\u00012", "sq:b:1", "sr:a:1", "sr:a:x\u0001sr:b:2", "sr:b:1", "nul:a", "nul:b", "nul:c",
+        "sep:a", "sep:a\u0001sep:b", "sep:b", "sq:a:1", "sq:a:\u00012", "sq:b:1", "sr:a:1", "sr:a:x\u0001sr:b:2", "sr:b:1", "one:a:1", "one:b:2", "one:c:3", "two:a:1", "two:b:1", "two:c:1", "thr:a:1", "thr:b:x:2", "nul:a", "nul:b", "nul:c",
         ...Array.from({ length: 30_000 }, (_, i) => `entry:t${String(i).padStart(6, "0")}`),
       ];
       for (let i = 0; i < keys.length; i += 5_000) {
@@ -236,6 +236,11 @@ for (const dbKind of TEST_DBS) {
         ["sq:", ["a", "b"], true],
         ["sr:", ["a", "b"], true],
         ["nul:", ["a\u0000nul:b", "c"], false],
+        // Mode 1, one key per id: all go; a key of no id between them stays; so does a key whose
+        // text up to the next ':' is an id but whose id (up to its last ':') is none.
+        ["one:", ["a", "b", "c"], true],
+        ["two:", ["a", "c"], true],
+        ["thr:", ["a", "b"], true],
       ];
       for (const [prefix, list, byIdPrefix] of calls) {
         const sw = new KvSweep("", prefix, JSON.stringify(list), list, byIdPrefix);
@@ -247,7 +252,7 @@ for (const dbKind of TEST_DBS) {
         assert.deepEqual(db.store.keys("bulk", "", ""), [...model].sort(), `${prefix} ${list.length} ids`);
       }
       assert.ok(model.has("entry:s00100x") && model.has("task:s00100;") && model.has("entry:"), "neighbours that no id matches stay");
-      assert.ok(model.has("sep:a\u0001sep:b") && model.has("sr:a:x\u0001sr:b:2") && model.has("nul:a") && model.has("nul:b") && !model.has("nul:c") && !model.has("sq:a:\u00012"));
+      assert.ok(model.has("sep:a\u0001sep:b") && model.has("sr:a:x\u0001sr:b:2") && model.has("two:b:1") && model.has("thr:b:x:2") && !model.has("one:b:2") && model.has("nul:a") && model.has("nul:b") && !model.has("nul:c") && !model.has("sq:a:\u00012"));
       await assertUsageTrue(db, "bulk");
     });
     // Found by a review: the range read was bounded by its number of keys only, and 100,000 keys of
