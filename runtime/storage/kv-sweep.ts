@@ -135,12 +135,13 @@ const RANGE_KEYS_SQL = withinBytes(
  */
 function wholeRange(conn: BatchConnection, plugin: string, sweep: KvSweep, most: number): number | undefined {
   const { prefix, byIdPrefix } = sweep;
-  const ids = idsInOrder(sweep);
+  const list = listInOrder(sweep);
+  const ids = byIdPrefix ? list.byIdPrefix : list.exact;
   if (ids.length === 0) return 0;
-  const [lo, hi] = byIdPrefix ? (factsOf(ids).bounds ??= idPrefixBounds(ids)) : [ids[0]!, ids[ids.length - 1]!];
+  const [lo, hi] = byIdPrefix ? (list.bounds ??= idPrefixBounds(ids)) : [ids[0]!, ids[ids.length - 1]!];
   const range = [plugin, sweep.session, prefix + lo, prefix + hi] as const;
   if (!byIdPrefix) {
-    const gone = exactlyTheirs(conn, range, prefix, ids);
+    const gone = exactlyTheirs(conn, range, prefix, list);
     if (gone !== undefined) return gone;
   }
   // An exact sweep matches at most one key per id: a range holding more is not whole.
@@ -162,7 +163,12 @@ function wholeRange(conn: BatchConnection, plugin: string, sweep: KvSweep, most:
     while (j < ids.length && ids[j]! < id) j++;
     if (ids[j] !== id) return undefined;
   }
-  conn.run(USAGE_OFF_COUNTED_SQL, [plugin, n, bytes]);
+  return rangeGone(conn, range, n, bytes);
+}
+
+/** Deletes the range, which holds `n` keys of `bytes` (all matched), and takes them off the plugin's usage. */
+function rangeGone(conn: BatchConnection, range: readonly [string, string, string, string], n: number, bytes: number): number {
+  conn.run(USAGE_OFF_COUNTED_SQL, [range[0], n, bytes]);
   return conn.run(RANGE_DELETE_SQL, [...range]);
 }
 
@@ -184,40 +190,41 @@ const EXACT_IDS = 10_000;
  * the ids in SQL, where reading them as JSON into JS and walking them cost about three times as
  * much (10,000 keys: 2 ms against 6). Undefined when it is not so (the key read then tells more).
  */
-function exactlyTheirs(conn: BatchConnection, range: readonly [string, string, string, string], prefix: string, ids: readonly string[]): number | undefined {
+function exactlyTheirs(conn: BatchConnection, range: readonly [string, string, string, string], prefix: string, list: ListInOrder): number | undefined {
+  const ids = list.exact;
   if (ids.length > EXACT_IDS) return undefined;
-  const [n, bytes, same] = conn.all(EXACT_RANGE_SQL, [...range, ids.length + 1, (factsOf(ids).joined ??= ids.join("\u0000")), prefix])[0] as [number, number, number];
+  const [n, bytes, same] = conn.all(EXACT_RANGE_SQL, [...range, ids.length + 1, (list.joined ??= ids.join("\u0000")), prefix])[0] as [number, number, number];
   if (Number(n) === 0) return 0;
   // As many keys as ids, and the same text: then the same keys (with as many NULs as separators, no
   // id held one).
   if (Number(n) !== ids.length || Number(same) !== 1) return undefined;
-  conn.run(USAGE_OFF_COUNTED_SQL, [range[0], n, bytes]);
-  return conn.run(RANGE_DELETE_SQL, [...range]);
+  return rangeGone(conn, range, Number(n), Number(bytes));
 }
 
 /**
- * Per id list, in order: one bulk delete's list is the same array for every plugin that sweeps it
- * (session-ids.ts keeps the last one parsed), so 7 plugins sort it once.
+ * An id list in order, and what sweeps derive from it, kept per list: one bulk delete's list is the
+ * same array for every plugin that sweeps it (session-ids.ts keeps the last one parsed), so 7
+ * plugins sort it once.
  */
-const inOrder = new WeakMap<readonly string[], { exact: readonly string[]; byIdPrefix: readonly string[] }>();
+interface ListInOrder {
+  /** Sorted (JS order), without repeats. */
+  exact: readonly string[];
+  /** The same without "" (by id prefix, the id must end before the key's last ':'). */
+  byIdPrefix: readonly string[];
+  /** `exact` joined by NUL: the text an exact sweep's range is compared with. */
+  joined?: string;
+  /** idPrefixBounds of `byIdPrefix`. */
+  bounds?: [string, string];
+}
+const inOrder = new WeakMap<readonly string[], ListInOrder>();
 
-/** The sweep's ids sorted (JS order) without repeats; by id prefix without "" (the id must end before the key's last ':'). */
-function idsInOrder(sweep: KvSweep): readonly string[] {
+function listInOrder(sweep: KvSweep): ListInOrder {
   let o = inOrder.get(sweep.ids);
   if (!o) {
     const exact = sortedDistinct(sweep.ids);
     inOrder.set(sweep.ids, (o = { exact, byIdPrefix: exact[0] === "" ? exact.slice(1) : exact }));
   }
-  return sweep.byIdPrefix ? o.byIdPrefix : o.exact;
-}
-
-/** Per list in order, as above: its id-prefix bounds, and its ids joined by NUL (the text its exact sweeps expect). */
-const facts = new WeakMap<readonly string[], { joined?: string; bounds?: [string, string] }>();
-
-function factsOf(ids: readonly string[]) {
-  let f = facts.get(ids);
-  if (!f) facts.set(ids, (f = {}));
-  return f;
+  return o;
 }
 
 /**
