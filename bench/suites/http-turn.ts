@@ -2,9 +2,9 @@
 // the local provider, libSQL) with no plugins, 10 TS injectors and 10 WASM injectors (copies of the
 // inject fixture, pre_llm_call), next to a bare Hono JSON POST and a Hono POST that commits one
 // libSQL write transaction with the same durability setting (the floor a turn that stores anything
-// cannot beat). The client runs in its own process (bench/client/load.mjs); every variant runs in
-// several interleaved rounds (the machine is shared: drift hits all variants alike) and the table
-// shows the median round. Each client works on its own sessions (turns of one session serialize),
+// cannot beat). The client runs in its own process (bench/client/load.mjs, under Deno when there is
+// one: bench/lib/load.ts); every variant runs in several interleaved rounds (the machine is shared:
+// drift hits all variants alike) and the table shows the median round. Each client works on its own sessions (turns of one session serialize),
 // a fresh session every few turns keeps the history a realistic size.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -17,7 +17,7 @@ import { openStorage, writerPragmasFor, type Storage } from "../../runtime/stora
 import { IdleCheckpoint } from "../../runtime/storage/idle-checkpoint.ts";
 import { FileBatchWriter } from "../../runtime/storage/file-batch.ts";
 import { assertNoPluginFailures, openBenchCore, type BenchCore } from "../lib/core.ts";
-import { runLoad, type LoadRequest, type LoadResult } from "../lib/load.ts";
+import { clientRuntime, runLoad, type LoadRequest, type LoadResult } from "../lib/load.ts";
 import { progress, type BenchOptions } from "../lib/options.ts";
 import type { Row } from "../lib/report.ts";
 import { median } from "../lib/measure.ts";
@@ -138,7 +138,7 @@ export async function runHttpTurn(opts: BenchOptions): Promise<Row[]> {
     for (const t of targets) t.check?.();
     const rps = (t: Target) => median(results.get(t)!.map((r) => (r.n / r.wall_ms) * 1000));
     const floor = rps(targets[1]!);
-    const group = `HTTP POST, client process, ${clients} conns, median of ${opts.httpRounds} rounds`;
+    const group = `HTTP POST, client process (${clientRuntime}), ${clients} conns, median of ${opts.httpRounds} rounds`;
     return targets.map((t, i) => {
       const rs = results.get(t)!;
       return {
