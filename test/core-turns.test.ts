@@ -63,6 +63,19 @@ for (const db of TEST_DBS) {
       assert.deepEqual(rec.of("pre_llm_call")[0]!.conversation_history.map((m) => m.content), ["deploy it", res.body.reply]);
     });
 
+    it("carries stored text into the next turn's history exactly as stored, in order", async () => {
+      const id = await newSession();
+      // Quotes, backslashes, JSON-looking text, controls, a non-BMP character, a line separator.
+      const texts = ['say "hi" \\ {"a":[1]} \\u0041', "tab\tnew\nline\r\u0001\u001f end", "emoji 🎉 and \u2028 sep, 数字 ١٢٣", "  "];
+      for (const message of texts) assert.equal((await t.api("POST", `/v1/sessions/${id}/turns`, { message })).status, 200);
+      const stored = (await t.api("GET", `/v1/sessions/${id}/messages`)).body.messages as Array<{ seq: number; role: string; content: string }>;
+      rec.clear();
+      assert.equal((await t.api("POST", `/v1/sessions/${id}/turns`, { message: "last" })).status, 200);
+      const seen = rec.of("pre_llm_call")[0]!.conversation_history;
+      assert.deepEqual(seen, stored.map((m) => ({ role: m.role, content: m.content })));
+      assert.deepEqual(seen.filter((m) => m.role === "user").map((m) => m.content), texts);
+    });
+
     it("runs the built-in tools with pre_tool_call and post_tool_call", async () => {
       const id = await newSession();
       rec.clear();

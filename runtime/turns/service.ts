@@ -107,7 +107,7 @@ export class TurnService {
   }
 
   private async chat(sessionId: string, text: string, events: TurnEventSink | undefined): Promise<TurnResult> {
-    let session = await this.sessions.turnSession(sessionId);
+    let { session, history } = await this.sessions.turnState(sessionId);
     if (session.ended_at !== null) throw await this.sessions.endedConflict(session);
     const compactions: CompactOutcome[] = [];
     const budget = this.ctx.config.compaction.context_budget_tokens;
@@ -116,10 +116,10 @@ export class TurnService {
       const out = await this.compaction.compactLocked({ session_id: sessionId, kind: "summarize", reason: "pre_api", protect_from_seq: Infinity });
       if (out.compacted) {
         compactions.push(out);
-        session = await this.sessions.turnSession(sessionId);
+        ({ session, history } = await this.sessions.turnState(sessionId));
       }
     }
-    const turn = new TurnLog(this.sessions, sessionId, session.token_estimate, await this.sessions.turnHistory(sessionId));
+    const turn = new TurnLog(this.sessions, sessionId, session.token_estimate, history);
     turn.chain = await this.compactionChain(session.id, session.compacted_from);
     turn.add({ role: "user", content: text });
     const auto = async (kind: CompactOutcome["kind"], reason: CompactOutcome["reason"]) => {

@@ -68,7 +68,7 @@ export class TurnLog {
     await this.flush();
     const out = await compact(this.firstSeq ?? Infinity);
     if (out.compacted) {
-      const [session, rows] = await Promise.all([this.sessions.get(this.sessionId), this.sessions.turnHistory(this.sessionId)]);
+      const { session, history: rows } = await this.sessions.turnState(this.sessionId);
       const userSeq = this.firstSeq ?? Infinity;
       this.storedTokens = session.token_estimate;
       this.top = rows.at(-1)?.seq ?? 0;
