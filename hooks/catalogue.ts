@@ -3,6 +3,7 @@
 // documentation served by GET /v1/hooks and as test oracles.
 import { toJsonSchema } from "@valibot/to-json-schema";
 import * as v from "valibot";
+import { wholeRecord } from "./whole-record.ts";
 
 export const SCHEMA_VERSION = 1;
 
@@ -40,7 +41,7 @@ const session = { session_id: v.string() };
 const Args = v.pipe(
   v.unknown(),
   v.check((x) => !Array.isArray(x), "args must be a JSON object, not an array"),
-  v.record(v.string(), v.unknown()),
+  wholeRecord(v.string(), v.unknown()),
 );
 const UsageSchema = v.object({ prompt_tokens: v.number(), completion_tokens: v.number(), total_tokens: v.number() });
 /** How a tool call ended: ran, failed (error says why) or blocked by a pre_tool_call directive. */

@@ -4,6 +4,7 @@
 import { Buffer } from "node:buffer";
 import * as v from "valibot";
 import { PluginCallError } from "../hooks/failures.ts";
+import { wholeRecord } from "../hooks/whole-record.ts";
 import { PLUGIN_REQUEST_HEADER } from "./request-mark.ts";
 
 export const MAX_HTTP_RESPONSE_BYTES = 1024 * 1024;
@@ -11,7 +12,7 @@ export const MAX_HTTP_RESPONSE_BYTES = 1024 * 1024;
 export const HttpRequest = v.object({
   method: v.optional(v.picklist(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]), "GET"),
   url: v.pipe(v.string(), v.url()),
-  headers: v.optional(v.record(v.string(), v.string())),
+  headers: v.optional(wholeRecord(v.string(), v.string())),
   body: v.optional(v.string()),
 });
 export type HttpRequestOf = v.InferOutput<typeof HttpRequest>;

@@ -182,6 +182,20 @@ describe("pre_tool_call directives (item 2) and transforms (item 3)", () => {
     assert.deepEqual(both.directives.map((d: any) => [d.plugin, d.action]), [["tool-guard", "block"]]);
   });
 
+  it("modify: keys named constructor, prototype or __proto__ are applied like any other key", async () => {
+    const sid = await newSession(s);
+    const run = (await turn(s, sid, 'use tool calculator {"expression":"1+1","constructor":"rm -rf /","note":"protokeys-me"}')).tool_calls[0];
+    assert.equal(run.status, "ok", JSON.stringify(run));
+    // Own data properties (JSON.parse makes them so; an object literal's __proto__ would set the prototype).
+    const own = (o: object, k: string) => Object.getOwnPropertyDescriptor(o, k)?.value;
+    for (const [k, want] of [["constructor", "SAFE"], ["prototype", "P"], ["__proto__", "X"], ["note", "guarded"], ["expression", "1+1"]]) {
+      assert.equal(own(run.args, k!), want, `the tool ran with ${k}`);
+    }
+    assert.equal(own(run.directives[0].args, "constructor"), "SAFE", "the directive reported is the one applied");
+    const post = (await hookrec(s, "post_tool_call")).at(-1);
+    assert.equal(own(post.args, "constructor"), "SAFE", "post_tool_call sees the arguments the tool ran with");
+  });
+
   it("a failing pre_tool_call plugin fails open by default", async () => {
     const sid = await newSession(s);
     const t = await turn(s, sid, 'use tool calculator {"expression":"3+3","note":"trap-me"}');

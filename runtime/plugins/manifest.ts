@@ -4,6 +4,7 @@
 // written for a newer host still runs its other hooks here).
 import * as v from "valibot";
 import { isHookName, type HookName } from "../../hooks/catalogue.ts";
+import { wholeRecord } from "../../hooks/whole-record.ts";
 import { schemaProblem } from "../tools/registry.ts";
 import { Capability, notReserved, PluginLimitsSchema, PluginName } from "../config.ts";
 import { describeIssue } from "../util/schema-walk.ts";
@@ -19,7 +20,7 @@ const ToolSchema = v.object({
   name: v.pipe(v.string(), v.regex(/^[a-z][a-z0-9_]{0,63}$/, "tool names are lowercase [a-z0-9_], at most 64 chars"), notReserved("tool")),
   description: v.pipe(v.string(), v.minLength(1), v.maxLength(1000)),
   parameters: v.pipe(
-    v.record(v.string(), v.unknown()),
+    wholeRecord(v.string(), v.unknown()),
     v.rawCheck(({ dataset, addIssue }) => {
       const problem = dataset.typed ? schemaProblem(dataset.value) : null;
       if (problem) addIssue({ message: `not a usable JSON Schema: ${problem}` });

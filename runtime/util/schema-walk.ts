@@ -13,11 +13,14 @@ type AnySchema = {
   literal?: unknown;
   value?: AnySchema;
   pipe?: AnySchema[];
+  /** A whole record (hooks/whole-record.ts): the valibot record it checks with. */
+  record?: AnySchema;
 };
 
 /** Through optional/nullable wrappers, and from a custom check into the object schema piped after it. */
 function unwrap(s: AnySchema): AnySchema {
   if (s.wrapped) return unwrap(s.wrapped);
+  if (s.record) return s.record;
   const piped = s.type === "custom" ? s.pipe?.find((x) => x.kind === "schema" && x.type !== "custom") : undefined;
   return piped ? unwrap(piped) : s;
 }

@@ -2,7 +2,8 @@
 //   pre_tool_call, cue in the arguments: "block-me" -> block; "long-block-me" -> block with a
 //     2,000-character message; "modify-me" -> modify (expression
 //     "6*7", text "modified"); "badargs-me" -> modify to arguments the schema refuses; "trap-me" -> trap;
-//     "smuggle-me" -> modify the text to one holding "block-me" (which it blocks when it sees it).
+//     "smuggle-me" -> modify the text to one holding "block-me" (which it blocks when it sees it);
+//     "protokeys-me" -> modify keys named constructor, prototype and __proto__ (and note).
 //   transform_tool_result, cue in the arguments: "transform-me" -> replaced; "transform-trap" -> trap;
 //     "nul-me" -> replaced by a text holding a NUL character (U+0000).
 //   transform_llm_output: "shout-me" in the answer -> replaced; "nul-me" -> a text holding a NUL;
@@ -24,6 +25,7 @@ export function pre_tool_call(): i32 {
   else if (has(args, "modify-me")) outputString('{"action":"modify","args":{"expression":"6*7","text":"modified"}}');
   else if (has(args, "badargs-me")) outputString('{"action":"modify","args":{"expression":42}}');
   else if (has(args, "smuggle-me")) outputString('{"action":"modify","args":{"text":"now block-me"}}');
+  else if (has(args, "protokeys-me")) outputString('{"action":"modify","args":{"constructor":"SAFE","note":"guarded","prototype":"P","__proto__":"X"}}');
   return 0;
 }
 
