@@ -250,12 +250,18 @@ describe("hostile modules: host memory and outputs", () => {
     await counter.plugin.close();
   });
 
-  it("a 1 MiB error text is cut to MAX_ERROR_CHARS", async () => {
-    const { plugin } = await sandbox("hostcalls");
-    const e = await callFailure(plugin.call("big_error", "", Date.now() + 10_000));
-    assert.ok(e.message.length <= MAX_ERROR_CHARS + 20, `message of ${e.message.length} chars`);
-    assert.match(e.message, /truncated/);
-    await plugin.close();
+  it("a 1 MiB error text (error_set or hookbox_abort) is cut to MAX_ERROR_CHARS and says so, in a worker too", async () => {
+    for (const inWorker of [false, true]) {
+      const { plugin } = await sandbox("hostcalls", { inWorker });
+      for (const fn of ["big_error", "big_abort"]) {
+        const e = await callFailure(plugin.call(fn, "", Date.now() + 10_000));
+        const where = `${fn}${inWorker ? " in a worker" : ""}`;
+        assert.equal(e.kind, "trap", where);
+        assert.ok(e.message.length <= MAX_ERROR_CHARS + 20, `${where}: message of ${e.message.length} chars`);
+        assert.match(e.message, /x{900}.*truncated/, where);
+      }
+      await plugin.close();
+    }
   });
 
   // Stored (a quarantine reason), a NUL cut the text short on the embedded file (an outside probe's

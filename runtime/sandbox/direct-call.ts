@@ -7,6 +7,7 @@
 // its CallContext and found by their descriptions; the SDK is pinned to one version, and where they
 // are not all there (another version) the sandbox keeps using call().
 import type { CallContext } from "@extism/extism";
+import { errorText } from "./call-failure.ts";
 import type { Rewinder } from "./rewind.ts";
 
 /** The CallContext methods ForegroundPlugin.call uses, by their symbols' descriptions. */
@@ -41,8 +42,6 @@ export interface DirectCaller {
   callRewinding(fn: string, rewinder: Rewinder): Promise<Uint8Array | undefined>;
 }
 
-const decoder = new TextDecoder();
-
 function stepsOf(ctx: CallContext): Steps | undefined {
   const proto = Object.getPrototypeOf(ctx) as object;
   const found = new Map(Object.getOwnPropertySymbols(proto).map((s) => [s.description, s]));
@@ -69,7 +68,7 @@ export function directCaller(ctx: CallContext, exports: WebAssembly.Exports): Di
     s.begin(null);
   };
   const output = ([error, output]: [number | null, number | null]): Uint8Array | undefined => {
-    if (error !== null) throw new Error(`Plugin-originated error: ${decoder.decode(s.block(error).buffer as ArrayBuffer)}`);
+    if (error !== null) throw new Error(`Plugin-originated error: ${errorText(new Uint8Array(s.block(error).buffer))}`);
     return output === null ? undefined : new Uint8Array(s.block(output).buffer);
   };
   const promising = new Map<string, () => Promise<unknown>>();

@@ -11,6 +11,7 @@ import { parentPort, receiveMessageOnPort, workerData } from "node:worker_thread
 import createPlugin, { type CallContext, type Plugin } from "@extism/extism";
 import { createWasi } from "../../host-api/wasi.ts";
 import { blockCopyFunctions } from "./block-copy.ts";
+import { abort, MAX_ERROR_CHARS } from "./call-failure.ts";
 import { CallIo } from "./call-io.ts";
 import { FIRST_BLOCK, FUEL_SLICE, hostCallCost, MAX_CALL_BLOCKS, pastCallBlocks } from "./fuel.ts";
 import { LogBudget } from "./log-budget.ts";
@@ -147,6 +148,8 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
       hookbox_output_write: (_ctx: CallContext, src: bigint, len: bigint) => io.writeOutput(src, len),
       hookbox_block_read: metered(copies.hookbox_block_read),
       hookbox_block_write: metered(copies.hookbox_block_write),
+      // Here, not on the server's thread: only the bounded text crosses (call-failure.ts).
+      hookbox_abort: abort,
     },
     [start.local.fuelModule]: {
       end: (_ctx: CallContext, left: number) => ended(left),
@@ -158,7 +161,9 @@ function serve(parent: NonNullable<typeof parentPort>, start: WorkerStart): void
   );
   const failure = (err: unknown): FromWorker => {
     const e = err instanceof Error ? err : new Error(String(err));
-    return { type: "failed", name: e.name, message: e.message, tally: takeTally() };
+    // Cut here: the SDK's error_set text is whole (16 MB crossing to the server's thread cost it
+    // 100-180 ms per call); a little over what the server keeps, so it still says it was cut.
+    return { type: "failed", name: e.name, message: e.message.slice(0, MAX_ERROR_CHARS + 100), tally: takeTally() };
   };
 
   let plugin: Plugin | undefined;
