@@ -42,6 +42,23 @@ describe("plugin errors name their cause", () => {
     assert.throws(() => parseManifest({ name: "x", version: "1", tools: [{ name: "prototype", description: "d", parameters: { type: "object" } }] }, "manifest.json"), /"prototype" cannot name a tool/);
   });
 
+  // Found by an outside probe: "sensitiv": true loaded as an ordinary command anyone could run.
+  it("a misspelt key in a command or tool entry fails the load with a suggestion; x- annotations pass", () => {
+    assert.throws(
+      () => parseManifest({ name: "x", version: "1", commands: [{ name: "wipe", description: "d", sensitiv: true }] }, "manifest.json"),
+      /commands\.0\.sensitiv: unknown field "sensitiv" \(did you mean sensitive\?\)/,
+    );
+    assert.throws(
+      () => parseManifest({ name: "x", version: "1", tools: [{ name: "t", descripton: "d", parameters: { type: "object" } }] }, "manifest.json"),
+      /tools\.0\.descripton: unknown field "descripton" \(did you mean description\?\)/,
+    );
+    const m = parseManifest(
+      { name: "x", version: "1", commands: [{ name: "wipe", sensitive: true, "x-usage": "/wipe" }], tools: [{ name: "t", description: "d", parameters: { type: "object" }, $schema: "s" }] },
+      "manifest.json",
+    );
+    assert.deepEqual([m.commands[0]!.sensitive, m.tools[0]!.name], [true, "t"]);
+  });
+
   // Found by an outside probe: a command declared twice loaded as active, then was refused as
   // "claimed by plugins counter and counter" on every call.
   it("a command, tool or hook declared twice in manifest.json is refused at load, naming it", () => {

@@ -15,7 +15,9 @@ const HookSchema = v.pipe(v.string(), v.regex(/^[a-z][a-z0-9_]{0,63}$/, "hook na
 /** Largest durable system-prompt section of one plugin, bytes (manifest or host function). */
 export const MAX_SYSTEM_PROMPT_BYTES = 4096;
 
-const ToolSchema = v.object({
+// Entries are strict: a misspelt key fails the load with a suggestion ("sensitiv" silently left a
+// sensitive command open to everyone: an outside probe).
+const ToolSchema = v.strictObject({
   // Tool names follow the OpenAI function-name rule, so any provider accepts them.
   name: v.pipe(v.string(), v.regex(/^[a-z][a-z0-9_]{0,63}$/, "tool names are lowercase [a-z0-9_], at most 64 chars"), notReserved("tool")),
   description: v.pipe(v.string(), v.minLength(1), v.maxLength(1000)),
@@ -28,10 +30,15 @@ const ToolSchema = v.object({
   ),
 });
 
-/** `$schema` and `x-...` keys annotate a manifest (editors, other tools): not hookbox's to check. */
+/**
+ * `$schema` and `x-...` keys annotate a manifest (editors, other tools): not hookbox's to check, at
+ * the top level nor in a command or tool entry.
+ */
 function withoutAnnotations(raw: unknown): unknown {
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) return raw;
-  return Object.fromEntries(Object.entries(raw).filter(([k]) => k !== "$schema" && !k.startsWith("x-")));
+  const own = (o: object) => Object.entries(o).filter(([k]) => k !== "$schema" && !k.startsWith("x-"));
+  const entries = (list: unknown) => (Array.isArray(list) ? list.map((e) => (typeof e === "object" && e !== null && !Array.isArray(e) ? Object.fromEntries(own(e)) : e)) : list);
+  return Object.fromEntries(own(raw).map(([k, value]) => [k, k === "commands" || k === "tools" ? entries(value) : value]));
 }
 
 export const ManifestSchema = v.object({
@@ -41,7 +48,7 @@ export const ManifestSchema = v.object({
   hooks: v.optional(v.pipe(v.array(HookSchema), v.maxLength(64)), []),
   commands: v.optional(
     v.array(
-      v.object({
+      v.strictObject({
         name: v.pipe(v.string(), v.regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "command names are lowercase [a-z0-9_-]"), notReserved("command")),
         description: v.optional(v.pipe(v.string(), v.maxLength(500)), ""),
         sensitive: v.optional(v.boolean(), false),
