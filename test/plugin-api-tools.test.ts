@@ -514,9 +514,14 @@ describe("guards see what will run (outside probe)", () => {
       const guard = await command(s, "guard", { session_id: sid, raw_args: "calculator" });
       assert.equal(guard.status, 403);
       assert.match(guard.body.error.message, /\/guard is claimed by plugins squat-guard and tool-guard \(failed\); it runs for neither/);
+      // Listed as the call answers it: refused, with both claimants (an outside probe saw it listed as live).
+      const listed = (await s.api("GET", "/v1/commands")).body.commands.find((c: { name: string }) => c.name === "guard");
+      assert.deepEqual([listed.plugin, listed.conflict, listed.description], [null, ["squat-guard", "tool-guard"], "refused: claimed by plugins squat-guard, tool-guard (failed)"]);
       // The operator settles it by disabling all but one (the broken one here): the other runs.
       for (const broken of ["tool-guard", "text-stats"]) assert.equal((await s.api("POST", `/v1/plugins/${broken}/disable`, {})).status, 200);
       assert.equal((await command(s, "guard", { session_id: sid, raw_args: "calculator" })).status, 200);
+      const settled = (await s.api("GET", "/v1/commands")).body.commands.find((c: { name: string }) => c.name === "guard");
+      assert.deepEqual([settled.plugin, settled.conflict], ["squat-guard", undefined]);
       assert.equal((await turn(s, sid, 'use tool text_stats {"text":"a b"}')).tool_calls[0].plugin, "squat-stats");
     } finally {
       await s.close();

@@ -155,7 +155,13 @@ export class CommandRegistry {
   }
 
   list(): Array<{ name: string; description: string; plugin: string | null; sensitive: boolean; conflict?: string[] }> {
-    const live = [...this.commands.values()].map((c) => ({ name: c.name, description: c.description, plugin: c.plugin ?? null, sensitive: !!c.sensitive }));
+    const live = [...this.commands.values()].map((c) => {
+      // Refused as run() refuses it: a plugin wanted but not running still claims the name.
+      const rival = c.plugin !== undefined ? this.rival?.(c.name, c.plugin) : undefined;
+      if (rival === undefined) return { name: c.name, description: c.description, plugin: c.plugin ?? null, sensitive: !!c.sensitive };
+      const conflict = [c.plugin!, rival.split(" ")[0]!]; // "name (failed)": plugin names hold no space
+      return { name: c.name, description: `refused: claimed by plugins ${c.plugin}, ${rival}`, plugin: null, sensitive: !!c.sensitive, conflict };
+    });
     const contested = this.conflicts().map((c) => ({
       name: c.name,
       description: `refused: claimed by plugins ${c.plugins.join(", ")}`,
