@@ -242,6 +242,10 @@ describe("hookbox plugins call: hook outputs as the server checks them, plugin t
     const r = await cli("plugins", "call", "badjson", "pre_llm_call", "--payload", payload);
     assert.equal(r.code, 1, r.out);
     assert.match(r.out, /badjson pre_llm_call: FAILED \(bad_output\)/);
+    // The output it refused, and the fuel the call took, are what the author needs to see (an outside
+    // probe got "output: (none)" and "fuel: -").
+    assert.match(r.out, /^output: \{"context": "unterminated$/m);
+    assert.match(r.out, /^fuel: [1-9]\d* /m);
   });
 
   it("runs a plugin tool with arguments from --payload, checked against its schema first", async () => {

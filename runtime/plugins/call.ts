@@ -118,8 +118,10 @@ export async function callPlugin(config: Config, name: string, target: CallTarge
     let failure: PluginCallError | undefined;
     const t0 = performance.now();
     try {
-      // A hook's output passes the check the server applies (a refused one fails as bad_output).
-      result = await plugins.invoke(name, fn, input, target.kind === "hook" ? core.dispatcher.outputReader(target.hook as HookName) : undefined);
+      result = await plugins.invoke(name, fn, input);
+      // A hook's output passes the check the server applies (a refused one fails as bad_output),
+      // after the call: the report still shows the output it refused, and the fuel it took.
+      if (target.kind === "hook") core.dispatcher.outputReader(target.hook as HookName)(result.output);
     } catch (err) {
       if (!(err instanceof PluginCallError)) throw err;
       failure = err;
@@ -140,7 +142,7 @@ export async function callPlugin(config: Config, name: string, target: CallTarge
       ok: failure === undefined,
       output: result?.output ?? null,
       failure: failure ? { kind: failure.kind, message: failure.message } : null,
-      fuel: result?.fuel ?? null,
+      fuel: result?.fuel ?? failure?.fuel ?? null,
       ms: result?.ms ?? performance.now() - t0,
       payload_warnings,
       kv_writes,
