@@ -67,12 +67,16 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
         const core = await ctx.core();
         await requireExisting(core, ids);
         const res = await core.deletion.remove({ reason: action, ids });
-        if (!res.fired) {
-          // Checked a moment ago, gone now: another process removed them in between.
-          if (action === "delete") throw new AppError(404, "not_found", `already deleted (by another process meanwhile): ${ids.join(", ")}`);
-          throw new AppError(409, "already_archived", `already archived: ${ids.join(", ")}`);
-        }
+        // Checked a moment ago, gone now: another process deleted them in between.
+        if (action === "delete" && !res.fired) throw new AppError(404, "not_found", `already deleted (by another process meanwhile): ${ids.join(", ")}`);
         for (const id of res.deleted_ids) io.out(`${action === "delete" ? "deleted" : "archived"} ${id}`);
+        // An archive is a no-op for one already archived, as over HTTP ({archived: false}): said, exit 0.
+        if (action === "archive") {
+          const flipped = new Set(res.deleted_ids);
+          const gone: string[] = [];
+          for (const id of new Set(ids)) if (!flipped.has(id)) (await core.sessions.find(id)) ? io.out(`already archived ${id}`) : gone.push(id);
+          if (gone.length > 0) throw new AppError(404, "not_found", `deleted by another process meanwhile: ${gone.join(", ")}`);
+        }
       });
   }
 
@@ -83,10 +87,8 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
     .action(async (ids: string[]) => {
       const core = await ctx.core();
       await requireExisting(core, ids);
-      // As archive refuses an archived session (exit 1, nothing done), unarchive refuses one that is not.
-      const open = (await core.storage.db.selectFrom("sessions").select("id").where("id", "in", idIn(ids)).where("archived", "=", 0).execute()).map((r) => r.id);
-      if (open.length > 0) throw new AppError(409, "not_archived", `not archived: ${open.join(", ")}`);
-      for (const id of ids) io.out(`unarchived ${(await core.sessions.unarchive(id)).id}`);
+      // A no-op for one that is not archived, as over HTTP ({unarchived: false}) and as archive: said, exit 0.
+      for (const id of new Set(ids)) io.out(`${(await core.sessions.unarchive(id)).unarchived ? "unarchived" : "not archived"} ${id}`);
     });
 
   registerSweeps(sessions.command("sweep").description("maintenance sweeps; --dry-run lists what would go"), ctx);

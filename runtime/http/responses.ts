@@ -153,7 +153,7 @@ export const RESPONSES: Record<string, Json> = {
   "POST /v1/sessions/:id/turns": ref("Turn"),
   "POST /v1/sessions/:id/compress": ref("Compaction"),
   "POST /v1/sessions/:id/archive": object({ session, archived: bool }),
-  "POST /v1/sessions/:id/unarchive": object({ session }),
+  "POST /v1/sessions/:id/unarchive": object({ session, unarchived: bool }),
   "POST /v1/sessions/:id/end": object({ session, ended: bool }),
   "POST /v1/sessions/:id/reset": object({ session, old_session_id: str }),
   "DELETE /v1/sessions/:id": object({ deleted_ids: ids }),

@@ -131,7 +131,8 @@ export function sessionRoutes(core: Core, work: InFlight): Hono {
   app.post("/:id/unarchive", async (c) => {
     const id = readId(c);
     await readBody(c, Empty);
-    return c.json({ session: sessionView(await core.sessions.unarchive(id)) });
+    const { session, unarchived } = await core.sessions.unarchive(id);
+    return c.json({ session: sessionView(session), unarchived });
   });
 
   app.post("/:id/end", async (c) => {

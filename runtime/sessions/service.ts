@@ -254,15 +254,16 @@ export class SessionService {
   }
 
   /** Clears the archived flag. No hook: un-archiving removes nothing. */
-  async unarchive(id: string): Promise<SessionRow> {
+  /** Brings an archived session back; `unarchived` says whether this call flipped it. */
+  async unarchive(id: string): Promise<{ session: SessionRow; unarchived: boolean }> {
     const now = this.ctx.now();
     // Only a real flip touches the row: a session that was not archived keeps its updated_at.
-    const row = await this.ctx.storage.write(async (trx) =>
-      (await trx.updateTable("sessions").set({ archived: 0, updated_at: now }).where("id", "=", id).where("archived", "<>", 0).returningAll().executeTakeFirst()) ??
-      (await trx.selectFrom("sessions").selectAll().where("id", "=", id).executeTakeFirst()),
-    );
-    if (!row) throw notFound("session", id);
-    return row;
+    const res = await this.ctx.storage.write(async (trx) => {
+      const flipped = await trx.updateTable("sessions").set({ archived: 0, updated_at: now }).where("id", "=", id).where("archived", "<>", 0).returningAll().executeTakeFirst();
+      return flipped ? { session: flipped, unarchived: true } : { session: await trx.selectFrom("sessions").selectAll().where("id", "=", id).executeTakeFirst(), unarchived: false };
+    });
+    if (!res.session) throw notFound("session", id);
+    return { session: res.session, unarchived: res.unarchived };
   }
 
   /**
