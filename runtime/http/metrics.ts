@@ -54,7 +54,9 @@ export function createMetrics(core: Core, version: string): HttpMetrics {
   const stats = () => core.plugins.list();
   // Per-plugin totals kept by the dispatcher, copied at scrape time.
   const totals: Array<[name: string, help: string, read: (s: PluginStats) => number]> = [
-    ["hookbox_plugin_hook_calls_total", "hook calls delivered to each plugin", (s) => s.calls],
+    // The plugin's own stats: every call of it, hooks, slash commands and tools alike (the per-hook
+    // family above counts hooks only).
+    ["hookbox_plugin_hook_calls_total", "calls of each plugin: hooks, slash commands and tools (hookbox_hook_calls_total: hooks only)", (s) => s.calls],
     ["hookbox_plugin_hook_skipped_total", "hook calls skipped during a time-out cool-off", (s) => s.skipped_cooloff],
     ["hookbox_plugin_fuel_used_total", "fuel (metered WASM instructions) spent by each plugin", (s) => s.fuel_used],
   ];
@@ -73,7 +75,7 @@ export function createMetrics(core: Core, version: string): HttpMetrics {
   }
   new Counter({
     name: "hookbox_plugin_hook_failures_total",
-    help: "failed hook calls by plugin and kind (trap, fuel, timeout, memory, bad_output, denied, unavailable)",
+    help: "failed calls of each plugin (hooks, slash commands and tools) by kind (trap, fuel, timeout, memory, bad_output, denied, unavailable, quota, conflict)",
     labelNames: ["plugin", "kind"],
     registers,
     collect() {
@@ -83,7 +85,7 @@ export function createMetrics(core: Core, version: string): HttpMetrics {
   });
   new Gauge({
     name: "hookbox_plugin_hook_latency_seconds",
-    help: "hook call latency quantiles over each plugin's last 1024 calls",
+    help: "call latency quantiles over each plugin's last 1024 calls (hooks, slash commands and tools)",
     labelNames: ["plugin", "quantile"],
     registers,
     collect() {

@@ -117,11 +117,13 @@ export async function callPlugin(config: Config, name: string, target: CallTarge
     let result: { output: string | undefined; fuel: number; ms: number } | undefined;
     let failure: PluginCallError | undefined;
     const t0 = performance.now();
+    // A hook's output passes the check the server applies, inside the call (a refused one fails it as
+    // bad_output and drops its KV writes); the report still shows the output it refused.
+    let checkedOutput: string | undefined;
+    const reader = target.kind === "hook" ? core.dispatcher.outputReader(target.hook as HookName) : undefined;
+    const accept = reader && Object.assign((output: string | undefined) => ((checkedOutput = output), reader(output)), { ignoresOutput: false });
     try {
-      result = await plugins.invoke(name, fn, input);
-      // A hook's output passes the check the server applies (a refused one fails as bad_output),
-      // after the call: the report still shows the output it refused, and the fuel it took.
-      if (target.kind === "hook") core.dispatcher.outputReader(target.hook as HookName)(result.output);
+      result = await plugins.invoke(name, fn, input, accept);
     } catch (err) {
       if (!(err instanceof PluginCallError)) throw err;
       failure = err;
@@ -140,7 +142,7 @@ export async function callPlugin(config: Config, name: string, target: CallTarge
       granted: [...granted],
       grants_from: configured ? "config" : "manifest",
       ok: failure === undefined,
-      output: result?.output ?? null,
+      output: result?.output ?? checkedOutput ?? null,
       failure: failure ? { kind: failure.kind, message: failure.message } : null,
       fuel: result?.fuel ?? failure?.fuel ?? null,
       ms: result?.ms ?? performance.now() - t0,
