@@ -122,7 +122,7 @@ for (const db of TEST_DBS) {
       const missing = await t.api("POST", "/v1/plugins/nothing/enable");
       assert.equal(missing.status, 404);
       // A folder made after the start is not known until a restart (or --watch): the 404 says so.
-      assert.match(missing.body.error.message, /^plugin nothing not found: the folders of .* are read at start \(restart, or run `hookbox serve --watch` to pick up a new one\)$/);
+      assert.match(missing.body.error.message, /^plugin nothing not found: no such folder in .* when it was last read \(at start, and continually under serve --watch\)$/);
       assert.equal((await t.api("POST", "/v1/plugins/nothing/explode")).status, 400);
     });
 

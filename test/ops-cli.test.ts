@@ -55,7 +55,7 @@ describe("hookbox CLI (operator)", () => {
       const lines = r.err.split("\n");
       assert.equal(lines.length, 2, r.err);
       assert.match(lines[0]!, line);
-      assert.match(lines[1]!, /^hint: run "hookbox .*--help" for usage$/);
+      assert.match(lines[1]!, /^hint: run "(npm run hookbox --|deno task hookbox) .*--help" for usage$/);
     }
   });
 
@@ -163,7 +163,7 @@ describe("hookbox CLI (operator)", () => {
     // As a cursor the API refuses (400): exit 2, with the hint, where it was 1.
     const cursor = await cli("sessions", "list", "--after", "garbage");
     assert.equal(cursor.code, 2, cursor.err);
-    assert.match(cursor.err, /after "garbage" is neither a page cursor[^]*hint: run "hookbox sessions list --help"/);
+    assert.match(cursor.err, /after "garbage" is neither a page cursor[^]*hint: run "(npm run hookbox --|deno task hookbox) sessions list --help"/);
   });
 });
 

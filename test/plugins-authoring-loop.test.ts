@@ -69,8 +69,8 @@ describe("hookbox plugins new -> build -> load -> call", () => {
     try {
       const elsewhere = await cli("plugins", "new", "far", "--dir", other, "--no-build");
       assert.equal(elsewhere.code, 0, elsewhere.err);
-      assert.match(elsewhere.out, new RegExp(`HOOKBOX_PLUGINS_DIR=${other} hookbox plugins call far command far hi`));
-      assert.match(elsewhere.out, new RegExp(`build it with: hookbox plugins build ${other}/far\n`), "not built: the build comes first");
+      assert.match(elsewhere.out, new RegExp(`HOOKBOX_PLUGINS_DIR=${other} (npm run hookbox --|deno task hookbox) plugins call far command far hi`));
+      assert.match(elsewhere.out, new RegExp(`build it with: (npm run hookbox --|deno task hookbox) plugins build ${other}/far\n`), "not built: the build comes first");
     } finally {
       rmSync(other, { recursive: true, force: true });
     }

@@ -3,6 +3,7 @@
 // arguments, and suggests the nearest command or option for a typo. Each area registers its own
 // subcommands (sessions, plugins, serve, config); runCli maps outcomes to exit codes:
 // 0 done, 1 failed (e.g. not found), 2 usage error.
+import { INVOKED_AS } from "./invoked-as.ts";
 import { Command, CommanderError } from "commander";
 import { ConfigError, loadConfig, type Config } from "../config.ts";
 import { createCore, type Core, type PluginHostFactory } from "../core.ts";
@@ -37,7 +38,7 @@ export interface CliOptions {
   core?: Core;
 }
 
-const fullName = (cmd: Command): string => (cmd.parent ? `${fullName(cmd.parent)} ${cmd.name()}` : cmd.name());
+const fullName = (cmd: Command): string => (cmd.parent ? `${fullName(cmd.parent)} ${cmd.name()}` : INVOKED_AS);
 const hint = (cmd: Command) => `hint: run "${fullName(cmd)} --help" for usage`;
 
 function buildProgram(ctx: CliContext): Command {

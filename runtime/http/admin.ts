@@ -40,7 +40,8 @@ export const CommandBody = v.strictObject({
 /** 404 for a plugin name: a typo's suggestion, else where plugins come from and when they are read. */
 const pluginNotFound = (core: Core, name: string) => {
   const hint = suggest(name, core.plugins.list().map((p) => p.name));
-  return new AppError(404, "not_found", `plugin ${name} not found${hint || `: the folders of ${core.config.plugins.dir} are read at start (restart, or run \`hookbox serve --watch\` to pick up a new one)`}`);
+  // Said as a fact whether or not this server watches (a removed folder under --watch was told to use --watch).
+  return new AppError(404, "not_found", `plugin ${name} not found${hint || `: no such folder in ${core.config.plugins.dir} when it was last read (at start, and continually under serve --watch)`}`);
 };
 
 export function adminRoutes(core: Core): Hono {

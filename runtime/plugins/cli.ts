@@ -2,6 +2,7 @@
 // of the plugin runtime (status, reason, grants, stats) and the persisted enable/disable overrides.
 // A change takes effect in this process at once and in every running server within 2 s (syncState).
 // `hookbox plugins new | build | call | logs`: the plugin author's loop (scaffold.ts, call.ts).
+import { INVOKED_AS } from "../cli/invoked-as.ts";
 import type { Command } from "commander";
 import type { CliContext } from "../cli/context.ts";
 import { AppError } from "../errors.ts";
@@ -91,9 +92,9 @@ function registerAuthorCommands(plugins: Command, ctx: CliContext): void {
       const elsewhere = o.dir !== undefined && resolve(o.dir) !== resolve(pluginsDir);
       const dirNote = elsewhere ? ` with plugins.dir ${resolve(o.dir!)} (it is ${pluginsDir})` : "";
       // Not built yet: the first step is the build (plugins call needs plugin.wasm).
-      if (!o.build) io.out(`build it with: hookbox plugins build ${made.path}`);
+      if (!o.build) io.out(`build it with: ${INVOKED_AS} plugins build ${made.path}`);
       io.out(`next: add "${name}" to plugins.enabled (and its capabilities to plugins.grants)${dirNote}, then try it with`);
-      io.out(`  ${elsewhere ? `HOOKBOX_PLUGINS_DIR=${resolve(o.dir!)} ` : ""}hookbox plugins call ${name} command ${made.command} hi`);
+      io.out(`  ${elsewhere ? `HOOKBOX_PLUGINS_DIR=${resolve(o.dir!)} ` : ""}${INVOKED_AS} plugins call ${name} command ${made.command} hi`);
     });
   plugins
     .command("build")
@@ -162,7 +163,7 @@ async function fromServer(ctx: CliContext, url: string | true, path: string, why
   try {
     res = await fetch(target, { headers: config.api_token ? { authorization: `Bearer ${config.api_token}` } : {} });
   } catch (err) {
-    throw new AppError(503, "unreachable", `no hookbox server at ${base} (${(err as Error).message}); ${why}: start it with hookbox serve, or pass --url`);
+    throw new AppError(503, "unreachable", `no hookbox server at ${base} (${(err as Error).message}); ${why}: start it with ${INVOKED_AS} serve, or pass --url`);
   }
   const body = (await res.json().catch(() => ({}))) as { error?: { message?: string } };
   const said = body.error?.message ?? `${target}: HTTP ${res.status}`;

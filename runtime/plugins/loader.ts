@@ -5,6 +5,7 @@
 // would block start-up forever, /dev/zero would eat memory), of bounded size, and inside the
 // folder (a symlink may point elsewhere in the folder, never out of it); they are opened with
 // O_NOFOLLOW where the final path must not be a link, and the size is checked on the open file.
+import { INVOKED_AS } from "../cli/invoked-as.ts";
 import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, readSync, realpathSync, statSync } from "node:fs";
 import { basename, isAbsolute, join, relative } from "node:path";
 import { HOST_FUNCTION_NAMES } from "../../host-api/functions.ts";
@@ -20,7 +21,6 @@ import { parseManifest, type Manifest } from "./manifest.ts";
 import type { SandboxLimits } from "../sandbox/wasm-plugin.ts";
 
 /** How this runtime runs the CLI, for the hints in load errors. */
-const HOOKBOX_CLI = "Deno" in globalThis ? "deno task hookbox" : "npm run hookbox --";
 
 export class PluginLoadError extends Error {
   override name = "PluginLoadError";
@@ -155,7 +155,7 @@ export async function compilePlugin(path: string, manifest: Manifest, limits: Sa
     throw new PluginLoadError(`the last build failed: ${text.slice(0, 600)}`);
   }
   // `plugins build NAME` builds it wherever plugins.dir is (npm run build:plugins: plugins-wasm/ only).
-  if (!existsSync(file)) throw new PluginLoadError(`plugin.wasm is missing (build it: ${HOOKBOX_CLI} plugins build ${basename(path)})`);
+  if (!existsSync(file)) throw new PluginLoadError(`plugin.wasm is missing (build it: ${INVOKED_AS} plugins build ${basename(path)})`);
   // Not WebAssembly.validate: it holds the server's thread as long as V8 takes (seconds, for some
   // modules of a few KB); instrument() reads the module under limits first, and compiling it, off
   // the thread, validates it.
