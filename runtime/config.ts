@@ -175,6 +175,18 @@ export class ConfigError extends Error {
   override name = "ConfigError";
 }
 
+/**
+ * Which environment variable set each plugins.* map or list of a parsed config, for the checks made
+ * later against plugins.dir (checkPluginNames): outside the config, which `hookbox config` prints.
+ */
+const pluginSettingsFromEnv = new WeakMap<Config, Map<string, string>>();
+
+/** Where a plugins.* setting of `c` came from, as errors name it: "environment: VAR (path)" or the path. */
+function settingLabel(c: Config, path: string): string {
+  const name = pluginSettingsFromEnv.get(c)?.get(path);
+  return name ? `environment: ${name} (${path})` : path;
+}
+
 /** Every setting's environment variable: HOOKBOX_ + its key path in upper case ("provider.api_key" -> HOOKBOX_PROVIDER_API_KEY). */
 export const ENV_SETTINGS = schemaLeaves(ConfigSchema).map((leaf) => ({ ...leaf, env: `HOOKBOX_${leaf.path.join("_").toUpperCase()}` }));
 
@@ -294,13 +306,13 @@ export function parseConfig(input: unknown, env: Record<string, string | undefin
   const hookTimeoutSeconds = hookTimeout(hook_callback_timeout, timeoutWarnings);
   const timeoutVar = envFor("plugins.hook_callback_timeout");
   for (const w of timeoutWarnings) warnings.push(timeoutVar ? { text: `${timeoutVar}: ${w}`, fromEnv: true } : { text: w, fromEnv: false });
-  // A fail-closed guard that is not running blocks every tool call (turns/tool-step.ts): said at start.
-  for (const name of plugins.fail_closed) {
-    if (!plugins.enabled.includes(name) || plugins.disabled.includes(name)) {
-      warnings.push({ text: `plugins.fail_closed: ${name} is not enabled, so it blocks every tool call`, fromEnv: envFor("plugins.fail_closed") !== undefined });
-    }
-  }
   const c: Config = { ...res.output, plugins: { ...plugins, hook_callback_timeout: hookTimeoutSeconds }, warnings: warnings.map((w) => w.text) };
+  const sources = new Map<string, string>();
+  for (const key of ["dir", "enabled", "disabled", "grants", "limits", "fail_closed"]) {
+    const name = envFor(`plugins.${key}`);
+    if (name) sources.set(`plugins.${key}`, name);
+  }
+  pluginSettingsFromEnv.set(c, sources);
   for (const w of warnings) log("warn", w.text, { origin: w.fromEnv ? "environment" : origin });
   checkBindHost(c);
   return c;
@@ -310,19 +322,35 @@ export function parseConfig(input: unknown, env: Record<string, string | undefin
  * Plugin names in enabled, disabled, grants, limits and fail_closed must be plugins that exist in plugins.dir:
  * a typo would otherwise silently leave a plugin off or ungranted.
  */
-export function checkPluginNames(c: Config, available: readonly string[]): void {
+export function checkPluginNames(c: Config, available: readonly string[], dirExists = true): void {
+  const named: Array<[path: string, names: readonly string[]]> = [
+    ["plugins.enabled", c.plugins.enabled],
+    ["plugins.disabled", c.plugins.disabled],
+    ["plugins.grants", Object.keys(c.plugins.grants)],
+    ["plugins.limits", Object.keys(c.plugins.limits)],
+    ["plugins.fail_closed", c.plugins.fail_closed],
+  ];
+  // One cause, said once (a missing folder gave one "no plugin named" per name, the cause only in a warning).
+  if (!dirExists && named.some(([, names]) => names.length > 0)) {
+    const where = named.filter(([, names]) => names.length > 0).map(([path]) => settingLabel(c, path));
+    throw new ConfigError(`${settingLabel(c, "plugins.dir")}: ${c.plugins.dir} does not exist, and ${where.join(", ")} name plugins in it`);
+  }
   const problems: string[] = [];
-  const check = (where: string, names: readonly string[]) => {
+  for (const [path, names] of named) {
     for (const name of names) {
-      if (!available.includes(name)) problems.push(`${where}: no plugin named "${name}" in ${c.plugins.dir}${suggest(name, available)}`);
+      if (!available.includes(name)) problems.push(`${settingLabel(c, path)}: no plugin named "${name}" in ${c.plugins.dir}${suggest(name, available)}`);
     }
-  };
-  check("plugins.enabled", c.plugins.enabled);
-  check("plugins.disabled", c.plugins.disabled);
-  check("plugins.grants", Object.keys(c.plugins.grants));
-  check("plugins.limits", Object.keys(c.plugins.limits));
-  check("plugins.fail_closed", c.plugins.fail_closed);
+  }
   if (problems.length) throw new ConfigError(problems.join("; "));
+  // A fail-closed guard that exists but is not running blocks every tool call (turns/tool-step.ts):
+  // said at start (one that does not exist was refused above, not warned about first).
+  for (const name of c.plugins.fail_closed) {
+    if (!c.plugins.enabled.includes(name) || c.plugins.disabled.includes(name)) {
+      const warning = `${settingLabel(c, "plugins.fail_closed")}: ${name} is not enabled, so it blocks every tool call`;
+      c.warnings.push(warning);
+      log("warn", warning, {});
+    }
+  }
 }
 
 /**

@@ -319,5 +319,22 @@ describe("configuration (operator)", () => {
     const told: string[] = [];
     assert.equal(await runCli(["config"], { out: (l) => told.push(l), err: (l) => told.push(l) }, { config: file }), 1);
     assert.equal(told.at(-1), `hookbox: plugins.dir (HOOKBOX_PLUGINS_DIR): ${notDir} is not a directory`);
+    // A missing folder the configuration names plugins in: that cause, once (an outside probe got one
+    // "no plugin named" per plugin, the cause only in a warning line above them).
+    const gone = parseConfig({ plugins: { enabled: ["whoami", "task-tracker"], grants: { whoami: ["kv"] } } }, { HOOKBOX_PLUGINS_DIR: "/nonexistent-hookbox-plugins" });
+    const why: string[] = [];
+    assert.equal(await runCli(["config"], { out: (l) => why.push(l), err: (l) => why.push(l) }, { config: gone }), 1);
+    assert.equal(why.at(-1), "hookbox: environment: HOOKBOX_PLUGINS_DIR (plugins.dir): /nonexistent-hookbox-plugins does not exist, and plugins.enabled, plugins.grants name plugins in it");
+  });
+
+  it("a plugin name the environment set is refused naming the variable; a fail-closed plugin that is not there is refused, not warned about", () => {
+    const fromEnv = parseConfig({}, { HOOKBOX_PLUGINS_ENABLED: "whoami,nope" });
+    assert.throws(() => checkPluginNames(fromEnv, ["whoami"]), /^ConfigError: environment: HOOKBOX_PLUGINS_ENABLED \(plugins\.enabled\): no plugin named "nope"/);
+    const closed = parseConfig({ plugins: { fail_closed: ["nope"] } });
+    assert.throws(() => checkPluginNames(closed, ["whoami"]), /plugins\.fail_closed: no plugin named "nope"/);
+    assert.deepEqual(closed.warnings, [], "no warning that it is not enabled first");
+    const idle = parseConfig({ plugins: { fail_closed: ["whoami"] } });
+    checkPluginNames(idle, ["whoami"]);
+    assert.deepEqual(idle.warnings, ["plugins.fail_closed: whoami is not enabled, so it blocks every tool call"]);
   });
 });

@@ -20,6 +20,6 @@ export function checkAgainstPluginDir(config: Config): void {
     throw new ConfigError(`plugins.dir (HOOKBOX_PLUGINS_DIR): ${resolve(config.plugins.dir)} is not a directory`);
   }
   const plugins = scanPluginDir(config.plugins.dir);
-  checkPluginNames(config, plugins.map((p) => p.folder));
+  checkPluginNames(config, plugins.map((p) => p.folder), existsSync(config.plugins.dir));
   checkCommandUsers(config, declaredCommands(plugins));
 }
