@@ -4,7 +4,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import * as v from "valibot";
 import { CAPABILITY_PATTERN } from "../host-api/capabilities.ts";
-import { describeIssue, schemaLeaves } from "./util/schema-walk.ts";
+import { arraysForObjects, describeIssue, schemaLeaves } from "./util/schema-walk.ts";
 import { suggest } from "./util/suggest.ts";
 import { log } from "./log.ts";
 
@@ -250,6 +250,8 @@ export function parseConfig(input: unknown, env: Record<string, string | undefin
   // "$schema" (an editor's hint) is no setting, in a config file as in a manifest.
   if (typeof input === "object" && input !== null && "$schema" in input) input = Object.fromEntries(Object.entries(input).filter(([k]) => k !== "$schema"));
   const { merged, fromEnv } = applyEnv(input, env);
+  const arrays = arraysForObjects(ConfigSchema, merged);
+  if (arrays.length > 0) throw new ConfigError(arrays.map((path) => `${fromEnv.get(path) ? `environment: ${fromEnv.get(path)}` : origin}: ${path}: must be a JSON object, not an array`).join("; "));
   /**
    * The variable that set `path` or an object above it (HOOKBOX_PLUGINS_GRANTS for plugins.grants.x.0);
    * for a setting that is missing from an object only the environment made (HOOKBOX_PROVIDER_TYPE=openai

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { runCli } from "../runtime/cli.ts";
 import { ConfigError, ENV_SETTINGS, checkCommandUsers, checkPluginNames, loadConfig, maskSecrets, parseConfig } from "../runtime/config.ts";
 import { logThreshold } from "../runtime/log.ts";
+import { parseManifest } from "../runtime/plugins/manifest.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { seed } from "./helpers/seed.ts";
 
@@ -325,6 +326,16 @@ describe("configuration (operator)", () => {
     const why: string[] = [];
     assert.equal(await runCli(["config"], { out: (l) => why.push(l), err: (l) => why.push(l) }, { config: gone }), 1);
     assert.equal(why.at(-1), "hookbox: environment: HOOKBOX_PLUGINS_DIR (plugins.dir): /nonexistent-hookbox-plugins does not exist, and plugins.enabled, plugins.grants name plugins in it");
+  });
+
+  // valibot takes an array for an object: "plugins": [] ran on the defaults, "grants": ["kv"] read a plugin "0".
+  it("an array where the configuration or a manifest wants an object is refused, naming where", () => {
+    for (const [input, path] of [[{ plugins: [] }, "plugins"], [{ compaction: [] }, "compaction"], [{ plugins: { grants: ["kv"] } }, "plugins.grants"], [{ plugins: { limits: { whoami: [] } } }, "plugins.limits.whoami"]] as const) {
+      assert.throws(() => parseConfig(input as never), new RegExp(`^ConfigError: config: ${path.replaceAll(".", "\\.")}: must be a JSON object, not an array$`), path);
+    }
+    assert.throws(() => parseConfig({}, { HOOKBOX_PLUGINS_GRANTS: "[]" }), /environment: HOOKBOX_PLUGINS_GRANTS: plugins\.grants: must be a JSON object, not an array/);
+    assert.throws(() => parseManifest({ name: "x", version: "1", limits: [] }, "manifest.json"), /manifest\.json: limits: must be a JSON object, not an array/);
+    assert.doesNotThrow(() => parseConfig({ plugins: { enabled: ["whoami"], grants: {} } }));
   });
 
   it("a plugin name the environment set is refused naming the variable; a fail-closed plugin that is not there is refused, not warned about", () => {

@@ -7,7 +7,7 @@ import { isHookName, type HookName } from "../../hooks/catalogue.ts";
 import { wholeRecord } from "../../hooks/whole-record.ts";
 import { schemaProblem } from "../tools/registry.ts";
 import { Capability, notReserved, PluginLimitsSchema, PluginName } from "../config.ts";
-import { describeIssue } from "../util/schema-walk.ts";
+import { arraysForObjects, describeIssue } from "../util/schema-walk.ts";
 import { suggest } from "../util/suggest.ts";
 
 const HookSchema = v.pipe(v.string(), v.regex(/^[a-z][a-z0-9_]{0,63}$/, "hook names are lowercase [a-z0-9_]"));
@@ -81,6 +81,8 @@ export class ManifestError extends Error {
 
 export function parseManifest(raw: unknown, where: string): Manifest {
   const fields = withoutAnnotations(raw);
+  const arrays = arraysForObjects(ManifestSchema, fields);
+  if (arrays.length > 0) throw new ManifestError(`${where}: ${arrays.map((path) => `${path}: must be a JSON object, not an array`).join("; ")}`);
   const res = v.safeParse(ManifestSchema, fields);
   if (!res.success) {
     const issues = res.issues

@@ -74,6 +74,29 @@ export function describeIssue(schema: v.GenericSchema, issue: v.BaseIssue<unknow
   return { path, message: issue.message };
 }
 
+/**
+ * Paths in `input` where an array stands for an object the schema wants (an object or a record):
+ * valibot takes an array for either, so `"plugins": []` ran on the defaults and `"grants": ["kv"]`
+ * was read as a plugin named "0" (an outside probe).
+ */
+export function arraysForObjects(schema: v.GenericSchema, input: unknown): string[] {
+  const found: string[] = [];
+  const walk = (s: AnySchema, value: unknown, path: string[]) => {
+    if (typeof value !== "object" || value === null) return;
+    const options = (alternatives(unwrap(s)) ?? [unwrap(s)]).filter((o) => o.entries || o.type === "record");
+    if (options.length === 0) return;
+    if (Array.isArray(value)) return void found.push(path.join(".") || "(root)");
+    for (const o of options) {
+      for (const [k, child] of Object.entries(value)) {
+        const next = o.entries ? o.entries[k] : o.value;
+        if (next) walk(next, child, [...path, k]);
+      }
+    }
+  };
+  walk(schema as unknown as AnySchema, input, []);
+  return [...new Set(found)];
+}
+
 export type LeafKind = "string" | "choice" | "number" | "list" | "json";
 
 function leafKind(s: AnySchema): LeafKind {
