@@ -228,6 +228,7 @@ function selected(args) {
     if (mine) dirs.push(mine);
     else if (existsSync(p) && sourceOf(p)) dirs.push(p);
     else if (existsSync(p) && pluginDirsIn(p).length > 0) dirs.push(...pluginDirsIn(p));
+    else if (!existsSync(p)) throw new Error(`${a}: no such file or folder (${p}), and no plugin of plugins-wasm/ has that name`);
     else throw new Error(`${a}: not a plugin of plugins-wasm/, nor a folder with plugin.ts, plugin.rs or plugin.c (or folders of them)`);
   }
   return dirs;

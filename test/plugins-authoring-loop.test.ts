@@ -60,7 +60,7 @@ describe("hookbox plugins new -> build -> load -> call", () => {
     // A plugin that is not there is not found, before any build (it said the build failed).
     const nosuch = await cli("plugins", "build", "nosuch-plugin");
     assert.deepEqual([nosuch.code, nosuch.err.trim()], [1, "hookbox: no such plugin (see above): nothing was built"]);
-    assert.match(nosuch.out, /nosuch-plugin: not a plugin of plugins-wasm\//);
+    assert.match(nosuch.out, /nosuch-plugin: no such file or folder \(.*\), and no plugin of plugins-wasm\/ has that name/);
     // A reserved name says so (it said "lowercase [a-z0-9_-]" for a lowercase name; an outside probe).
     const reserved = await cli("plugins", "new", "constructor", "--dir", dir);
     assert.deepEqual([reserved.code, reserved.err.split("\n")[0]], [2, 'hookbox: "constructor" is not a plugin name: "constructor" cannot name a plugin (every JavaScript object has a member of that name)']);
