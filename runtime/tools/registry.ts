@@ -304,9 +304,8 @@ export function uncheckedKeywords(schema: unknown): string[] {
 /** `schema` without the keywords the host does not check (at subschema positions only). */
 export function checkedSchema(schema: unknown): unknown {
   if (typeof schema !== "object" || schema === null || Array.isArray(schema)) return schema;
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(schema)) if (!UNCHECKED.has(k)) out[k] = mapSubschemas(k, v, checkedSchema);
-  return out;
+  // fromEntries defines own properties: `out[k] = ...` with k "__proto__" would set the copy's prototype.
+  return Object.fromEntries(Object.entries(schema).filter(([k]) => !UNCHECKED.has(k)).map(([k, v]) => [k, mapSubschemas(k, v, checkedSchema)]));
 }
 
 export const SCHEMA_LIMITS = { bytes: 64 * 1024, depth: 32, subschemas: 2_000 } as const;
@@ -343,6 +342,12 @@ function walkSchema(schema: unknown): string | { unchecked: string[] } {
     if (depth > SCHEMA_LIMITS.depth) return `nested deeper than ${SCHEMA_LIMITS.depth} levels at ${path}`;
     if (++count > SCHEMA_LIMITS.subschemas) return `more than ${SCHEMA_LIMITS.subschemas} subschemas`;
     for (const [k, v] of Object.entries(node)) {
+      // JSON.parse makes "__proto__" an own key; a validator (and a copy made with obj[k] = v) reads
+      // it as the prototype, whose keywords no walk sees: a refused keyword hid there and ran the
+      // argument check on the server's thread for seconds (an independent review).
+      if (k === "__proto__" || (NAMED.has(k) && typeof v === "object" && v !== null && Object.hasOwn(v, "__proto__"))) {
+        return `"__proto__" (at ${path}${k === "__proto__" ? "" : `/${k}`}) is not allowed in a plugin tool's schema`;
+      }
       if (REFUSED.has(k)) return `"${k}" (at ${path}) is not allowed in a plugin tool's schema: its check has no bound on the host's work`;
       // The validator compiles {"type":"nonsense"} (no value then passes), and a provider that checks
       // the tools it is sent refuses it: every model call of every session failed (an outside probe).
