@@ -250,8 +250,6 @@ export function parseConfig(input: unknown, env: Record<string, string | undefin
   // "$schema" (an editor's hint) is no setting, in a config file as in a manifest.
   if (typeof input === "object" && input !== null && "$schema" in input) input = Object.fromEntries(Object.entries(input).filter(([k]) => k !== "$schema"));
   const { merged, fromEnv } = applyEnv(input, env);
-  const arrays = arraysForObjects(ConfigSchema, merged);
-  if (arrays.length > 0) throw new ConfigError(arrays.map((path) => `${fromEnv.get(path) ? `environment: ${fromEnv.get(path)}` : origin}: ${path}: must be a JSON object, not an array`).join("; "));
   /**
    * The variable that set `path` or an object above it (HOOKBOX_PLUGINS_GRANTS for plugins.grants.x.0);
    * for a setting that is missing from an object only the environment made (HOOKBOX_PROVIDER_TYPE=openai
@@ -286,6 +284,8 @@ export function parseConfig(input: unknown, env: Record<string, string | undefin
     const bad = typeof m === "object" && m !== null ? Object.keys(m).find((k) => RESERVED_NAMES.has(k)) : undefined;
     if (bad !== undefined) throw new ConfigError(`${envFor(`plugins.${map}`) ? `environment: ${envFor(`plugins.${map}`)}` : origin}: plugins.${map}: "${bad}" cannot name a plugin or command (every JavaScript object has a member of that name)`);
   }
+  const arrays = arraysForObjects(ConfigSchema, merged);
+  if (arrays.length > 0) throw new ConfigError(arrays.map((path) => `${envFor(path) ? `environment: ${envFor(path)}` : origin}: ${path}: must be a JSON object, not an array`).join("; "));
   const res = v.safeParse(ConfigSchema, merged);
   if (!res.success) {
     const where = res.issues

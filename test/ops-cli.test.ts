@@ -334,6 +334,7 @@ describe("configuration (operator)", () => {
       assert.throws(() => parseConfig(input as never), new RegExp(`^ConfigError: config: ${path.replaceAll(".", "\\.")}: must be a JSON object, not an array$`), path);
     }
     assert.throws(() => parseConfig({}, { HOOKBOX_PLUGINS_GRANTS: "[]" }), /environment: HOOKBOX_PLUGINS_GRANTS: plugins\.grants: must be a JSON object, not an array/);
+    assert.throws(() => parseConfig({}, { HOOKBOX_PLUGINS_LIMITS: '{"x":[]}' }, "hookbox.json"), /^ConfigError: environment: HOOKBOX_PLUGINS_LIMITS: plugins\.limits\.x: must be/);
     assert.throws(() => parseManifest({ name: "x", version: "1", limits: [] }, "manifest.json"), /manifest\.json: limits: must be a JSON object, not an array/);
     assert.doesNotThrow(() => parseConfig({ plugins: { enabled: ["whoami"], grants: {} } }));
   });

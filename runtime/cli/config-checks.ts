@@ -12,14 +12,17 @@ import { declaredCommands, scanPluginDir } from "../plugins/loader.ts";
  * path otherwise started a server with no plugins and said nothing.
  */
 export function checkAgainstPluginDir(config: Config): void {
-  if (!existsSync(config.plugins.dir)) {
-    const warning = `plugins.dir ${resolve(config.plugins.dir)} does not exist: no plugin will load`;
-    config.warnings.push(warning);
-    log("warn", warning, { origin: "plugins.dir" });
-  } else if (!statSync(config.plugins.dir).isDirectory()) {
+  const exists = existsSync(config.plugins.dir);
+  if (exists && !statSync(config.plugins.dir).isDirectory()) {
     throw new ConfigError(`plugins.dir (HOOKBOX_PLUGINS_DIR): ${resolve(config.plugins.dir)} is not a directory`);
   }
   const plugins = scanPluginDir(config.plugins.dir);
-  checkPluginNames(config, plugins.map((p) => p.folder), existsSync(config.plugins.dir));
+  // A missing folder the configuration names plugins in is refused there, once; else it is a warning.
+  checkPluginNames(config, plugins.map((p) => p.folder), exists);
+  if (!exists) {
+    const warning = `plugins.dir ${resolve(config.plugins.dir)} does not exist: no plugin will load`;
+    config.warnings.push(warning);
+    log("warn", warning, { origin: "plugins.dir" });
+  }
   checkCommandUsers(config, declaredCommands(plugins));
 }

@@ -20,8 +20,6 @@ import { suggest } from "../util/suggest.ts";
 import { parseManifest, type Manifest } from "./manifest.ts";
 import type { SandboxLimits } from "../sandbox/wasm-plugin.ts";
 
-/** How this runtime runs the CLI, for the hints in load errors. */
-
 export class PluginLoadError extends Error {
   override name = "PluginLoadError";
 }

@@ -1,6 +1,5 @@
 // What `plugins list`, GET /v1/plugins and the runtime itself say about a plugin: whether it is
 // wanted (config, operator override) and its status with the reason.
-import { INVOKED_AS } from "../cli/invoked-as.ts";
 import { Bookkeeping } from "../../hooks/bookkeeping.ts";
 import type { HookDispatcher } from "../../hooks/dispatcher.ts";
 import type { Config } from "../config.ts";
@@ -44,4 +43,4 @@ export function pluginInfo(e: PluginEntry, config: Config, dispatcher: HookDispa
 }
 
 /** How an operator lifts a plugin's quarantine (it stays across restarts until then). */
-export const liftQuarantine = (name: string) => ` (an operator lifts it: ${INVOKED_AS} plugins enable ${name}, or POST /v1/plugins/${name}/enable)`;
+export const liftQuarantine = (name: string) => ` (an operator lifts it: the CLI's plugins enable ${name}, or POST /v1/plugins/${name}/enable)`;

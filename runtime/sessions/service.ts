@@ -28,10 +28,10 @@ export interface NewMessage {
   tool_name?: string | null;
 }
 
-/** A session as a running turn reads it (SessionService.turnSession). */
+/** A session as a running turn reads it (SessionService.turnState, turnSession). */
 export type TurnSession = Pick<SessionRow, "id" | "platform" | "user_id" | "parent_session_id" | "compacted_from" | "ended_at" | "end_reason" | "token_estimate">;
 
-/** A stored message as a running turn sees it (SessionService.turnHistory). */
+/** A stored message as a running turn sees it (SessionService.turnState). */
 export type TurnMessage = Pick<MessageRow, "seq" | "role" | "content" | "tool_name" | "tokens">;
 
 export interface ListFilter {
