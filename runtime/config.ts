@@ -176,14 +176,14 @@ export class ConfigError extends Error {
 }
 
 /**
- * Which environment variable set each plugins.* map or list of a parsed config, for the checks made
- * later against plugins.dir (checkPluginNames): outside the config, which `hookbox config` prints.
+ * Which environment variable set a setting of a parsed config (parseConfig's setBy), for the checks
+ * made later against plugins.dir (checkPluginNames): outside the config, which `hookbox config` prints.
  */
-const pluginSettingsFromEnv = new WeakMap<Config, Map<string, string>>();
+const envOfConfig = new WeakMap<Config, (path: string) => string | undefined>();
 
-/** Where a plugins.* setting of `c` came from, as errors name it: "environment: VAR (path)" or the path. */
+/** Where a setting of `c` came from, as errors name it: "environment: VAR (path)" or the path. */
 function settingLabel(c: Config, path: string): string {
-  const name = pluginSettingsFromEnv.get(c)?.get(path);
+  const name = envOfConfig.get(c)?.(path);
   return name ? `environment: ${name} (${path})` : path;
 }
 
@@ -250,16 +250,21 @@ export function parseConfig(input: unknown, env: Record<string, string | undefin
   // "$schema" (an editor's hint) is no setting, in a config file as in a manifest.
   if (typeof input === "object" && input !== null && "$schema" in input) input = Object.fromEntries(Object.entries(input).filter(([k]) => k !== "$schema"));
   const { merged, fromEnv } = applyEnv(input, env);
-  /**
-   * The variable that set `path` or an object above it (HOOKBOX_PLUGINS_GRANTS for plugins.grants.x.0);
-   * for a setting that is missing from an object only the environment made (HOOKBOX_PROVIDER_TYPE=openai
-   * with no provider in the file: provider.base_url), the variables that made it.
-   */
-  const envFor = (path: string): string | undefined => {
+  /** The variable that set `path` or an object above it (HOOKBOX_PLUGINS_GRANTS for plugins.grants.x.0). */
+  const setBy = (path: string): string | undefined => {
     for (let p = path; p !== ""; p = p.includes(".") ? p.slice(0, p.lastIndexOf(".")) : "") {
       const name = fromEnv.get(p);
       if (name) return name;
     }
+    return undefined;
+  };
+  /**
+   * setBy, and for a setting that is missing from an object only the environment made
+   * (HOOKBOX_PROVIDER_TYPE=openai with no provider in the file: provider.base_url), the variables that made it.
+   */
+  const envFor = (path: string): string | undefined => {
+    const name = setBy(path);
+    if (name) return name;
     const parent = path.includes(".") ? path.slice(0, path.lastIndexOf(".")) : "";
     if (parent === "" || hasPath(input, parent)) return undefined;
     const makers = [...fromEnv].filter(([p]) => p.startsWith(`${parent}.`)).map(([, name]) => name);
@@ -309,12 +314,8 @@ export function parseConfig(input: unknown, env: Record<string, string | undefin
   const timeoutVar = envFor("plugins.hook_callback_timeout");
   for (const w of timeoutWarnings) warnings.push(timeoutVar ? { text: `${timeoutVar}: ${w}`, fromEnv: true } : { text: w, fromEnv: false });
   const c: Config = { ...res.output, plugins: { ...plugins, hook_callback_timeout: hookTimeoutSeconds }, warnings: warnings.map((w) => w.text) };
-  const sources = new Map<string, string>();
-  for (const key of ["dir", "enabled", "disabled", "grants", "limits", "fail_closed"]) {
-    const name = envFor(`plugins.${key}`);
-    if (name) sources.set(`plugins.${key}`, name);
-  }
-  pluginSettingsFromEnv.set(c, sources);
+  // Only a variable that set the setting: a default plugins.dir is not HOOKBOX_PLUGINS_ENABLED's.
+  envOfConfig.set(c, setBy);
   for (const w of warnings) log("warn", w.text, { origin: w.fromEnv ? "environment" : origin });
   checkBindHost(c);
   return c;

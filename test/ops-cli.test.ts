@@ -342,6 +342,8 @@ describe("configuration (operator)", () => {
   it("a plugin name the environment set is refused naming the variable; a fail-closed plugin that is not there is refused, not warned about", () => {
     const fromEnv = parseConfig({}, { HOOKBOX_PLUGINS_ENABLED: "whoami,nope" });
     assert.throws(() => checkPluginNames(fromEnv, ["whoami"]), /^ConfigError: environment: HOOKBOX_PLUGINS_ENABLED \(plugins\.enabled\): no plugin named "nope"/);
+    // Only the variable that set a setting is named: the default plugins.dir is no variable's.
+    assert.throws(() => checkPluginNames(fromEnv, [], false), /^ConfigError: plugins\.dir: \.\/plugins-wasm does not exist, and environment: HOOKBOX_PLUGINS_ENABLED \(plugins\.enabled\) name plugins in it$/);
     const closed = parseConfig({ plugins: { fail_closed: ["nope"] } });
     assert.throws(() => checkPluginNames(closed, ["whoami"]), /plugins\.fail_closed: no plugin named "nope"/);
     assert.deepEqual(closed.warnings, [], "no warning that it is not enabled first");
