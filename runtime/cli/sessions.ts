@@ -73,8 +73,11 @@ export function registerSessionCommands(program: Command, ctx: CliContext): void
         // An archive is a no-op for one already archived, as over HTTP ({archived: false}): said, exit 0.
         if (action === "archive") {
           const flipped = new Set(res.deleted_ids);
-          const gone: string[] = [];
-          for (const id of new Set(ids)) if (!flipped.has(id)) (await core.sessions.find(id)) ? io.out(`already archived ${id}`) : gone.push(id);
+          const unflipped = [...new Set(ids)].filter((id) => !flipped.has(id));
+          // One set-based read, as requireExisting's (ids from standard input may be many).
+          const present = new Set((await core.storage.db.selectFrom("sessions").select("id").where("id", "in", idIn(unflipped)).execute()).map((r) => r.id));
+          const gone = unflipped.filter((id) => !present.has(id));
+          for (const id of unflipped) if (present.has(id)) io.out(`already archived ${id}`);
           if (gone.length > 0) throw new AppError(404, "not_found", `deleted by another process meanwhile: ${gone.join(", ")}`);
         }
       });
